@@ -1,0 +1,31 @@
+# Two commands: `make demo` and `make test`. Both create .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install clean bench
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first, by its exact pin: an unpinned torch pulls GBs of CUDA packages.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/autosearch target
+	$(BIN)/autosearch collect --workloads GMM/1x128x128x128,random:1 --per-workload 16 --db demo.db
+	$(BIN)/autosearch db stats --db demo.db
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/collect_throughput.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

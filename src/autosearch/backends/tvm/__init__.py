@@ -1,0 +1,1 @@
+"""backends/tvm"""
