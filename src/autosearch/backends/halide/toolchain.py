@@ -1,0 +1,92 @@
+"""Where the Halide wheel keeps its pieces (plugin, tools), and the host target.
+
+Why a module: the Adams2019 plugin must be loaded by full path, and Halide's own tools
+(`adams2019_retrain_cost_model`, `featurization_to_sample`) live under `halide/bin/`; every
+caller finds them here instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+
+from autosearch.errors import InputError
+
+__all__ = [
+    "ADAMS2019_PLUGIN",
+    "device_fingerprint",
+    "halide_root",
+    "load_adams2019",
+    "plugin_path",
+    "target_json",
+    "tool_path",
+]
+
+ADAMS2019_PLUGIN = "libautoschedule_adams2019.so"
+
+
+@lru_cache(maxsize=1)
+def halide_root() -> Path:
+    """The installed `halide` package directory (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("halide")
+    if spec is None or not spec.origin:
+        raise InputError("the 'halide' package is not installed (pip install halide==21.0.0)")
+    return Path(spec.origin).parent
+
+
+def plugin_path() -> Path:
+    """Full path of the Adams2019 autoscheduler plugin shipped in the wheel."""
+    for sub in ("lib64", "lib"):
+        p = halide_root() / sub / ADAMS2019_PLUGIN
+        if p.exists():
+            return p
+    raise InputError(f"{ADAMS2019_PLUGIN} not found under {halide_root()} (is halide==21.0.0 installed?)")
+
+
+def tool_path(name: str) -> Path:
+    """Full path of one of Halide's tools under `halide/bin/` (e.g. adams2019_retrain_cost_model)."""
+    p = halide_root() / "bin" / name
+    if not p.exists():
+        raise InputError(f"Halide tool {name!r} not found under {halide_root() / 'bin'}")
+    return p
+
+
+_loaded = False
+
+
+def load_adams2019() -> None:
+    """Load the Adams2019 plugin into this process once (Halide refuses nothing, but be tidy)."""
+    global _loaded
+    if _loaded:
+        return
+    import halide as hl
+
+    hl.load_plugin(str(plugin_path()))
+    _loaded = True
+
+
+def target_json(target: str, threads: int) -> str:
+    """Canonical target JSON of the store: Halide target string, thread count, host machine."""
+    return json.dumps(
+        {"backend": "halide", "target": target, "threads": int(threads), "machine": platform.machine()},
+        sort_keys=True,
+    )
+
+
+def device_fingerprint() -> str:
+    """A short description of the machine that ran a benchmark."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{platform.node()}|{cpu or platform.processor()}|{os.cpu_count()} cpus"
