@@ -1,0 +1,169 @@
+"""Build and run candidates through MetaSchedule's Builder / Runner.
+
+Why a custom build function: the stock `default_build` imports `tvm.s_tir.tensor_intrin` in every
+fresh builder worker (the pool is rebuilt for every batch), ~13 s per batch on this machine. Only
+schedules that tensorize need those intrinsics registered, so `fast_build` skips the import and
+`Measurer` sends tensorizing candidates to the stock builder instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from autosearch.errors import InputError
+
+__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "fast_build", "uses_tensor_intrin"]
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """`default_build` without the tensor-intrinsics import (runs inside a builder worker)."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
+def uses_tensor_intrin(trace: Any) -> bool:
+    """True when a schedule's trace tensorizes (then its build needs the intrinsics registered)."""
+    for inst in trace.insts:
+        name = inst.kind.name
+        if name in ("Tensorize", "Blockize"):
+            return True
+        if name == "Annotate" and any("tensorize" in str(a) for a in inst.attrs):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class EvaluatorSettings:
+    """How each candidate is timed. Defaults suit a shared machine: every repeat lasts at least
+    `min_repeat_ms`, and the median over `repeat` repeats damps interference from neighbours."""
+
+    number: int = 1
+    repeat: int = 5
+    min_repeat_ms: int = 20
+    enable_cpu_cache_flush: bool = False
+
+    def __post_init__(self) -> None:
+        if self.number < 1 or self.repeat < 1 or self.min_repeat_ms < 0:
+            raise InputError("evaluator settings need number >= 1, repeat >= 1, min_repeat_ms >= 0")
+
+    def config(self) -> Any:
+        from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
+
+        return EvaluatorConfig(
+            number=self.number,
+            repeat=self.repeat,
+            min_repeat_ms=self.min_repeat_ms,
+            enable_cpu_cache_flush=self.enable_cpu_cache_flush,
+        )
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """Outcome of one candidate: status is ok / build_error / run_error / timeout."""
+
+    status: str
+    latencies: list[float]
+    error: str = ""
+
+
+def _classify(msg: str, default: str) -> str:
+    return "timeout" if "Timeout" in msg or "timeout" in msg else default
+
+
+class Measurer:
+    """Builds candidates in parallel and runs them one at a time on the device.
+
+    `rpc=(host, port, key)` sends runs to a TVM RPC tracker instead of the local device.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        evaluator: EvaluatorSettings | None = None,
+        *,
+        build_workers: int | None = None,
+        build_timeout: float = 60.0,
+        run_timeout: float = 30.0,
+        rpc: tuple[str, int, str] | None = None,
+    ) -> None:
+        from tvm.s_tir.meta_schedule.builder import LocalBuilder
+        from tvm.s_tir.meta_schedule.runner import LocalRunner, RPCConfig, RPCRunner
+
+        from autosearch.backends.tvm.target import is_gpu
+
+        self.target = target
+        self.evaluator = evaluator or EvaluatorSettings()
+        self.device_type = "cuda" if is_gpu(target) else "cpu"
+        workers = build_workers or 2
+        self._fast_builder = LocalBuilder(max_workers=workers, timeout_sec=build_timeout, f_build=fast_build)
+        self._stock_builder: Any = None
+        self._build_args = (workers, build_timeout)
+        if rpc is not None:
+            host, port, key = rpc
+            self.runner = RPCRunner(
+                rpc_config=RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key,
+                                     session_timeout_sec=int(run_timeout)),
+                evaluator_config=self.evaluator.config(),
+                max_workers=1,
+            )
+        else:
+            self.runner = LocalRunner(timeout_sec=run_timeout, evaluator_config=self.evaluator.config())
+
+    def _stock(self) -> Any:
+        if self._stock_builder is None:
+            from tvm.s_tir.meta_schedule.builder import LocalBuilder
+
+            workers, timeout = self._build_args
+            self._stock_builder = LocalBuilder(max_workers=workers, timeout_sec=timeout)
+        return self._stock_builder
+
+    def build(self, candidates: Sequence[Any]) -> list[Any]:
+        """BuilderResults in candidate order (tensorizing ones go to the stock builder)."""
+        from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+        results: list[Any] = [None] * len(candidates)
+        slow = {i for i, c in enumerate(candidates) if uses_tensor_intrin(c.sch.trace)}
+        fast = [i for i in range(len(candidates)) if i not in slow]
+        for idx, get_builder in ((fast, lambda: self._fast_builder), (sorted(slow), self._stock)):
+            if idx:
+                outs = get_builder().build([BuilderInput(candidates[i].sch.mod, self.target) for i in idx])
+                for i, out in zip(idx, outs):
+                    results[i] = out
+        return results
+
+    def measure(self, candidates: Sequence[Any]) -> list[MeasureResult]:
+        """Build then run every candidate; failures are results, never exceptions."""
+        from tvm.s_tir.meta_schedule.runner import RunnerInput
+        from tvm.s_tir.meta_schedule.utils import remove_build_dir
+
+        built = self.build(candidates)
+        results: list[MeasureResult | None] = [None] * len(candidates)
+        to_run = []
+        for i, b in enumerate(built):
+            if b.error_msg is not None:
+                results[i] = MeasureResult(_classify(b.error_msg, "build_error"), [], b.error_msg.strip())
+            else:
+                to_run.append(i)
+        try:
+            futures = self.runner.run(
+                [RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in to_run]
+            )
+            for i, fut in zip(to_run, futures):
+                res = fut.result()
+                if res.error_msg is not None:
+                    results[i] = MeasureResult(_classify(res.error_msg, "run_error"), [], res.error_msg.strip())
+                    continue
+                secs = [float(x) for x in res.run_secs]
+                if not secs or not all(math.isfinite(x) and x > 0 for x in secs):
+                    results[i] = MeasureResult("run_error", [], f"runner returned invalid latencies {secs}")
+                else:
+                    results[i] = MeasureResult("ok", secs)
+        finally:
+            for i in to_run:
+                remove_build_dir(built[i].artifact_path)
+        return [r for r in results if r is not None]

@@ -1,0 +1,88 @@
+"""A workload's MetaSchedule design space and random schedules drawn from it.
+
+Sampling goes through MetaSchedule's own `ReplayTrace` strategy: each candidate is a design-space
+trace with fresh random decisions, post-processed and validated exactly as tuning would do.
+Candidates are deduplicated by their trace, so a group never holds the same schedule twice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from autosearch.errors import WorkloadError
+from autosearch.store import schedule_hash
+
+__all__ = ["TaskSpace", "to_plain_json", "trace_json"]
+
+
+def trace_json(sch: Any) -> str:
+    """The stored form of a schedule: its full trace (decisions and post-processing) as JSON."""
+    return json.dumps(to_plain_json(sch.trace.as_json()), separators=(",", ":"))
+
+
+def to_plain_json(obj: Any) -> Any:
+    """TVM containers and immediates (as found in trace / record JSON) to plain Python."""
+    from tvm.tirx import FloatImm, IntImm
+
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (IntImm, FloatImm)):
+        return obj.value
+    if isinstance(obj, dict) or hasattr(obj, "items"):
+        return {str(to_plain_json(k)): to_plain_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) or hasattr(obj, "__len__"):
+        return [to_plain_json(x) for x in obj]
+    raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
+
+
+class TaskSpace:
+    """Design space of one workload on one target; `sample()` draws unseen random schedules."""
+
+    def __init__(self, mod: Any, target: Any, *, seed: int = 0, num_threads: int = 2, name: str = "task") -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        self.mod = mod
+        self.target = target
+        self.context = ms.TuneContext(
+            mod=mod,
+            target=target,
+            space_generator="post-order-apply",
+            search_strategy="replay-trace",
+            task_name=name,
+            rand_state=seed,
+            num_threads=num_threads,
+        )
+        try:
+            self.spaces = self.context.generate_design_space()
+        except Exception as exc:
+            raise WorkloadError(f"MetaSchedule cannot build a design space for {name}: {str(exc).splitlines()[0]}") from None
+        if not self.spaces:
+            raise WorkloadError(f"{name} has no tunable design space on {target.kind.name}")
+        self._started = False
+
+    def sample(self, n: int, seen: set[str], max_rounds: int = 8) -> list[tuple[Any, str, str]]:
+        """Up to n new candidates as (MeasureCandidate, trace JSON, schedule hash); adds to `seen`.
+
+        Returns fewer when the space seems exhausted (rounds without a new schedule).
+        """
+        if not self._started:
+            self.context.pre_tuning(max_trials=1 << 30, num_trials_per_iter=max(n, 16), design_spaces=self.spaces)
+            self._started = True
+        out: list[tuple[Any, str, str]] = []
+        dry = 0
+        while len(out) < n and dry < max_rounds:
+            cands = self.context.generate_measure_candidates() or []
+            new = 0
+            for c in cands:
+                text = trace_json(c.sch)
+                h = schedule_hash(text)
+                if h in seen:
+                    continue
+                seen.add(h)
+                out.append((c, text, h))
+                new += 1
+                if len(out) == n:
+                    break
+            dry = 0 if new else dry + 1
+        return out

@@ -1,0 +1,243 @@
+"""The `autosearch` command. Every user-caused failure prints one line and exits with status 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autosearch.errors import AutosearchError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="autosearch",
+    help="Learned cost models for tensor-program auto-scheduling (TVM MetaSchedule, Halide).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Inspect, import and export the records database.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
+
+
+def _fmt_s(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x * 1e9:.3g} ns"
+
+
+@app.command()
+def target(
+    target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Print the detected (or given) target: what measurements will be made on."""
+    from autosearch.backends.tvm.target import PRESETS, describe_target, parse_target
+
+    info = describe_target(parse_target(target))
+    if json_out:
+        console.print_json(json.dumps(info))
+        return
+    table = Table(title="target", show_header=False)
+    for k, v in info.items():
+        table.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+    table.add_row("presets", ", ".join(PRESETS))
+    console.print(table)
+
+
+@app.command()
+def workloads(
+    family: Optional[str] = typer.Option(None, "--family", help="Only this family."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List the registered workloads by family (random programs: `random:N`)."""
+    from autosearch.workloads import families
+
+    fams = families()
+    if family is not None:
+        match = {k: v for k, v in fams.items() if k.lower() == family.lower()}
+        if not match:
+            raise AutosearchError(f"unknown family {family!r}; families: {', '.join(fams)}")
+        fams = match
+    if json_out:
+        console.print_json(json.dumps({k: [w.name for w in v] for k, v in fams.items()}))
+        return
+    table = Table(title=f"{sum(len(v) for v in fams.values())} workloads in {len(fams)} families (+ random:N)")
+    table.add_column("family")
+    table.add_column("n", justify="right")
+    table.add_column("workloads")
+    for fam, wls in fams.items():
+        table.add_row(fam, str(len(wls)), "\n".join(w.name for w in wls))
+    console.print(table)
+
+
+def _parse_rpc(tracker: str | None, key: str | None) -> tuple[str, int, str] | None:
+    if tracker is None:
+        if key is not None:
+            raise AutosearchError("--rpc-key needs --rpc-tracker HOST:PORT")
+        return None
+    host, _, port = tracker.rpartition(":")
+    if not host or not port.isdigit():
+        raise AutosearchError(f"--rpc-tracker must be HOST:PORT, got {tracker!r}")
+    if not key:
+        raise AutosearchError("--rpc-tracker needs --rpc-key KEY")
+    return host, int(port), key
+
+
+@app.command()
+def collect(
+    workloads: str = typer.Option(..., "--workloads", "-w", help="Comma list: names, families, random:N."),
+    per_workload: int = typer.Option(64, "--per-workload", "-n", help="Top each workload up to N schedules."),
+    db: Path = DB_OPT,
+    target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
+    budget_minutes: Optional[float] = typer.Option(None, "--budget-minutes", help="Stop after this long."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Schedules per build/run/write batch."),
+    number: int = typer.Option(1, "--number", help="Runs averaged into one repeat."),
+    repeat: int = typer.Option(5, "--repeat", help="Repeats kept per schedule (median is the label)."),
+    min_repeat_ms: int = typer.Option(20, "--min-repeat-ms", help="Each repeat lasts at least this long."),
+    cache_flush: bool = typer.Option(False, "--cache-flush/--no-cache-flush", help="Flush CPU caches between runs."),
+    rpc_tracker: Optional[str] = typer.Option(None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker."),
+    rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+) -> None:
+    """Measure random schedules of workloads into the database (resumable: re-run to continue)."""
+    from autosearch.backends.tvm.collect import collect as run_collect
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import canonical_target, parse_target
+    from autosearch.store import Store
+    from autosearch.workloads import resolve_workloads
+
+    wls = resolve_workloads(workloads)
+    tgt = parse_target(target)
+    rpc = _parse_rpc(rpc_tracker, rpc_key)
+    evaluator = EvaluatorSettings(number, repeat, min_repeat_ms, cache_flush)
+    err.print(f"collecting {len(wls)} workloads x {per_workload} schedules on {canonical_target(tgt)} -> {db}")
+    with Store(db) as store:
+        s = run_collect(
+            wls, store, tgt, per_workload=per_workload, batch_size=batch_size, budget_minutes=budget_minutes,
+            evaluator=evaluator, rpc=rpc, seed=seed, console=err,
+        )
+    table = Table(title="collect summary")
+    for col in ("workload", "had", "measured", "ok", "note"):
+        table.add_column(col)
+    for name, info in s.per_workload.items():
+        table.add_row(name, str(info["before"]), str(info["measured"]), str(info["ok"]), info["note"])
+    console.print(table)
+    state = "interrupted" if s.interrupted else ("budget reached" if s.budget_exhausted else "done")
+    console.print(
+        f"{state}: {s.measured} measured ({s.ok} ok, {s.failed} failed) in {s.seconds:.0f} s, "
+        f"{s.rate:.2f} candidates/s; {s.skipped_full} workloads already full"
+    )
+    if s.interrupted:
+        console.print("every completed batch is stored; run the same command again to resume")
+        raise typer.Exit(130)
+
+
+@db_app.command("stats")
+def db_stats(db: Path = DB_OPT, json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Per workload: records, ok, failed, best latency, GFLOP/s, spread of repeats, features."""
+    from autosearch.store import Store
+
+    with Store(db, readonly=True) as store:
+        rows = store.stats()
+    if json_out:
+        console.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"{db}: {len(rows)} workload groups")
+    for col in ("workload", "family", "records", "ok", "failed", "best", "GFLOP/s", "spread", "features"):
+        table.add_column(col, justify="left" if col in ("workload", "family") else "right")
+    for r in rows:
+        table.add_row(
+            r["workload"], r["family"], str(r["records"]), str(r["ok"]), str(r["failed"]), _fmt_s(r["best_latency_s"]),
+            f"{r['gflops']:.1f}" if r["gflops"] else "-",
+            f"{100 * r['repeat_spread']:.1f}%" if r["repeat_spread"] is not None else "-", str(r["features"]),
+        )
+    console.print(table)
+
+
+@db_app.command("import")
+def db_import(
+    workload_file: Path = typer.Argument(..., help="MetaSchedule database_workload.json"),
+    record_file: Path = typer.Argument(..., help="MetaSchedule database_tuning_record.json"),
+    db: Path = DB_OPT,
+    features: bool = typer.Option(True, "--features/--no-features", help="Recompute PerStoreFeature."),
+) -> None:
+    """Import a MetaSchedule JSONDatabase (workload + tuning-record files) into the store."""
+    from autosearch.store import Store
+    from autosearch.store.metaschedule_json import import_json_database
+
+    with Store(db) as store:
+        n = import_json_database(store, workload_file, record_file, with_features=features)
+    console.print(f"imported {n.records} records of {n.workloads} workloads ({n.failed} failed runs) into {db}")
+
+
+@db_app.command("export")
+def db_export(
+    workload_file: Path = typer.Argument(..., help="MetaSchedule database_workload.json to write"),
+    record_file: Path = typer.Argument(..., help="MetaSchedule database_tuning_record.json to write"),
+    db: Path = DB_OPT,
+) -> None:
+    """Export the TVM records to a MetaSchedule JSONDatabase that `ms.database.JSONDatabase` reads."""
+    from autosearch.store import Store
+    from autosearch.store.metaschedule_json import export_json_database
+
+    with Store(db, readonly=True) as store:
+        n = export_json_database(store, workload_file, record_file)
+    console.print(f"exported {n.records} records of {n.workloads} workloads to {workload_file}, {record_file}")
+
+
+def _mount_optional() -> None:
+    """Sub-commands living in their own modules (models, halide)."""
+    from importlib.util import find_spec
+
+    if find_spec("autosearch.cli_models") is not None:
+        from autosearch.cli_models import register
+
+        register(app)
+    if find_spec("autosearch.cli_halide") is not None:
+        from autosearch.cli_halide import halide_app
+
+        app.add_typer(halide_app, name="halide")
+
+
+_mount_optional()
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: run the app, turning AutosearchError into one line on stderr and exit 2."""
+    try:
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
+        return rv
+    except AutosearchError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise
