@@ -238,7 +238,8 @@ def retrain_cost_model(
 
     `gen_path` is a pipeline file (`.py` defining `pipeline(**params)`), a builtin name, or
     `random` (batch B then uses random pipeline seed `seed + B`, so each batch is a new program).
-    New batches continue the numbering in `samples_dir`. A missing `weight_path` starts from
+    New batches continue the numbering in `samples_dir`; `batch_num=0` only retrains on the
+    samples already there. A missing `weight_path` starts from
     random weights (Halide's randomize with `seed`). Training uses every sample in `samples_dir`.
     The retrained weights are written back to `weight_path`, loadable by Adams2019's
     `weights_path` parameter. `store` is a `Store` or a database path (optional).
@@ -282,11 +283,14 @@ def retrain_cost_model(
             weights = result.weights
             weights.save(wp)
             losses = result.losses
+        if batch_num == 0:  # retrain on the samples already there
+            batches = group_samples(load_from_dir(samples_dir, skipped=skipped), min_schedules=2)
+            result = trainer.fit(weights, batches)
+            weights, losses = result.weights, result.losses
+            weights.save(wp)
     finally:
         if close:
             db.close()
-    if batch_num == 0 and Path(samples_dir).is_dir():
-        batches = group_samples(load_from_dir(samples_dir, skipped=skipped), min_schedules=2)
     metrics = evaluate(weights, batches, trainer.num_cores) if batches else {}
     return RetrainReport(
         weights_path=str(wp), samples_dir=str(samples_dir), batches=reports,

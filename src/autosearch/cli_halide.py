@@ -1,0 +1,195 @@
+"""`autosearch halide ...`: sample schedules, retrain the Adams2019 weights, print a schedule.
+
+Every command takes `--json` for a machine-readable summary; a user-caused failure prints one
+line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autosearch.errors import AutosearchError, InputError
+
+__all__ = ["halide_app"]
+
+halide_app = typer.Typer(
+    help="Halide Adams2019: sample schedules, retrain the cost model, schedule a pipeline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+PIPELINE_ARG = typer.Argument(..., help="'random', a builtin (blur, matmul, conv_layer, unsharp) or a .py file.")
+PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
+THREADS_OPT = typer.Option(None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: all cores.")
+JSON_OPT = typer.Option(False, "--json", help="Print a JSON summary.")
+
+
+def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AutosearchError as exc:
+            err.print(f"[red]error:[/] {' '.join(str(exc).split())}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _parse_params(items: Optional[list[str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"--param expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+def _fmt_ms(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.4g} ms"
+
+
+@halide_app.command()
+@_one_line_errors
+def sample(
+    pipeline: str = PIPELINE_ARG,
+    param: Optional[list[str]] = PARAM_OPT,
+    batches: int = typer.Option(1, "--batches", help="Number of batches to sample."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Schedules per batch (1 beam search + greedy probes)."),
+    samples_dir: Path = typer.Option(Path("./default_samples"), "--samples-dir", help="Where .sample files go."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Adams2019 .weights (default: Halide's built-in)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name used in sample file names."),
+    threads: Optional[int] = THREADS_OPT,
+    repeats: int = typer.Option(5, "--repeats", help="Interleaved benchmark rounds (min is kept)."),
+    db: str = typer.Option("autosearch.db", "--db", help="SQLite records database ('' to skip)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Autoschedule and benchmark batches of schedules; write .sample files and the store."""
+    from dataclasses import asdict
+
+    from autosearch.backends.halide.autosampler import next_batch_id, sample_batch
+    from autosearch.backends.halide.pipelines import resolve_pipeline
+    from autosearch.store.db import Store
+
+    params = _parse_params(param)
+    base = None if pipeline == "random" else resolve_pipeline(pipeline, params)
+    store = Store(db) if db else None
+    reports = []
+    try:
+        for _ in range(batches):
+            bid = next_batch_id(samples_dir)
+            spec = base or resolve_pipeline("random", {**params, "seed": int(params.get("seed", 0)) + bid})
+            reports.append(sample_batch(spec, samples_dir, batch_size=batch_size, batch_id=bid, weights_path=weights,
+                                        threads=threads, name=name, store=store, repeats=repeats, progress=not json_out))
+    finally:
+        if store is not None:
+            store.close()
+    if json_out:
+        console.print_json(json.dumps([asdict(r) for r in reports]))
+        return
+    table = Table(title=f"Halide samples in {samples_dir}")
+    for col in ("batch", "pipeline", "pipeline_id", "ok", "failed", "best", "beam search"):
+        table.add_column(col)
+    for r in reports:
+        table.add_row(str(r.batch_id), r.pipeline, str(r.pipeline_id), str(r.ok), str(r.failed), _fmt_ms(r.best_ms), _fmt_ms(r.beam_ms))
+    console.print(table)
+    for r in reports:
+        for e in r.errors:
+            err.print(f"batch {r.batch_id}: {e}", highlight=False)
+
+
+@halide_app.command()
+@_one_line_errors
+def retrain(
+    pipeline: str = PIPELINE_ARG,
+    demo_name: str = typer.Argument("demo", help="Name used in sample file names."),
+    batches: int = typer.Option(1, "--batches", help="Batches to sample before each retraining (0: retrain on existing samples)."),
+    batch_size: int = typer.Option(16, "--batch-size"),
+    samples_dir: Path = typer.Option(Path("./default_samples"), "--samples-dir"),
+    weights: Path = typer.Option(Path("./random_init.weights"), "--weights", help="Weights to train; created at random if missing."),
+    learning_rate: float = typer.Option(0.001, "--lr"),
+    train_iters: int = typer.Option(200, "--iters", help="Epochs over all samples after each batch."),
+    param: Optional[list[str]] = PARAM_OPT,
+    threads: Optional[int] = THREADS_OPT,
+    repeats: int = typer.Option(5, "--repeats"),
+    seed: int = typer.Option(0, "--seed", help="Random init / random pipeline seed base."),
+    db: str = typer.Option("autosearch.db", "--db", help="SQLite records database ('' to skip)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Sample, then retrain the Adams2019 weights on every sample so far (Halide's autotune loop)."""
+    from autosearch.backends.halide.autosampler import retrain_cost_model
+
+    rep = retrain_cost_model(
+        pipeline, demo_name, batches, batch_size, str(samples_dir), str(weights), learning_rate, train_iters,
+        threads=threads, store=db or None, pipeline_params=_parse_params(param), seed=seed,
+        repeats=repeats, progress=not json_out,
+    )
+    if json_out:
+        console.print_json(json.dumps(rep.to_dict()))
+        return
+    table = Table(title=f"retrained {rep.weights_path}", show_header=False)
+    table.add_row("samples / pipelines", f"{rep.samples} / {rep.groups}")
+    table.add_row("final loss", "-" if rep.final_loss is None else f"{rep.final_loss:.4g}")
+    for k in ("pairwise", "top1", "top5", "halide_rate"):
+        if k in rep.metrics:
+            table.add_row(k, f"{rep.metrics[k]:.3f}")
+    table.add_row("skipped files", str(len(rep.skipped_files)))
+    console.print(table)
+
+
+@halide_app.command()
+@_one_line_errors
+def schedule(
+    pipeline: str = PIPELINE_ARG,
+    param: Optional[list[str]] = PARAM_OPT,
+    weights: Optional[Path] = typer.Option(None, "--weights", help="Adams2019 .weights (default: Halide's built-in)."),
+    beam_size: int = typer.Option(32, "--beam-size"),
+    threads: Optional[int] = THREADS_OPT,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the .schedule.h here."),
+    benchmark: bool = typer.Option(False, "--benchmark", help="Also compile and time the schedule."),
+    repeats: int = typer.Option(5, "--repeats"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Print the schedule Adams2019 picks for a pipeline (optionally timed)."""
+    import os
+
+    from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
+    from autosearch.backends.halide.pipelines import resolve_pipeline
+
+    spec = resolve_pipeline(pipeline, _parse_params(param))
+    n = int(threads or os.cpu_count() or 1)
+    p: dict[str, Any] = {"parallelism": n, "beam_size": beam_size}
+    if weights:
+        p["weights_path"] = str(weights)
+    res = autoschedule_and_benchmark(spec, [p], threads=n, repeats=repeats, benchmark=benchmark)[0]
+    if res.status != "ok":
+        raise AutosearchError(f"scheduling {spec.label} failed ({res.status}): {res.error}")
+    if output:
+        output.write_text(res.schedule_source)
+    runtime_ms = res.runtime_s * 1000.0 if benchmark else None
+    if json_out:
+        console.print_json(json.dumps({
+            "pipeline": spec.label, "pipeline_id": spec.pipeline_id(), "params": res.params,
+            "schedule": res.schedule_source, "stages": len(res.featurization) // (4 * 326),
+            "runtime_ms": runtime_ms, "output": str(output) if output else None,
+        }))
+        return
+    console.print(res.schedule_source, highlight=False, markup=False)
+    if runtime_ms is not None:
+        console.print(f"runtime: {runtime_ms:.4g} ms (min of {repeats})")
