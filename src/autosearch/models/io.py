@@ -1,0 +1,111 @@
+"""Model directories: `config.json` (what the model is and how it was trained) + one weights file.
+
+Why a directory and no pickle: the config is readable by humans and other tools, weights are in
+open formats (safetensors, XGBoost JSON, LightGBM text), and loading never executes code. The
+config carries a format version so an incompatible directory is refused with one clear line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from autosearch.errors import InputError
+
+__all__ = ["FORMAT_VERSION", "load_model", "prepare_dir", "read_config", "write_config"]
+
+#: Bump when a saved directory can no longer be read by this code.
+FORMAT_VERSION = 1
+CONFIG = "config.json"
+
+
+def prepare_dir(path: str | os.PathLike[str]) -> Path:
+    """Create the model directory (weights are written first, config.json last)."""
+    d = Path(path)
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d} exists and is not a directory")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _sha256(f: Path) -> str:
+    h = hashlib.sha256()
+    with open(f, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_config(path: str | os.PathLike[str], kind: str, weights: str, **fields: Any) -> Path:
+    """Write config.json next to an already written weights file, with its checksum.
+
+    Why a checksum: a truncated LightGBM text file aborts the whole process inside LightGBM, and
+    XGBoost may silently read a partial model; checking first turns both into one clear line.
+    """
+    from autosearch import __version__
+    from autosearch.models.base import LABEL_SCHEME
+
+    d = prepare_dir(path)
+    cfg = {
+        "format": "autosearch-model", "format_version": FORMAT_VERSION, "autosearch_version": __version__,
+        "kind": kind, "weights": weights, "weights_sha256": _sha256(d / weights), "label_scheme": LABEL_SCHEME,
+        **fields,
+    }
+    tmp = d / (CONFIG + ".tmp")
+    tmp.write_text(json.dumps(cfg, indent=1, sort_keys=True, default=_jsonable) + "\n")
+    tmp.replace(d / CONFIG)
+    return d
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a model directory's config.json (format, version, weights file present)."""
+    d = Path(path)
+    if not d.exists():
+        raise InputError(f"no model directory at {d}")
+    if not d.is_dir():
+        raise InputError(f"{d} is not a model directory (expected a folder with {CONFIG})")
+    f = d / CONFIG
+    if not f.exists():
+        raise InputError(f"{d} is not a model directory: {CONFIG} is missing")
+    try:
+        cfg = json.loads(f.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{f} is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict) or cfg.get("format") != "autosearch-model":
+        raise InputError(f"{f} is not an autosearch model config")
+    ver = cfg.get("format_version")
+    if ver != FORMAT_VERSION:
+        raise InputError(
+            f"{d} was saved in model format {ver} (autosearch {cfg.get('autosearch_version', '?')}); "
+            f"this autosearch reads format {FORMAT_VERSION}: retrain or use the matching version"
+        )
+    for key in ("kind", "weights", "n_features", "extractor"):
+        if key not in cfg:
+            raise InputError(f"{f} lacks the field {key!r}")
+    w = d / cfg["weights"]
+    if not w.is_file():
+        raise InputError(f"{d} is incomplete: weights file {cfg['weights']} is missing")
+    if cfg.get("weights_sha256") and _sha256(w) != cfg["weights_sha256"]:
+        raise InputError(f"{w} is truncated or corrupt: its checksum does not match config.json")
+    return cfg
+
+
+def load_model(path: str | os.PathLike[str]):  # type: ignore[no-untyped-def]
+    """Load any model directory, dispatching on its `kind`."""
+    from autosearch.models import model_class
+
+    cfg = read_config(path)
+    cls = model_class(cfg["kind"])
+    model = cls._from_dir(str(path), cfg)
+    model.extractor = tuple(cfg["extractor"])
+    model.n_features = int(cfg["n_features"])
+    return model

@@ -1,0 +1,224 @@
+"""Segment-sum MLP: encode every feature row, sum a candidate's rows, refine, score.
+
+The network (per-row encoder -> sum over the candidate's rows -> residual layers -> linear score)
+follows MetaSchedule's SegmentSumMLP; the training is ours: minibatches of whole-group chunks so
+the ranking losses (`pairwise`, `lambdarank`) only compare candidates of one workload, fixed
+per-column feature scaling learned from the training set (TVM rescales by each batch's max, so a
+score depends on what else is in the batch), and early stopping on held-out workloads' top-1.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from autosearch.errors import InputError
+from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+
+__all__ = ["SegmentSumMLP", "SegmentSumNet"]
+
+
+class SegmentSumNet(nn.Module):
+    """rows (R, F) + segment ids (R,) -> one score per candidate."""
+
+    def __init__(self, n_features: int, hidden: int = 256, n_residual: int = 2) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(n_features))  # 1 / max |column| on the training set
+        self.encoder = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.residual = nn.ModuleList(nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU()) for _ in range(n_residual))
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, rows: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
+        x = self.encoder(rows * self.scale)
+        h = torch.zeros(n, x.shape[1], dtype=x.dtype, device=x.device).index_add_(0, seg, x)
+        for layer in self.residual:
+            h = h + layer(h)
+        return self.head(h).squeeze(-1)
+
+
+class SegmentSumMLP(CostModel):
+    """Segment-sum MLP trained with `mse`, `pairwise` (RankNet) or `lambdarank` loss."""
+
+    kind = "mlp"
+
+    def __init__(
+        self,
+        loss: str = "lambdarank",
+        hidden: int = 256,
+        n_residual: int = 2,
+        lr: float = 7e-4,
+        weight_decay: float = 1e-6,
+        epochs: int = 30,
+        groups_per_batch: int = 16,
+        cands_per_group: int = 32,
+        grad_clip: float = 1.0,
+        patience: int = 6,
+        update_epochs: int = 3,
+        seed: int = 0,
+    ) -> None:
+        self.loss, self.hidden, self.n_residual = loss, hidden, n_residual
+        self.lr, self.weight_decay, self.epochs = lr, weight_decay, epochs
+        self.groups_per_batch, self.cands_per_group, self.grad_clip = groups_per_batch, cands_per_group, grad_clip
+        self.patience, self.update_epochs, self.seed = patience, update_epochs, seed
+        self.net: SegmentSumNet | None = None
+
+    # -- training ----------------------------------------------------------------------------
+    def fit(self, train: Any, valid: Any = None, progress: Any = None) -> TrainReport:
+        """Train from scratch. `progress(epoch, record)` is called after every epoch (CLI bar)."""
+        from autosearch.training.losses import get_loss
+
+        loss_fn = get_loss(self.loss)
+        self.n_features = None
+        self._check_fit_input(train, valid)
+        self.extractor = train.extractor
+        torch.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+        self.net = SegmentSumNet(train.n_features, self.hidden, self.n_residual)
+        col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
+        self.net.scale.copy_(torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32)))
+        self.n_features = train.n_features
+        opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
+        has_valid = valid is not None and valid.n_groups > 0
+        best, best_state, bad = (-1.0, -1.0), None, 0
+        t0 = time.perf_counter()
+        for epoch in range(self.epochs):
+            train_loss = self._run_epoch(train, loss_fn, opt, rng)
+            rec: dict[str, float] = {"epoch": epoch, "train_loss": train_loss}
+            if has_valid:
+                rec.update(self._validate(valid, loss_fn))
+                key = (round(rec["valid_top1"], 6), round(rec["valid_top5"], 6))
+                if key > best:
+                    best, bad, report.best_epoch = key, 0, epoch
+                    best_state = copy.deepcopy(self.net.state_dict())
+                else:
+                    bad += 1
+            report.history.append(rec)
+            if progress is not None:
+                progress(epoch, rec)
+            if has_valid and bad >= self.patience:
+                break
+        if best_state is not None:
+            self.net.load_state_dict(best_state)
+        report.train_time_s = time.perf_counter() - t0
+        return report
+
+    def _run_epoch(self, data: Any, loss_fn: Any, opt: torch.optim.Optimizer, rng: np.random.Generator) -> float:
+        from autosearch.training.trainer import group_minibatches
+
+        assert self.net is not None
+        self.net.train()
+        total, steps = 0.0, 0
+        labels_all = torch.from_numpy(data.labels.astype(np.float32))
+        for idx in group_minibatches(data, self.groups_per_batch, self.cands_per_group, rng):
+            mask = torch.from_numpy(idx >= 0)
+            flat = idx[idx >= 0]
+            scores_flat = self._forward(data.batch(flat))
+            scores = torch.zeros(mask.shape, dtype=scores_flat.dtype).masked_scatter(mask, scores_flat)
+            labels = torch.zeros(mask.shape).masked_scatter(mask, labels_all[torch.from_numpy(flat)])
+            loss = loss_fn(scores, labels, mask)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.net.parameters(), self.grad_clip)
+            opt.step()
+            total += float(loss.detach())
+            steps += 1
+        return total / max(steps, 1)
+
+    @torch.no_grad()
+    def _validate(self, valid: Any, loss_fn: Any) -> dict[str, float]:
+        from autosearch.training.trainer import group_minibatches, quick_metrics
+
+        assert self.net is not None
+        self.net.eval()
+        scores = self._predict(valid.batch())
+        out = {f"valid_{k}": v for k, v in quick_metrics(scores, valid).items()}
+        s_all = torch.from_numpy(scores.astype(np.float32))
+        l_all = torch.from_numpy(valid.labels.astype(np.float32))
+        losses = []
+        for idx in group_minibatches(valid, self.groups_per_batch, self.cands_per_group, np.random.default_rng(0)):
+            mask = torch.from_numpy(idx >= 0)
+            flat = torch.from_numpy(idx[idx >= 0])
+            s = torch.zeros(mask.shape).masked_scatter(mask, s_all[flat])
+            lab = torch.zeros(mask.shape).masked_scatter(mask, l_all[flat])
+            losses.append(float(loss_fn(s, lab, mask)))
+        out["valid_loss"] = float(np.mean(losses)) if losses else float("nan")
+        return out
+
+    def _forward(self, batch: FeatureBatch) -> torch.Tensor:
+        assert self.net is not None
+        rows = torch.from_numpy(np.ascontiguousarray(batch.rows, dtype=np.float32))
+        seg = torch.from_numpy(batch.segment_ids())
+        return self.net(rows, seg, batch.n_candidates)
+
+    def update(self, new: Any) -> None:
+        """A few epochs on the new candidates only, at a tenth of the learning rate."""
+        from autosearch.training.losses import get_loss
+
+        if self.net is None:
+            self.fit(new)
+            return
+        if new.n_candidates == 0 or not np.any(new.labels > 0):
+            return
+        if new.n_features != self.n_features:
+            raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
+        opt = torch.optim.Adam(self.net.parameters(), lr=self.lr * 0.1, weight_decay=self.weight_decay)
+        rng = np.random.default_rng(self.seed + 1)
+        for _ in range(self.update_epochs):
+            self._run_epoch(new, get_loss(self.loss), opt, rng)
+
+    # -- inference ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def _predict(self, batch: FeatureBatch) -> np.ndarray:
+        assert self.net is not None
+        self.net.eval()
+        out = np.empty(batch.n_candidates, dtype=np.float64)
+        step = 8192
+        for s in range(0, batch.n_candidates, step):
+            idx = np.arange(s, min(s + step, batch.n_candidates))
+            sub = batch if (s == 0 and idx.size == batch.n_candidates) else batch.select(idx)
+            out[idx] = self._forward(sub).double().numpy()
+        return out
+
+    # -- persistence -------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> None:
+        from safetensors.torch import save_file
+
+        from autosearch.models.io import prepare_dir, write_config
+
+        if self.net is None:
+            raise InputError("cannot save an untrained mlp model")
+        params = {k: getattr(self, k) for k in _HYPER}
+        state = {k: v.contiguous() for k, v in self.net.state_dict().items()}
+        save_file(state, str(prepare_dir(path) / "model.safetensors"))
+        write_config(path, self.kind, "model.safetensors", n_features=self.n_features, extractor=list(self.extractor), params=params)
+
+    @classmethod
+    def _from_dir(cls, path: str, config: dict[str, Any]) -> SegmentSumMLP:
+        from safetensors.torch import load_file
+
+        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _HYPER})
+        f = os.path.join(path, "model.safetensors")
+        try:
+            state = load_file(f)
+        except Exception as exc:  # safetensors raises its own error types for truncated headers/data
+            raise InputError(f"{f} is truncated or corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+        net = SegmentSumNet(int(config["n_features"]), model.hidden, model.n_residual)
+        try:
+            net.load_state_dict(state)
+        except RuntimeError as exc:
+            raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
+        model.net = net
+        return model
+
+
+_HYPER = (
+    "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch", "cands_per_group",
+    "grad_clip", "patience", "update_epochs", "seed",
+)

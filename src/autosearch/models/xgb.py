@@ -1,0 +1,187 @@
+"""XGBoost on per-store rows with a pack-sum objective (MetaSchedule's XGBModel idea).
+
+Why pack-sum: a candidate's score is the SUM of the tree outputs of its rows, so the model sees
+each store separately yet is trained on the candidate's label. Differences from TVM's XGBModel:
+the `hist` tree method, early stopping on held-out workloads' top-1 (not training RMSE), a floor
+on the label weight so failed candidates still teach "slow", and incremental `update` that adds
+trees instead of retraining from scratch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError
+from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+
+__all__ = ["XGBPackSum"]
+
+
+class _PackSumObjective:
+    """Squared error of per-candidate sums, weighted by max(label, weight_floor)."""
+
+    def __init__(self, seg: np.ndarray, labels: np.ndarray, weight_floor: float) -> None:
+        self.seg, self.y = seg, labels
+        self.w = np.maximum(labels, weight_floor)
+        self.n = labels.shape[0]
+
+    def __call__(self, row_pred: np.ndarray, _dtrain: Any) -> tuple[np.ndarray, np.ndarray]:
+        cand = np.bincount(self.seg, weights=row_pred, minlength=self.n)
+        g = ((cand - self.y) * self.w)[self.seg]
+        h = self.w[self.seg]
+        return g, h
+
+    def loss(self, row_pred: np.ndarray) -> float:
+        """Weighted mean squared error of the candidate sums (what the objective minimises)."""
+        cand = np.bincount(self.seg, weights=row_pred, minlength=self.n)
+        return float(np.sum(self.w * (cand - self.y) ** 2) / max(np.sum(self.w), 1e-12))
+
+
+class XGBPackSum(CostModel):
+    """XGBoost pack-sum regressor of normalised throughput; higher score = faster."""
+
+    kind = "xgb"
+
+    def __init__(
+        self,
+        max_depth: int = 10,
+        eta: float = 0.2,
+        gamma: float = 0.001,
+        min_child_weight: float = 0.0,
+        subsample: float = 1.0,
+        colsample_bytree: float = 1.0,
+        n_rounds: int = 400,
+        eval_every: int = 10,
+        patience: int = 5,
+        weight_floor: float = 0.05,
+        update_rounds: int = 30,
+        nthread: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.max_depth, self.eta, self.gamma, self.min_child_weight = max_depth, eta, gamma, min_child_weight
+        self.subsample, self.colsample_bytree = subsample, colsample_bytree
+        self.n_rounds, self.eval_every, self.patience = n_rounds, eval_every, patience
+        self.weight_floor, self.update_rounds, self.nthread, self.seed = weight_floor, update_rounds, nthread, seed
+        self.booster: Any = None
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "max_depth": self.max_depth, "eta": self.eta, "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight, "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree, "tree_method": "hist", "base_score": 0.0,
+            "nthread": self.nthread or os.cpu_count() or 1, "seed": self.seed, "disable_default_eval_metric": 1,
+        }
+
+    def fit(self, train: Any, valid: Any = None) -> TrainReport:
+        import xgboost as xgb
+
+        self.n_features = None
+        self._check_fit_input(train, valid)
+        self.extractor = train.extractor
+        t0 = time.perf_counter()
+        seg = train.batch().segment_ids()
+        dtrain = xgb.DMatrix(train.rows, nthread=self._params()["nthread"])
+        obj = _PackSumObjective(seg, train.labels, self.weight_floor)
+        report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
+        has_valid = valid is not None and valid.n_groups > 0
+        cb = _EvalCallback(self, train, obj, valid if has_valid else None, report)
+        self.booster = xgb.train(self._params(), dtrain, num_boost_round=self.n_rounds, obj=obj, callbacks=[cb])
+        if has_valid and report.best_epoch is not None:
+            self.booster = self.booster[: report.best_epoch + 1]
+        self.n_features = train.n_features
+        report.train_time_s = time.perf_counter() - t0
+        return report
+
+    def update(self, new: Any) -> None:
+        import xgboost as xgb
+
+        if self.booster is None:
+            self.fit(new)
+            return
+        if new.n_candidates == 0 or not np.any(new.labels > 0):
+            return
+        if new.n_features != self.n_features:
+            raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
+        obj = _PackSumObjective(new.batch().segment_ids(), new.labels, self.weight_floor)
+        self.booster = xgb.train(
+            self._params(), xgb.DMatrix(new.rows), num_boost_round=self.update_rounds, obj=obj, xgb_model=self.booster
+        )
+
+    def _predict(self, batch: FeatureBatch) -> np.ndarray:
+        row = self.booster.inplace_predict(batch.rows) if batch.rows.shape[0] else np.zeros(0)
+        return np.bincount(batch.segment_ids(), weights=row, minlength=batch.n_candidates)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        from autosearch.models.io import prepare_dir, write_config
+
+        if self.booster is None:
+            raise InputError("cannot save an untrained xgb model")
+        params = {k: getattr(self, k) for k in _HYPER}
+        self.booster.save_model(str(prepare_dir(path) / "model.json"))
+        write_config(path, self.kind, "model.json", n_features=self.n_features, extractor=list(self.extractor), params=params)
+
+    @classmethod
+    def _from_dir(cls, path: str, config: dict[str, Any]) -> XGBPackSum:
+        import xgboost as xgb
+
+        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _HYPER})
+        booster = xgb.Booster()
+        try:
+            booster.load_model(os.path.join(path, "model.json"))
+        except xgb.core.XGBoostError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+            raise InputError(f"{path}/model.json is truncated or corrupt: {first[:200]}") from None
+        model.booster = booster
+        return model
+
+
+_HYPER = (
+    "max_depth", "eta", "gamma", "min_child_weight", "subsample", "colsample_bytree", "n_rounds",
+    "eval_every", "patience", "weight_floor", "update_rounds", "nthread", "seed",
+)
+
+
+def _callback_base() -> type:
+    from xgboost.callback import TrainingCallback
+
+    return TrainingCallback
+
+
+class _EvalCallback(_callback_base()):  # type: ignore[misc]
+    """Every `eval_every` rounds: training loss, and validation loss + top-1/top-5 if there are
+    validation groups; stops after `patience` evaluations without a better (top-1, top-5)."""
+
+    def __init__(self, model: XGBPackSum, train: Any, obj: _PackSumObjective, valid: Any, report: TrainReport) -> None:
+        super().__init__()
+        from autosearch.training.trainer import quick_metrics
+
+        self.model, self.train, self.obj, self.valid, self.report, self._qm = model, train, obj, valid, report, quick_metrics
+        if valid is not None:
+            self.batch = valid.batch()
+            self.seg = self.batch.segment_ids()
+            self.vobj = _PackSumObjective(self.seg, valid.labels, model.weight_floor)
+        self.best = (-1.0, -1.0)
+        self.bad = 0
+
+    def after_iteration(self, booster: Any, epoch: int, evals_log: Any) -> bool:
+        if (epoch + 1) % self.model.eval_every and epoch + 1 != self.model.n_rounds:
+            return False
+        rec = {"epoch": epoch, "train_loss": self.obj.loss(booster.inplace_predict(self.train.rows))}
+        if self.valid is None:
+            self.report.history.append(rec)
+            return False
+        row = booster.inplace_predict(self.batch.rows)
+        scores = np.bincount(self.seg, weights=row, minlength=self.batch.n_candidates)
+        m = self._qm(scores, self.valid)
+        rec.update(valid_loss=self.vobj.loss(row), valid_top1=m["top1"], valid_top5=m["top5"])
+        self.report.history.append(rec)
+        key = (round(m["top1"], 6), round(m["top5"], 6))
+        if key > self.best:
+            self.best, self.bad, self.report.best_epoch = key, 0, epoch
+        else:
+            self.bad += 1
+        return self.bad >= self.model.patience

@@ -1,0 +1,101 @@
+"""Shared training plumbing: group-wise minibatches, a validation carve-out, and evaluation.
+
+Evaluation scores each held-out group on its own (as search does: one workload's candidates at a
+time) and reports the DESIGN.md metrics per group and their unweighted mean.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError
+from autosearch.models.base import CostModel
+from autosearch.training.dataset import Dataset
+from autosearch.training.metrics import group_metrics, mean_metrics
+
+__all__ = ["EvalResult", "evaluate", "group_minibatches", "quick_metrics", "valid_carve_out"]
+
+
+@dataclass
+class EvalResult:
+    """Per-group metrics (with name/target), their mean, and prediction throughput."""
+
+    per_group: list[dict[str, Any]]
+    mean: dict[str, float]
+    candidates_per_s: float
+    scores: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_group": self.per_group, "mean": self.mean, "candidates_per_s": self.candidates_per_s}
+
+
+def evaluate(model: CostModel, dataset: Dataset, keep_scores: bool = False) -> EvalResult:
+    """Score every group of `dataset` with `model` and compute the ranking metrics."""
+    if dataset.n_groups == 0:
+        raise InputError("nothing to evaluate: the dataset has no groups (check --workloads / the split)")
+    per_group, all_scores, elapsed, n = [], [], 0.0, 0
+    for gi, g in enumerate(dataset.groups):
+        batch = dataset.group_batch(gi)
+        t0 = time.perf_counter()
+        scores = model.predict(batch)
+        elapsed += time.perf_counter() - t0
+        n += g.size
+        m = group_metrics(scores, dataset.latencies[g.start : g.stop])
+        per_group.append({"workload": g.name, "family": g.family, "key": g.workload_key, "target": g.target, **m})
+        if keep_scores:
+            all_scores.append(scores)
+    return EvalResult(per_group, mean_metrics(per_group), n / elapsed if elapsed > 0 else float("inf"), all_scores)
+
+
+def quick_metrics(scores: np.ndarray, dataset: Dataset) -> dict[str, float]:
+    """Mean top-1 / top-5 over groups from scores already computed for the whole dataset."""
+    from autosearch.training.metrics import top_k_score
+
+    t1, t5 = [], []
+    for g in dataset.groups:
+        s, lat = scores[g.start : g.stop], dataset.latencies[g.start : g.stop]
+        t1.append(top_k_score(s, lat, 1))
+        t5.append(top_k_score(s, lat, 5))
+    return {"top1": float(np.nanmean(t1)), "top5": float(np.nanmean(t5))}
+
+
+def valid_carve_out(train: Dataset, fraction: float = 0.15, seed: int = 0) -> tuple[Dataset, Dataset | None]:
+    """Split off whole training workloads for early stopping (never the test workloads)."""
+    keys = sorted(train.workload_keys())
+    if len(keys) < 4 or fraction <= 0:
+        return train, None
+    n = max(1, round(fraction * len(keys)))
+    rng = np.random.default_rng(seed)
+    valid_keys = {keys[i] for i in rng.permutation(len(keys))[:n]}
+    fit = [i for i, g in enumerate(train.groups) if g.workload_key not in valid_keys]
+    val = [i for i, g in enumerate(train.groups) if g.workload_key in valid_keys]
+    return train.subset(fit), train.subset(val)
+
+
+def group_minibatches(
+    dataset: Dataset, groups_per_batch: int, cands_per_group: int, rng: np.random.Generator
+) -> Iterator[np.ndarray]:
+    """One epoch of (G, C) candidate-index matrices, -1 = padding; every candidate once.
+
+    Each group's candidates are shuffled and cut into chunks of `cands_per_group`; chunks of all
+    groups are shuffled and stacked `groups_per_batch` at a time, so every batch compares
+    candidates only within their own group.
+    """
+    chunks: list[np.ndarray] = []
+    for g in dataset.groups:
+        idx = g.start + rng.permutation(g.size)
+        n_chunks = max(1, int(np.ceil(g.size / cands_per_group)))
+        chunks.extend(np.array_split(idx, n_chunks))
+    order = rng.permutation(len(chunks))
+    for s in range(0, len(order), groups_per_batch):
+        sel = [chunks[i] for i in order[s : s + groups_per_batch]]
+        width = max(len(c) for c in sel)
+        out = np.full((len(sel), width), -1, dtype=np.int64)
+        for r, c in enumerate(sel):
+            out[r, : len(c)] = c
+        yield out

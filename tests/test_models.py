@@ -1,0 +1,222 @@
+"""Cost models: learn a ranking, save/load round-trips, losses, and every bad-input path."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from autosearch.errors import InputError
+from autosearch.models import load_model, make_model
+from autosearch.models.base import FeatureBatch
+from autosearch.training.dataset import Dataset
+from autosearch.training.losses import lambdarank_loss, mse_loss, pairwise_loss
+from autosearch.training.trainer import evaluate, group_minibatches, valid_carve_out
+
+W = 12
+
+
+def synth(n_groups=8, per_group=40, seed=0, fail_frac=0.05, width=W):
+    """Latency = sum over a candidate's rows of a shared smooth function (a store's cost).
+
+    As in real PerStoreFeature data, all candidates of one workload have the same number of rows.
+    """
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=width)
+    groups = []
+    for g in range(n_groups):
+        mats, lats = [], []
+        k = 1 + g % 3
+        for _ in range(per_group):
+            m = rng.random((k, width)).astype(np.float32)
+            mats.append(m)
+            lat = 1e-3 * (1.0 + float(np.logaddexp(0, 2 * m @ w).sum()))
+            lats.append(None if rng.random() < fail_frac else lat)
+        groups.append((f"key{g}", "llvm", mats, lats))
+    return Dataset.from_groups(groups, names={f"key{g}": (f"wl{g}", f"fam{g % 2}") for g in range(n_groups)})
+
+
+FAST = {
+    "xgb": dict(n_rounds=40, max_depth=4, eval_every=5, nthread=1),
+    "lgbm-rank": dict(n_rounds=60, num_leaves=15, nthread=1),
+    "mlp": dict(epochs=30, hidden=32, lr=3e-3),
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    train = synth(8, 40, seed=0)
+    test = synth(11, 40, seed=0).subset([8, 9, 10])  # same latency law, unseen groups
+    return train, test
+
+
+@pytest.mark.parametrize(
+    "kind,kw",
+    [("xgb", {}), ("lgbm-rank", {}), ("mlp", {"loss": "mse"}), ("mlp", {"loss": "pairwise"}), ("mlp", {"loss": "lambdarank"})],
+)
+def test_model_learns_ranking_and_round_trips(kind, kw, data, tmp_path):
+    train, test = data
+    model = make_model(kind, **FAST[kind], **kw)
+    report = model.fit(train)  # no early stopping: 3 validation groups would make it noisy
+    assert report.history and report.train_time_s > 0
+    res = evaluate(model, test)
+    # A learnable target: clearly better than a random order (pairwise 0.5, Kendall 0).
+    assert res.mean["pairwise"] > 0.6, res.mean
+    assert res.mean["kendall"] > 0.2, res.mean
+    assert res.candidates_per_s > 0 and len(res.per_group) == 3
+    model.save(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert cfg["kind"] == kind and cfg["n_features"] == W and cfg["extractor"] == list(train.extractor)
+    assert not any(f.endswith((".pkl", ".pickle", ".pt")) for f in os.listdir(tmp_path / "m"))
+    loaded = load_model(tmp_path / "m")
+    np.testing.assert_allclose(loaded.predict(test.batch()), model.predict(test.batch()), rtol=1e-5, atol=1e-6)
+    # predictions of one group do not depend on what else is in the batch
+    g = test.group_batch(0)
+    np.testing.assert_allclose(model.predict(g), model.predict(test.batch())[: g.n_candidates], rtol=1e-5, atol=1e-6)
+    # update is incremental and keeps the model usable
+    model.update(synth(2, 20, seed=5))
+    assert np.isfinite(model.predict(g)).all()
+
+
+def test_mlp_ranking_loss_beats_untrained(data):
+    train, test = data
+    untrained = make_model("mlp", epochs=0, hidden=32)
+    untrained.fit(train)
+    trained = make_model("mlp", loss="pairwise", epochs=10, hidden=32)
+    trained.fit(train)
+    assert evaluate(trained, test).mean["pairwise"] > evaluate(untrained, test).mean["pairwise"] + 0.1
+
+
+def test_early_stopping_records_history(data):
+    train, test = data
+    m = make_model("mlp", epochs=30, hidden=16, patience=2, lr=0.0)  # lr 0: never improves after epoch 0
+    rep = m.fit(train, test)
+    assert rep.best_epoch == 0 and len(rep.history) == 3
+    assert {"train_loss", "valid_loss", "valid_top1", "valid_top5"} <= set(rep.history[0])
+
+
+def test_losses_prefer_correct_order():
+    labels = torch.tensor([[1.0, 0.5, 0.2, 0.0]])
+    mask = torch.ones_like(labels, dtype=torch.bool)
+    good, bad = torch.tensor([[3.0, 2.0, 1.0, 0.0]]), torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+    for fn in (pairwise_loss, lambdarank_loss):
+        assert fn(good, labels, mask) < fn(bad, labels, mask)
+    assert mse_loss(labels.clone(), labels, mask) == 0
+    # padding is ignored
+    pad_mask = torch.tensor([[True, True, False, False]])
+    assert pairwise_loss(torch.tensor([[1.0, 0.0, -50.0, 50.0]]), labels, pad_mask) == pytest.approx(
+        pairwise_loss(torch.tensor([[1.0, 0.0]]), labels[:, :2], pad_mask[:, :2]).item()
+    )
+    # lambdarank weighs a swap at the top more than one at the bottom
+    top_swap, bottom_swap = torch.tensor([[2.0, 3.0, 1.0, 0.0]]), torch.tensor([[3.0, 2.0, 0.0, 1.0]])
+    assert lambdarank_loss(top_swap, labels, mask) > lambdarank_loss(bottom_swap, labels, mask)
+
+
+def test_group_minibatches_cover_each_candidate_once_within_groups(data):
+    train, _ = data
+    seen = []
+    gid = train.group_ids()
+    for idx in group_minibatches(train, 3, 7, np.random.default_rng(0)):
+        assert idx.shape[0] <= 3 and idx.shape[1] <= 7
+        for row in idx:
+            real = row[row >= 0]
+            assert len(set(gid[real])) == 1
+            seen.extend(real.tolist())
+    assert sorted(seen) == list(range(train.n_candidates))
+
+
+def test_valid_carve_out_is_by_workload(data):
+    train, _ = data
+    fit, val = valid_carve_out(train, 0.25, seed=0)
+    assert val is not None and not set(fit.workload_keys()) & set(val.workload_keys())
+    assert fit.n_candidates + val.n_candidates == train.n_candidates
+
+
+# -- bad input ---------------------------------------------------------------------------------
+def test_bad_fit_inputs(data):
+    train, _ = data
+    with pytest.raises(InputError, match="empty"):
+        make_model("mlp").fit(Dataset.empty(W))
+    with pytest.raises(InputError, match="unknown loss"):
+        make_model("mlp", loss="hinge").fit(train)
+    with pytest.raises(InputError, match="unknown model kind"):
+        make_model("forest")
+    with pytest.raises(InputError, match="bad hyper-parameter"):
+        make_model("xgb", depth=3)
+    with pytest.raises(InputError, match="not trained"):
+        make_model("xgb").predict(train.batch())
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, data):
+    train, _ = data
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for kind in ("xgb", "mlp", "lgbm-rank"):
+        m = make_model(kind, **{**FAST[kind], **({"epochs": 1} if kind == "mlp" else {})})
+        m.fit(train)
+        m.save(d / kind)
+        out[kind] = d / kind
+    return out
+
+
+def test_predict_rejects_wrong_width_and_nan(saved):
+    m = load_model(saved["mlp"])
+    with pytest.raises(InputError, match=f"width {W + 1} but the model expects {W}"):
+        m.predict(FeatureBatch.from_list([np.zeros((2, W + 1), np.float32)]))
+    with pytest.raises(InputError, match="NaN or inf"):
+        m.predict(FeatureBatch.from_list([np.full((2, W), np.nan, np.float32)]))
+    # a candidate without rows ranks last rather than crashing
+    s = m.predict(FeatureBatch.from_list([np.ones((2, W), np.float32), np.zeros((0, W), np.float32)]))
+    assert s[1] == -np.inf and np.isfinite(s[0])
+
+
+@pytest.mark.parametrize("kind", ["xgb", "mlp", "lgbm-rank"])
+def test_broken_model_dirs_fail_with_one_line(saved, kind, tmp_path):
+    import shutil
+
+    src = saved[kind]
+    cfg = json.loads((src / "config.json").read_text())
+    weights = cfg["weights"]
+
+    def copy(name):
+        d = tmp_path / name
+        shutil.copytree(src, d)
+        return d
+
+    d = copy("missing")
+    (d / weights).unlink()
+    with pytest.raises(InputError, match="weights file .* is missing") as e:
+        load_model(d)
+    assert "\n" not in str(e.value)
+
+    d = copy("trunc")
+    data = (d / weights).read_bytes()
+    (d / weights).write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="truncated or corrupt") as e:
+        load_model(d)
+    assert "\n" not in str(e.value)
+
+    d = copy("trunc-nosum")  # no checksum: the format's own loader must still fail cleanly
+    data = (d / weights).read_bytes()
+    (d / weights).write_bytes(data[: len(data) // 2])
+    (d / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "weights_sha256"}))
+    with pytest.raises(InputError, match="truncated or corrupt") as e:
+        load_model(d)
+    assert "\n" not in str(e.value)
+
+    d = copy("version")
+    (d / "config.json").write_text(json.dumps({**cfg, "format_version": 99, "autosearch_version": "9.0"}))
+    with pytest.raises(InputError, match="format 99 .*autosearch 9.0"):
+        load_model(d)
+
+    d = copy("noconfig")
+    (d / "config.json").unlink()
+    with pytest.raises(InputError, match="config.json is missing"):
+        load_model(d)
+
+    with pytest.raises(InputError, match="no model directory"):
+        load_model(tmp_path / "nowhere")
