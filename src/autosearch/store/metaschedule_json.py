@@ -1,0 +1,179 @@
+"""Import and export MetaSchedule's JSONDatabase (a workload file and a tuning-record file).
+
+Why: every TVM user already has tuning logs in this format; importing them turns those logs into
+training data, and exporting lets `ms.database.JSONDatabase` (and so `tune`/`compile` in TVM) use
+what autosearch measured. Reading and writing go through TVM's own JSONDatabase class, so the
+files are exactly what TVM writes; each line is validated first so a broken file fails with the
+file and line that is wrong, before anything is written to the store.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autosearch.errors import InputError
+
+__all__ = ["FAILED_RUN_SECS", "TransferCount", "export_json_database", "import_json_database"]
+
+#: MetaSchedule's convention for a failed run in a tuning record.
+FAILED_RUN_SECS = 1e10
+
+
+@dataclass
+class TransferCount:
+    workloads: int = 0
+    records: int = 0
+    failed: int = 0
+
+
+def _validate_lines(path: Path, kind: str) -> None:
+    if not path.is_file():
+        raise InputError(f"{kind} file {path} does not exist")
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: broken JSON line ({exc.msg}); nothing was imported") from None
+            ok = isinstance(obj, list) and len(obj) == 2
+            if ok and kind == "tuning-record":
+                ok = isinstance(obj[0], int) and isinstance(obj[1], list) and len(obj[1]) >= 2
+            if not ok:
+                raise InputError(f"{path}:{lineno}: not a MetaSchedule {kind} entry; nothing was imported")
+
+
+def _func_of(mod: Any) -> Any:
+    funcs = [f for _, f in mod.functions.items()]
+    return mod["main"] if any(gv.name_hint == "main" for gv in mod.get_global_vars()) else funcs[0]
+
+
+def _key_index() -> dict[str, Any]:
+    from autosearch.workloads import list_workloads
+
+    return {w.key: w for w in list_workloads()}
+
+
+def import_json_database(store: Any, workload_file: Path, record_file: Path, *, with_features: bool = True) -> TransferCount:
+    """Add every tuning record to the store (source `import:<file>`); known workloads keep their names."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.features import EXTRACTOR, candidate_from_trace, extract_features
+    from autosearch.backends.tvm.space import to_plain_json
+    from autosearch.backends.tvm.target import device_fingerprint
+    from autosearch.store.db import MeasurementRecord
+    from autosearch.workloads import Workload
+
+    workload_file, record_file = Path(workload_file), Path(record_file)
+    _validate_lines(workload_file, "workload")
+    _validate_lines(record_file, "tuning-record")
+    try:
+        db = ms.database.JSONDatabase(
+            path_workload=str(workload_file), path_tuning_record=str(record_file), allow_missing=False
+        )
+        records = list(db.get_all_tuning_records())
+    except Exception as exc:
+        raise InputError(f"TVM cannot read {record_file}: {str(exc).strip().splitlines()[-1]}") from None
+    known = _key_index()
+    count = TransferCount()
+    seen_workloads: dict[str, Any] = {}
+    batch: list[MeasurementRecord] = []
+    feats: list[Any] = []
+    contexts: dict[tuple[str, str], Any] = {}
+    for rec in records:
+        mod = rec.workload.mod
+        func = _func_of(mod)
+        key = f"{int(tvm_ffi.structural_hash(func)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+        if key not in seen_workloads:
+            wl = known.get(key) or Workload(
+                name=f"imported/{key}", family="imported", params={"source": str(workload_file)},
+                _builder=functools.partial(lambda f: f, func),
+            )
+            store.add_workload(wl.record())
+            seen_workloads[key] = wl
+            count.workloads += 1
+        if rec.target is None:
+            raise InputError(f"{record_file}: a record has no target; cannot tell where it was measured")
+        target = rec.target
+        secs = [float(x) for x in (rec.run_secs or [])]
+        ok = bool(secs) and all(0 < x < FAILED_RUN_SECS for x in secs)
+        text = json.dumps(to_plain_json(rec.trace.as_json()), separators=(",", ":"))
+        batch.append(
+            MeasurementRecord(
+                workload_key=key, target=str(target), device=device_fingerprint(target), schedule=text,
+                status="ok" if ok else "run_error", latencies=secs if ok else [],
+                error="" if ok else "failed run in the imported MetaSchedule log", source=f"import:{record_file.name}",
+            )
+        )
+        count.failed += 0 if ok else 1
+        feat = None
+        if with_features:
+            ctx_key = (key, str(target))
+            if ctx_key not in contexts:
+                contexts[ctx_key] = ms.TuneContext(mod=tvm_mod(func), target=target)
+            feat = extract_features(contexts[ctx_key], [candidate_from_trace(tvm_mod(func), text)])[0]
+        feats.append(feat)
+    ids = store.add_measurements(batch, feats if with_features else None, EXTRACTOR if with_features else None)
+    count.records = sum(i is not None for i in ids)
+    return count
+
+
+def tvm_mod(func: Any) -> Any:
+    import tvm
+
+    return tvm.IRModule({"main": func})
+
+
+def _rebuild(row: Any) -> Any:
+    """The workload's IRModule: from the registry when the name is known, else parsed from its IR."""
+    import tvm
+
+    from autosearch.errors import WorkloadError
+    from autosearch.workloads import get_workload, random_program
+
+    try:
+        if row.family == "random" and "seed" in row.params:
+            return random_program(int(row.params["seed"])).mod()
+        return get_workload(row.name).mod()
+    except WorkloadError:
+        mod = tvm.script.from_source(row.ir)
+        return mod if isinstance(mod, tvm.IRModule) else tvm.IRModule({"main": mod})
+
+
+def export_json_database(store: Any, workload_file: Path, record_file: Path) -> TransferCount:
+    """Write every TVM record of the store as a MetaSchedule JSONDatabase (failed runs as 1e10 s)."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.schedule import Trace
+
+    import tvm
+
+    for p in (workload_file, record_file):
+        if Path(p).exists():
+            raise InputError(f"{p} already exists; refusing to overwrite it")
+    db = ms.database.JSONDatabase(path_workload=str(workload_file), path_tuning_record=str(record_file))
+    count = TransferCount()
+    for row in store.workloads(backend="tvm"):
+        mod = _rebuild(row)
+        ms_workload = db.commit_workload(mod)
+        count.workloads += 1
+        for m in store.measurements(workload_key=row.key):
+            sch = Schedule(mod)
+            Trace.apply_json_to_schedule(json.loads(m.schedule), sch)
+            secs = m.latencies if m.status == "ok" else [FAILED_RUN_SECS]
+            db.commit_tuning_record(
+                ms.database.TuningRecord(
+                    sch.trace, ms_workload, secs, tvm.target.Target(json.loads(m.target)),
+                    ArgInfo.from_prim_func(_func_of(mod)),
+                )
+            )
+            count.records += 1
+            count.failed += m.status != "ok"
+    return count
