@@ -220,3 +220,26 @@ def test_broken_model_dirs_fail_with_one_line(saved, kind, tmp_path):
 
     with pytest.raises(InputError, match="no model directory"):
         load_model(tmp_path / "nowhere")
+
+
+# -- TVM anchors -------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,kw", [("tvm-xgb", dict(nthread=1)), ("tvm-mlp", dict(epochs=4, hidden=32))])
+def test_tvm_anchors_train_on_few_groups_and_round_trip(kind, kw, data, tmp_path):
+    """3 groups (TVM's MLPModel alone crashes below 5), float32 features, torch 2.13 StepLR."""
+    train, test = data
+    m = make_model(kind, **kw)
+    m.fit(train.subset([0, 1, 2]))
+    res = evaluate(m, test)
+    assert res.mean["groups"] == 3 and np.isfinite(res.mean["top1"])
+    one = m.predict(test.group_batch(0).select(np.array([3])))  # a single candidate
+    assert one.shape == (1,) and np.isfinite(one).all()
+    m.save(tmp_path / kind)
+    again = load_model(tmp_path / kind)
+    np.testing.assert_allclose(again.predict(test.group_batch(1)), m.predict(test.group_batch(1)), rtol=1e-5, atol=1e-6)
+    m.update(test.subset([0]))
+    assert np.isfinite(m.predict(test.group_batch(2))).all()
+
+
+def test_tvm_mlp_anchor_single_group_is_one_clear_error(data):
+    with pytest.raises(InputError, match="at least 2 workload groups"):
+        make_model("tvm-mlp", epochs=1).fit(data[0].subset([0]))
