@@ -243,3 +243,37 @@ def test_tvm_anchors_train_on_few_groups_and_round_trip(kind, kw, data, tmp_path
 def test_tvm_mlp_anchor_single_group_is_one_clear_error(data):
     with pytest.raises(InputError, match="at least 2 workload groups"):
         make_model("tvm-mlp", epochs=1).fit(data[0].subset([0]))
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+def test_cli_train_eval_report(tmp_path):
+    from typer.testing import CliRunner
+
+    from autosearch.cli import app
+    from test_dataset import _make_store
+
+    db = tmp_path / "s.db"
+    _make_store(db, n_workloads=6, per=10)
+    run = CliRunner().invoke
+    out = tmp_path / "m"
+    r = run(app, ["train", "--model", "mlp", "--loss", "lambdarank", "--db", str(db), "--out", str(out),
+                  "--epochs", "2", "--fraction", "0.34", "-p", "hidden=16", "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output)
+    assert summary["test_groups"] == 2 and 0 <= summary["held_out"]["top1"] <= 1
+    assert (out / "split.json").exists() and (out / "train_report.json").exists()
+    r = run(app, ["eval", "--model", str(out), "--db", str(db), "--json"])
+    assert r.exit_code == 0, r.output
+    ev = json.loads(r.output)
+    split = json.loads((out / "split.json").read_text())
+    assert sorted(g["key"] for g in ev["per_group"]) == sorted(split["test"])
+    r = run(app, ["eval", "--model", str(out), "--db", str(db), "--workloads", "GMM"])
+    assert r.exit_code == 0 and "mean of 3 groups" in r.output
+    r = run(app, ["report", "--model", str(out), "--db", str(db), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    assert {p.name for p in (tmp_path / "rep").iterdir()} == {"loss_curves.png", "topk.png", "scatter_m.png"}
+    # bad input: one line, exit status 2
+    r = run(app, ["eval", "--model", str(tmp_path / "none"), "--db", str(db)])
+    assert r.exit_code == 2 and "no model directory" in r.output
+    r = run(app, ["train", "--model", "xgb", "--loss", "mse", "--db", str(db), "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--loss applies to --model mlp only" in r.output

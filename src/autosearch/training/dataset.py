@@ -19,7 +19,7 @@ from autosearch.errors import InputError
 from autosearch.models.base import DEFAULT_EXTRACTOR, FeatureBatch
 from autosearch.training.metrics import labels_from_latency
 
-__all__ = ["Dataset", "GroupInfo", "load_dataset"]
+__all__ = ["Dataset", "GroupInfo", "load_dataset", "resolve_db"]
 
 
 @dataclass(frozen=True)
@@ -256,3 +256,33 @@ def _iter(store, extractor, target, keys) -> Iterator:  # type: ignore[no-untype
     if keys is not None and not keys:
         return iter(())
     return store.iter_features(extractor=tuple(extractor), target=target, workload_keys=keys)
+
+
+def resolve_db(path: str | os.PathLike[str]) -> str:
+    """The path of a readable store: a `.xz` file is decompressed once to the temp folder.
+
+    Why: the reference dataset is committed compressed; the decompressed copy is reused while the
+    archive is unchanged (keyed by its size and mtime).
+    """
+    import lzma
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    p = Path(path)
+    if p.suffix != ".xz":
+        return str(p)
+    if not p.is_file():
+        raise InputError(f"no database at {p}")
+    st = p.stat()
+    out = Path(tempfile.gettempdir()) / f"autosearch-{p.stem}-{st.st_size}-{int(st.st_mtime)}"
+    if not out.exists():
+        tmp = out.with_suffix(".part")
+        try:
+            with lzma.open(p) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (lzma.LZMAError, EOFError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise InputError(f"{p} is not a valid .xz archive: {exc}") from None
+        tmp.replace(out)
+    return str(out)

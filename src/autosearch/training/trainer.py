@@ -39,6 +39,7 @@ def evaluate(model: CostModel, dataset: Dataset, keep_scores: bool = False) -> E
     if dataset.n_groups == 0:
         raise InputError("nothing to evaluate: the dataset has no groups (check --workloads / the split)")
     per_group, all_scores, elapsed, n = [], [], 0.0, 0
+    model.predict(dataset.group_batch(0).select(np.array([0])))  # warm-up: lazy library init is not throughput
     for gi, g in enumerate(dataset.groups):
         batch = dataset.group_batch(gi)
         t0 = time.perf_counter()
