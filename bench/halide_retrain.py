@@ -48,7 +48,7 @@ def main() -> None:
     t_start = time.time()
     out = Path(args.out_dir)
     shutil.rmtree(out, ignore_errors=True)
-    rp = {"max_stages": args.max_stages, "sizes": [128, 192, 256, 384, 512], "max_elems": 1 << 21}
+    rp = {"max_stages": args.max_stages, "sizes": [96, 128, 192, 256], "max_elems": 1 << 19}
 
     def spec(seed: int):
         return resolve_pipeline("random", {**rp, "seed": seed})

@@ -224,6 +224,7 @@ def autoschedule_and_benchmark(
     build_timeout_s: float = 300.0,
     run_timeout_s: float = 60.0,
     benchmark: bool = True,
+    permit_failed_unroll: bool = True,
     on_event: Callable[[str, int], None] | None = None,
 ) -> list[CandidateResult]:
     """Autoschedule `spec` once per parameter set and (if `benchmark`) time every schedule.
@@ -248,8 +249,13 @@ def autoschedule_and_benchmark(
             results[i].latencies = results[i].latencies[:rounds_done]
         log_path = os.path.join(log_dir, f"worker{attempts}.log")
         parent, child = ctx.Pipe(duplex=False)
-        old = os.environ.get("HL_NUM_THREADS")
-        os.environ["HL_NUM_THREADS"] = str(int(threads))
+        env = {"HL_NUM_THREADS": str(int(threads))}
+        if permit_failed_unroll:
+            # As Halide's data-generation scripts do: Adams2019 sometimes unrolls a loop whose
+            # extent is not constant; this turns that compile error into a serial loop.
+            env["HL_PERMIT_FAILED_UNROLL"] = "1"
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         try:
             proc = ctx.Process(
                 target=_worker,
@@ -259,10 +265,11 @@ def autoschedule_and_benchmark(
             )
             proc.start()
         finally:
-            if old is None:
-                os.environ.pop("HL_NUM_THREADS", None)
-            else:
-                os.environ["HL_NUM_THREADS"] = old
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         child.close()
         phase, current = "build", -1
         finished = False
