@@ -9,9 +9,11 @@ score depends on what else is in the batch), and early stopping on held-out work
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -178,6 +180,12 @@ class SegmentSumMLP(CostModel):
     def _predict(self, batch: FeatureBatch) -> np.ndarray:
         assert self.net is not None
         self.net.eval()
+        if batch.rows.shape[0] <= _SMALL_ROWS:  # search scores a few hundred candidates at a time:
+            with _threads(1):  # one thread avoids thread wake-ups that cost more than the math
+                return self._predict_chunks(batch)
+        return self._predict_chunks(batch)
+
+    def _predict_chunks(self, batch: FeatureBatch) -> np.ndarray:
         out = np.empty(batch.n_candidates, dtype=np.float64)
         step = 8192
         for s in range(0, batch.n_candidates, step):
@@ -216,6 +224,22 @@ class SegmentSumMLP(CostModel):
             raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
         model.net = net
         return model
+
+
+_SMALL_ROWS = 4096
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    old = torch.get_num_threads()
+    if old == n:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 _HYPER = (

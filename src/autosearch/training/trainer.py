@@ -18,7 +18,7 @@ from autosearch.models.base import CostModel
 from autosearch.training.dataset import Dataset
 from autosearch.training.metrics import group_metrics, mean_metrics
 
-__all__ = ["EvalResult", "evaluate", "group_minibatches", "quick_metrics", "valid_carve_out"]
+__all__ = ["EvalResult", "evaluate", "group_minibatches", "prediction_throughput", "quick_metrics", "valid_carve_out"]
 
 
 @dataclass
@@ -34,23 +34,37 @@ class EvalResult:
         return {"per_group": self.per_group, "mean": self.mean, "candidates_per_s": self.candidates_per_s}
 
 
-def evaluate(model: CostModel, dataset: Dataset, keep_scores: bool = False) -> EvalResult:
-    """Score every group of `dataset` with `model` and compute the ranking metrics."""
+def evaluate(model: CostModel, dataset: Dataset, keep_scores: bool = False, min_time_s: float = 0.3) -> EvalResult:
+    """Score every group of `dataset` with `model` and compute the ranking metrics.
+
+    Throughput is candidates/s from features to scores, one group per `predict` call (as search
+    calls it), repeated until `min_time_s` has passed so that a few ms of timer noise on a shared
+    machine do not decide it.
+    """
     if dataset.n_groups == 0:
         raise InputError("nothing to evaluate: the dataset has no groups (check --workloads / the split)")
-    per_group, all_scores, elapsed, n = [], [], 0.0, 0
-    model.predict(dataset.group_batch(0).select(np.array([0])))  # warm-up: lazy library init is not throughput
+    per_group, all_scores = [], []
     for gi, g in enumerate(dataset.groups):
-        batch = dataset.group_batch(gi)
-        t0 = time.perf_counter()
-        scores = model.predict(batch)
-        elapsed += time.perf_counter() - t0
-        n += g.size
+        scores = model.predict(dataset.group_batch(gi))
         m = group_metrics(scores, dataset.latencies[g.start : g.stop])
         per_group.append({"workload": g.name, "family": g.family, "key": g.workload_key, "target": g.target, **m})
         if keep_scores:
             all_scores.append(scores)
-    return EvalResult(per_group, mean_metrics(per_group), n / elapsed if elapsed > 0 else float("inf"), all_scores)
+    return EvalResult(per_group, mean_metrics(per_group), prediction_throughput(model, dataset, min_time_s), all_scores)
+
+
+def prediction_throughput(model: CostModel, dataset: Dataset, min_time_s: float = 0.3) -> float:
+    """Candidates per second through `model.predict`, one group per call (after a warm-up call)."""
+    batches = [dataset.group_batch(gi) for gi in range(dataset.n_groups)]
+    model.predict(batches[0])  # warm-up: lazy library initialisation is not throughput
+    n, t0 = 0, time.perf_counter()
+    while True:
+        for b in batches:
+            model.predict(b)
+            n += b.n_candidates
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time_s:
+            return n / elapsed
 
 
 def quick_metrics(scores: np.ndarray, dataset: Dataset) -> dict[str, float]:

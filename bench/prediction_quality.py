@@ -1,0 +1,152 @@
+"""Prediction quality on held-out workloads: our cost models vs. TVM's XGBModel and MLPModel.
+
+Every model trains on the same training workloads (ours set aside a few of them for early
+stopping; TVM's MLPModel picks its own 20% for model selection, TVM's XGBModel stops on training
+RMSE, as in TVM) and is scored on the same held-out workloads, one workload at a time.
+
+    python bench/prediction_quality.py                       # data/reference.db.xz, its README split
+    python bench/prediction_quality.py --max-groups 12 --epochs 10   # a quick run
+
+Prints one table (top-1, top-5, pairwise accuracy, Kendall tau, train time, predictions/s), the
+ratio of our best top-1 to TVM-XGB's, and the peak memory of the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from autosearch.models import make_model
+from autosearch.training.dataset import load_dataset, resolve_db
+from autosearch.training.splits import Split, apply_split, split_workloads
+from autosearch.training.trainer import evaluate, valid_carve_out
+
+ROOT = Path(__file__).resolve().parent.parent
+ALL = ("xgb", "lgbm-rank", "mlp-mse", "mlp-pairwise", "mlp-lambdarank", "tvm-xgb", "tvm-mlp")
+PUBLISHED = "TenSet XGB 0.83/0.90, TenSet MLP 0.87/0.95, TLP 0.92/0.97 (top-1/top-5, other CPUs)"
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _default_db() -> str:
+    for p in (ROOT / "data/reference.db.xz", ROOT / "data/reference.db"):
+        if p.exists():
+            return str(p)
+    return str(ROOT / "data/reference.db.xz")
+
+
+def _readme_holdout(readme: Path) -> list[str]:
+    """Held-out workload names from data/README.md: the backticked names in its held-out section."""
+    if not readme.exists():
+        return []
+    text = readme.read_text()
+    m = re.search(r"^#+ .*held[- ]out.*$(.*?)(?=^#+ |\Z)", text, flags=re.I | re.M | re.S)
+    if not m:
+        return []
+    return re.findall(r"`([^`\s]+)`", m.group(1))
+
+
+def _make(name: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    t = args.threads
+    if name == "xgb":
+        return make_model("xgb", nthread=t, seed=args.seed)
+    if name == "lgbm-rank":
+        return make_model("lgbm-rank", nthread=t, seed=args.seed)
+    if name.startswith("mlp-"):
+        return make_model("mlp", loss=name[4:], epochs=args.epochs, seed=args.seed)
+    if name == "tvm-xgb":
+        return make_model("tvm-xgb", nthread=t)
+    if name == "tvm-mlp":
+        return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=args.seed)
+    raise SystemExit(f"unknown model {name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--db", default=_default_db(), help="store (.db or .db.xz); default data/reference.db.xz")
+    ap.add_argument("--split", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)")
+    ap.add_argument("--holdout", default="", help="comma-separated held-out families / names (overrides the README)")
+    ap.add_argument("--fraction", type=float, default=0.2, help="held-out fraction of workloads if no list is given")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-groups", type=int, default=None, help="use only the first N groups (quick run)")
+    ap.add_argument("--epochs", type=int, default=40, help="epochs of our MLPs (and TVM's MLP unless --tvm-epochs)")
+    ap.add_argument("--tvm-epochs", type=int, default=None, help="epochs of TVM's MLPModel (TVM default 50)")
+    ap.add_argument("--models", default=",".join(ALL), help=f"subset of {','.join(ALL)}")
+    ap.add_argument("--threads", type=int, default=None, help="threads for XGBoost/LightGBM (default: all cores)")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    db = resolve_db(args.db)
+    ds = load_dataset(db, max_groups=args.max_groups)
+    load_s = time.perf_counter() - t0
+    rss_after_load = _peak_rss_mb()
+    if args.split:
+        split = Split.load(args.split)
+        how = f"split file {args.split}"
+    else:
+        names = [x for x in args.holdout.split(",") if x] or _readme_holdout(ROOT / "data/README.md")
+        present = {x for g in ds.groups for x in (g.name, g.family, g.workload_key)}
+        names = [n for n in names if n in present]  # --max-groups may have dropped some
+        if names:
+            split, how = split_workloads(ds, holdout=names), f"held-out list ({len(names)} names)"
+        else:
+            split, how = split_workloads(ds, fraction=args.fraction, seed=args.seed), f"seeded fraction {args.fraction}"
+    train, test = apply_split(ds, split)
+    fit_set, valid = valid_carve_out(train, 0.15, args.seed)
+    print(f"{ds} from {args.db} (loaded in {load_s:.1f} s)")
+    print(f"split: {how}; train {train.n_groups} groups / {train.n_candidates} candidates"
+          f" (ours: {fit_set.n_groups} fit + {valid.n_groups if valid else 0} early-stopping), "
+          f"held out {test.n_groups} groups / {test.n_candidates} candidates")
+
+    rows = []
+    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+        model = _make(name, args)
+        t = time.perf_counter()
+        if name.startswith("tvm-"):
+            report = model.fit(train)  # TVM does its own model selection (or none)
+        else:
+            report = model.fit(fit_set, valid)
+        train_s = time.perf_counter() - t
+        res = evaluate(model, test)
+        row = {"model": name, **{k: res.mean[k] for k in ("top1", "top5", "pairwise", "kendall", "rmse")},
+               "train_s": train_s, "pred_per_s": res.candidates_per_s, "best_epoch": report.best_epoch}
+        rows.append(row)
+        print(f"  {name:15s} top-1 {row['top1']:.3f} top-5 {row['top5']:.3f} ({train_s:.1f} s)", flush=True)
+
+    print()
+    hdr = f"| {'model':15s} | top-1 | top-5 | pairwise | Kendall tau | train s | predictions/s |"
+    print(hdr)
+    print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
+    for r in rows:
+        print(f"| {r['model']:15s} | {r['top1']:.3f} | {r['top5']:.3f} | {r['pairwise']:8.3f} | {r['kendall']:11.3f} |"
+              f" {r['train_s']:7.1f} | {r['pred_per_s']:13,.0f} |")
+    ours = [r for r in rows if not r["model"].startswith("tvm-")]
+    tvm = {r["model"]: r for r in rows if r["model"].startswith("tvm-")}
+    if ours and "tvm-xgb" in tvm:
+        best = max(ours, key=lambda r: (r["top1"], r["top5"]))
+        ratio = best["top1"] / tvm["tvm-xgb"]["top1"] if tvm["tvm-xgb"]["top1"] > 0 else float("inf")
+        print(f"\nour best top-1 ({best['model']}) {best['top1']:.3f} / TVM-XGB top-1 {tvm['tvm-xgb']['top1']:.3f} = {ratio:.3f}x")
+        beats = all(best["top1"] > t["top1"] and best["top5"] >= t["top5"] for t in tvm.values())
+        print(f"our best beats every TVM model on top-1 and top-5: {'yes' if beats else 'no'}")
+    peak = _peak_rss_mb()
+    print(f"peak memory (max RSS): {peak:,.0f} MB (after loading {ds.n_candidates} records: {rss_after_load:,.0f} MB)")
+    print(f"published reference points: {PUBLISHED}")
+    if args.json:
+        args.json.write_text(json.dumps({"db": args.db, "split": how, "rows": rows, "peak_rss_mb": peak,
+                                         "n_records": ds.n_candidates, "argv": sys.argv[1:]}, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
