@@ -79,6 +79,36 @@ def test_nan_features_and_all_failed_groups_are_skipped_with_warning(tmp_path):
     assert ds.n_groups == 3 and ds.groups[0].size == 5
 
 
+def test_all_failed_store_is_one_clear_error(tmp_path):
+    db = tmp_path / "f.db"
+    _make_store(db, n_workloads=2, fail_every=1)
+    with pytest.warns(UserWarning), pytest.raises(InputError, match="every measurement of all 2 group"):
+        load_dataset(db)
+
+
+def test_single_workload_cannot_be_split(tmp_path):
+    db = tmp_path / "one.db"
+    _make_store(db, n_workloads=1)
+    with pytest.raises(InputError, match="at least 2 workloads"):
+        split_workloads(load_dataset(db), fraction=0.2)
+
+
+def test_resolve_db_decompresses_xz(tmp_path):
+    import lzma
+
+    from autosearch.training.dataset import resolve_db
+
+    db = tmp_path / "s.db"
+    _make_store(db, n_workloads=2)
+    xz = tmp_path / "s.db.xz"
+    xz.write_bytes(lzma.compress(db.read_bytes()))
+    assert load_dataset(resolve_db(xz)).n_groups == 2
+    bad = tmp_path / "bad.db.xz"
+    bad.write_bytes(b"not xz")
+    with pytest.raises(InputError, match="not a valid .xz"):
+        resolve_db(bad)
+
+
 def test_empty_store_is_one_clear_error(tmp_path):
     db = tmp_path / "e.db"
     Store(db).close()

@@ -34,6 +34,10 @@ _EXTRACTOR = "per-store-feature:tvm-0.27"
 def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import warnings
+
+        # A skipped group or candidate is worth one line on stderr, not a source-file trace.
+        warnings.showwarning = lambda msg, *a, **k: err.print(f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True)
         try:
             return fn(*args, **kwargs)
         except AutosearchError as exc:

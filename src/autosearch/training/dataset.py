@@ -197,6 +197,8 @@ class _Builder:
             warnings.warn(f"skipped {len(self.skipped)} group(s) where every measurement failed: {shown}", stacklevel=3)
         width = self.width or 0
         if not self.lens:
+            if check and self.skipped:
+                raise InputError(f"dataset is empty: every measurement of all {len(self.skipped)} group(s) failed")
             if check:
                 raise InputError("dataset is empty: no candidates with features (wrong --db, extractor or filters?)")
             return Dataset.empty(width, self.extractor)
