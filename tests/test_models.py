@@ -277,3 +277,28 @@ def test_cli_train_eval_report(tmp_path):
     assert r.exit_code == 2 and "no model directory" in r.output
     r = run(app, ["train", "--model", "xgb", "--loss", "mse", "--db", str(db), "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "--loss applies to --model mlp only" in r.output
+
+
+# -- real data: tests/data/tiny_tvm.db (real measurements + PerStoreFeature, from `autosearch collect`)
+TINY = os.path.join(os.path.dirname(__file__), "data", "tiny_tvm.db")
+
+
+@pytest.mark.skipif(not os.path.exists(TINY), reason="tests/data/tiny_tvm.db not present")
+def test_real_tiny_db_train_and_eval(tmp_path):
+    from autosearch.training.dataset import load_dataset
+    from autosearch.training.splits import apply_split, split_workloads
+
+    ds = load_dataset(TINY)
+    assert ds.n_features == 164 and ds.n_groups >= 2 and ds.extractor == ("per-store-feature", "tvm-0.27")
+    assert np.isfinite(ds.rows).all() and (ds.labels.max() == 1.0)
+    train, test = apply_split(ds, split_workloads(ds, fraction=0.34, seed=0))
+    for kind, kw in (("xgb", dict(nthread=1, n_rounds=60, max_depth=6)), ("mlp", dict(epochs=15, loss="pairwise", lr=2e-3))):
+        m = make_model(kind, **kw)
+        m.fit(train)
+        # fits its own training groups clearly better than chance
+        assert evaluate(m, train).mean["pairwise"] > 0.6
+        res = evaluate(m, test)
+        assert res.mean["groups"] == test.n_groups
+        assert all(0 <= g["top1"] <= 1 and 0 <= g["top5"] <= 1 and g["top5"] >= g["top1"] for g in res.per_group)
+        m.save(tmp_path / kind)
+        np.testing.assert_allclose(load_model(tmp_path / kind).predict(test.batch()), m.predict(test.batch()), rtol=1e-5, atol=1e-6)
