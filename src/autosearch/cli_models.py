@@ -162,10 +162,14 @@ def register(app: typer.Typer) -> None:
 
             if "progress" in inspect.signature(cost_model.fit).parameters:
                 report = cost_model.fit(fit_set, valid, progress=progress)  # type: ignore[call-arg]
+            elif model.startswith("tvm-"):  # TVM selects (or not) on its own: it gets every training group
+                bar.update(task, info="training (TVM's own loop)")
+                report = cost_model.fit(tr)
+                bar.update(task, total=1, completed=1, info="done")
             else:
                 bar.update(task, info="training")
                 report = cost_model.fit(fit_set, valid)
-                bar.update(task, total=1, completed=1, info=f"{len(report.history)} evaluations")
+                bar.update(task, total=1, completed=1, info=f"{len(report.history)} evaluations, best at round {report.best_epoch}")
         cost_model.save(out)
         sp.save(Path(out) / SPLIT_FILE)
         (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
