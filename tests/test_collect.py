@@ -1,0 +1,128 @@
+"""Real collection on this CPU: store contents, resume, SIGKILL safety, failures recorded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from autosearch.backends.tvm.features import EXTRACTOR, FEATURE_WIDTH
+from autosearch.store import Store
+
+from conftest import TINY_WORKLOADS
+
+CLI = [sys.executable, "-c", "from autosearch.cli import main; main()"]
+
+
+def test_collect_fills_store_with_features(collected_db):
+    with Store(collected_db, readonly=True) as s:
+        stats = {r["workload"]: r for r in s.stats()}
+        assert set(stats) == set(TINY_WORKLOADS.split(","))
+        for r in stats.values():
+            assert r["records"] == 6 and r["ok"] >= 1
+            assert r["best_latency_s"] > 0 and r["features"] >= r["ok"]
+        rows = list(s.iter_features(EXTRACTOR))
+        assert rows and all(f.features.shape[1] == FEATURE_WIDTH and np.isfinite(f.features).all() for f in rows)
+        for m in s.measurements(status="ok"):
+            assert len(m.latencies) == 3 and m.median == sorted(m.latencies)[1]
+            assert len({m.schedule_hash for m in s.measurements(workload_key=m.workload_key)}) == 6
+
+
+def test_collect_resumes_and_tops_up(collected_db, host, tmp_path):
+    import shutil
+
+    from autosearch.backends.tvm.collect import collect
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.workloads import resolve_workloads
+
+    db = tmp_path / "copy.db"
+    shutil.copy(collected_db, db)
+    ev = EvaluatorSettings(repeat=2, min_repeat_ms=1)
+    wls = resolve_workloads(TINY_WORKLOADS)
+    with Store(db) as s:
+        again = collect(wls, s, host, per_workload=6, evaluator=ev, progress=False)
+        assert again.measured == 0 and again.skipped_full == 2
+        more = collect(wls[:1], s, host, per_workload=8, evaluator=ev, progress=False)
+        assert more.measured == 2
+        hashes = [m.schedule_hash for m in s.measurements(workload_key=wls[0].key)]
+        assert len(hashes) == len(set(hashes)) == 8
+
+
+def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
+    db = tmp_path / "killed.db"
+    args = CLI + ["collect", "-w", "batch_matmul/1x128x128x128", "-n", "16", "--batch-size", "4",
+                  "--repeat", "2", "--min-repeat-ms", "1", "--db", str(db)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    n = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if db.exists():
+            try:
+                n = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+            except sqlite3.OperationalError:
+                continue
+            if n >= 4:
+                break
+    assert n >= 4, "collection did not write a first batch in time"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Store(db) as s:  # opens: not corrupt
+        before = list(s.measurements())
+        assert len(before) % 4 == 0 and len(before) < 16 or len(before) == 16
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with Store(db, readonly=True) as s:
+        after = list(s.measurements())
+        assert len(after) == 16 and len({m.schedule_hash for m in after}) == 16
+        assert {m.id: m.median for m in before} == {m.id: m.median for m in after if m.id in {b.id for b in before}}
+
+
+def _crashing_candidate():
+    import tvm
+    from tvm import te
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule import MeasureCandidate
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    a = te.placeholder((16,), name="A")
+    b = te.compute((16,), lambda i: a[i + (1 << 34)], name="B")  # reads 64 GiB past the buffer
+    sch = Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def test_crashing_and_hanging_kernels_are_recorded_as_failures(host):
+    from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
+
+    crash = Measurer(host, EvaluatorSettings(repeat=1, min_repeat_ms=1), run_timeout=20).measure([_crashing_candidate()])
+    assert crash[0].status in ("run_error", "timeout") and crash[0].latencies == [] and crash[0].error
+    # A kernel that cannot finish its minimum measuring time inside the timeout: a hang.
+    hang = Measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=60_000), run_timeout=2)
+    from autosearch.backends.tvm.space import TaskSpace
+    from autosearch.workloads import get_workload
+
+    space = TaskSpace(get_workload("softmax/256x256").mod(), host)
+    (cand, _, _), = space.sample(1, set())
+    res = hang.measure([cand])
+    assert res[0].status == "timeout" and "Timeout" in res[0].error
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    bad = subprocess.run(CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "unknown workload" in bad.stderr and "batch_matmul/1x128x128x128" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00garbage" * 100)
+    res = subprocess.run(CLI + ["db", "stats", "--db", str(junk)], capture_output=True, text=True)
+    assert res.returncode == 2 and "not an SQLite database" in res.stderr
+    assert junk.read_bytes() == b"\x00garbage" * 100
+    res = subprocess.run(CLI + ["target", "--target", "{oops"], capture_output=True, text=True)
+    assert res.returncode == 2 and "not valid JSON" in res.stderr
