@@ -292,7 +292,7 @@ def test_real_tiny_db_train_and_eval(tmp_path):
     assert ds.n_features == 164 and ds.n_groups >= 2 and ds.extractor == ("per-store-feature", "tvm-0.27")
     assert np.isfinite(ds.rows).all() and (ds.labels.max() == 1.0)
     train, test = apply_split(ds, split_workloads(ds, fraction=0.34, seed=0))
-    for kind, kw in (("xgb", dict(nthread=1, n_rounds=60, max_depth=6)), ("mlp", dict(epochs=15, loss="pairwise", lr=2e-3))):
+    for kind, kw in (("xgb", dict(nthread=1, n_rounds=30, max_depth=6)), ("mlp", dict(epochs=10, hidden=64, loss="pairwise", lr=2e-3))):
         m = make_model(kind, **kw)
         m.fit(train)
         # fits its own training groups clearly better than chance
