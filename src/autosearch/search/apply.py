@@ -1,0 +1,131 @@
+"""Re-apply a saved best schedule: `autosearch apply DIR|best.json`.
+
+A schedule is stored as its MetaSchedule trace; replaying the trace on the workload's program
+(`Trace.apply_json_to_schedule`) reproduces the measured schedule exactly. `best_schedule.py`,
+written next to best.json, is the standalone form: the scheduled TIR as TVMScript plus a few
+lines that compile and time it with TVM alone (no autosearch needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from autosearch.errors import InputError
+
+__all__ = ["apply_best", "load_best", "measure_schedule", "write_script"]
+
+
+def load_best(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read best.json (or the best.json inside a tuning output directory)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "best.json"
+    if not p.is_file():
+        raise InputError(f"no saved schedule at {p}: pass a tuning output directory or its best.json")
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != "autosearch-best-schedule":
+        raise InputError(f"{p} is not a schedule saved by `autosearch tune`")
+    for key in ("trace", "workload_name", "workload_key"):
+        if key not in data:
+            raise InputError(f"{p} lacks the field {key!r}")
+    return data
+
+
+def _workload(best: dict[str, Any]) -> Any:
+    from autosearch.search.tune import resolve_tune_workload
+
+    if best.get("module"):
+        return resolve_tune_workload(best["workload_name"], best["module"])
+    return resolve_tune_workload(best["workload_name"])
+
+
+def apply_best(path_or_best: str | os.PathLike[str] | dict[str, Any], workload: Any = None) -> tuple[Any, Any]:
+    """(workload, tvm.s_tir.Schedule) with the saved trace replayed on the workload's program."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    best = path_or_best if isinstance(path_or_best, dict) else load_best(path_or_best)
+    wl = workload if workload is not None else _workload(best)
+    if wl.key != best["workload_key"]:
+        raise InputError(
+            f"{best['workload_name']} now has key {wl.key}, the schedule was tuned for {best['workload_key']}: "
+            "the program changed, tune it again"
+        )
+    sch = Schedule(wl.mod())
+    try:
+        Trace.apply_json_to_schedule(best["trace"], sch)
+    except Exception as exc:  # noqa: BLE001 - TVM errors
+        raise InputError(f"the saved trace does not apply to {wl.name}: {str(exc).strip().splitlines()[0][:200]}") from None
+    return wl, sch
+
+
+def measure_schedule(sch: Any, target: Any, evaluator: Any = None) -> float | None:
+    """Median latency (seconds) of a schedule, built and run as tuning measures it."""
+    import numpy as np
+    from tvm.s_tir.meta_schedule import MeasureCandidate
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
+    from autosearch.search.tune import _run_built, build_in_process
+
+    m = Measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
+    cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+    (res,) = _run_built(m, [cand], build_in_process([cand], target))
+    return float(np.median(res.latencies)) if res.status == "ok" else None
+
+
+_SCRIPT = '''"""Best schedule of {name} found by `autosearch tune` ({model}, {trials} trials): {latency}.
+
+Standalone: needs only apache-tvm and numpy.  Run:  python best_schedule.py
+Target: {target}
+"""
+
+import numpy as np
+import tvm
+import tvm.script
+
+TARGET = {target_json}
+TIR = {tir!r}
+
+
+def main() -> None:
+    mod = tvm.script.from_source(TIR)
+    target = tvm.target.Target(TARGET)
+    exe = tvm.compile(mod, target=target)
+    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    args = [
+        tvm.runtime.tensor(np.random.rand(*[int(s) for s in a.shape]).astype(a.dtype), dev)
+        for a in ArgInfo.from_prim_func(mod["main"])
+    ]
+    timer = exe.mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
+    secs = sorted(timer(*args).results)
+    print(f"{name}: median {{secs[len(secs) // 2] * 1e6:.1f}} us over {{len(secs)}} repeats")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Path:
+    """Write best_schedule.py (scheduled TIR + compile + time) next to best.json."""
+    best = load_best(best_path)
+    _, sch = apply_best(best, workload)
+    lat = best.get("best_latency_s")
+    text = _SCRIPT.format(
+        name=best["workload_name"], model=best.get("model", "?"), trials=best.get("trials_measured", "?"),
+        latency=f"{lat * 1e6:.1f} us" if lat else "-", target=best.get("target", ""),
+        target_json=json.dumps(best.get("target", "llvm")), tir=sch.mod.script(),
+    )
+    out = Path(best_path)
+    out = (out if out.is_dir() else out.parent) / "best_schedule.py"
+    out.write_text(text)
+    return out

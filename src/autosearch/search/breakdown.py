@@ -1,0 +1,88 @@
+"""Where the time of a tuning run goes.
+
+Why a breakdown: MetaSchedule tuning time is split between the search itself (sampling,
+mutation, validation), feature extraction, cost-model prediction, cost-model retraining, building
+and running candidates. A learned model only pays off when the measurements it saves outweigh
+what it costs to consult and retrain, so every run records each share and prints it.
+
+Sections nest: the search strategy calls the cost model (features + predict) from inside
+`generate_measure_candidates`, so `search` is reported *exclusive* of the time spent in sections
+entered while it was open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = ["SECTIONS", "TimeBreakdown"]
+
+#: Reported sections, in pipeline order.
+SECTIONS = ("setup", "search", "features", "predict", "update", "build", "run", "store", "other")
+
+
+class TimeBreakdown:
+    """Exclusive wall-clock seconds per section; nested sections are subtracted from their parent."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {s: 0.0 for s in SECTIONS}
+        self.calls: dict[str, int] = {s: 0 for s in SECTIONS}
+        self._stack: list[list[Any]] = []  # [name, start, child_time]
+        self._t0 = time.perf_counter()
+        self.total: float | None = None
+
+    @contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        if name not in self.seconds:
+            self.seconds[name] = 0.0
+            self.calls[name] = 0
+        frame = [name, time.perf_counter(), 0.0]
+        self._stack.append(frame)
+        try:
+            yield
+        finally:
+            self._stack.pop()
+            elapsed = time.perf_counter() - frame[1]
+            self.seconds[name] += elapsed - frame[2]
+            self.calls[name] += 1
+            if self._stack:
+                self._stack[-1][2] += elapsed
+
+    def stop(self) -> None:
+        """Freeze the total; time not inside any section is reported as `other`."""
+        self.total = time.perf_counter() - self._t0
+        inside = sum(v for k, v in self.seconds.items() if k != "other")
+        self.seconds["other"] = max(0.0, self.total - inside)
+
+    def to_dict(self) -> dict[str, Any]:
+        total = self.total if self.total is not None else time.perf_counter() - self._t0
+        return {
+            "total_s": round(total, 4),
+            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+            "share": {k: round(v / total, 4) if total > 0 else 0.0 for k, v in self.seconds.items()},
+            "calls": dict(self.calls),
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return p
+
+    def table(self, title: str = "time breakdown") -> Any:
+        """A rich Table: section, seconds, share of the run, calls."""
+        from rich.table import Table
+
+        d = self.to_dict()
+        t = Table(title=title)
+        for col in ("section", "seconds", "share", "calls"):
+            t.add_column(col, justify="left" if col == "section" else "right")
+        for k in self.seconds:
+            t.add_row(k, f"{d['seconds'][k]:.2f}", f"{100 * d['share'][k]:.1f}%", str(d["calls"][k]))
+        t.add_section()
+        t.add_row("total", f"{d['total_s']:.2f}", "100%", "", style="bold")
+        return t

@@ -1,0 +1,112 @@
+"""The same computation in PyTorch eager on this CPU: a reference point for a tuned schedule.
+
+Why PyTorch: its CPU kernels (oneDNN / MKL-backed GEMM and convolution) are what most users would
+run instead. Convolutions are timed in PyTorch's native NCHW layout (the TIR operator is NHWC), so
+the reference is "the same arithmetic, the way PyTorch would do it", not a layout-exact replay.
+Operators without a PyTorch equivalent (capsule conv, winograd, random programs) have none.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["reference_fn", "reference_latency"]
+
+
+def _conv_args(p: dict[str, Any], dims: int) -> dict[str, Any]:
+    return {"stride": p.get("stride", p.get("strides", 1)), "padding": p.get("padding", 0), "dilation": p.get("dilation", 1)}
+
+
+def reference_fn(params: dict[str, Any]) -> tuple[str, Callable[[], Any]] | None:
+    """(description, zero-argument callable) computing the operator in PyTorch, or None."""
+    import torch
+    import torch.nn.functional as F
+
+    op = params.get("op")
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape: int) -> Any:
+        return torch.rand(*shape, generator=g)
+
+    if op == "batch_matmul_nkkm":
+        x, y = r(params["B"], params["N"], params["K"]), r(params["B"], params["K"], params["M"])
+        return "torch.bmm", lambda: torch.bmm(x, y)
+    if op == "dense":
+        x, w = r(params["M"], params["K"]), r(params["N"], params["K"])
+        return "torch.nn.functional.linear", lambda: F.linear(x, w)
+    if op in ("conv2d_nhwc", "conv2d_nhwc_bn_relu"):
+        gr = params.get("groups", 1)
+        x = r(params["N"], params["CI"], params["H"], params["W"])
+        w = r(params["CO"], params["CI"] // gr, params["kernel_size"], params["kernel_size"])
+        kw = _conv_args(params, 2)
+        if op == "conv2d_nhwc":
+            return "torch.nn.functional.conv2d (NCHW)", lambda: F.conv2d(x, w, groups=gr, **kw)
+        scale, bias = r(1, params["CO"], 1, 1), r(1, params["CO"], 1, 1)
+        return "conv2d + scale/bias + relu (NCHW)", lambda: F.relu(F.conv2d(x, w, **kw) * scale + bias)
+    if op == "conv1d_nlc":
+        gr = params.get("groups", 1)
+        x, w = r(params["N"], params["CI"], params["L"]), r(params["CO"], params["CI"] // gr, params["kernel_size"])
+        return "torch.nn.functional.conv1d (NCL)", lambda: F.conv1d(x, w, groups=gr, **_conv_args(params, 1))
+    if op == "conv3d_ndhwc":
+        gr = params.get("groups", 1)
+        x = r(params["N"], params["CI"], params["D"], params["H"], params["W"])
+        k = params["kernel_size"]
+        w = r(params["CO"], params["CI"] // gr, k, k, k)
+        return "torch.nn.functional.conv3d (NCDHW)", lambda: F.conv3d(x, w, groups=gr, **_conv_args(params, 3))
+    if op == "depthwise_conv2d_nhwc":
+        c, f = params["C"], params.get("factor", 1)
+        x, w = r(params["N"], c, params["H"], params["W"]), r(c * f, 1, params["kernel_size"], params["kernel_size"])
+        return "torch.nn.functional.conv2d depthwise (NCHW)", lambda: F.conv2d(x, w, groups=c, **_conv_args(params, 2))
+    if op == "conv2d_transpose_nhwc":
+        x = r(params["N"], params["CI"], params["H"], params["W"])
+        w = r(params["CI"], params["CO"], params["kernel_size"], params["kernel_size"])
+        return "torch.nn.functional.conv_transpose2d (NCHW)", lambda: F.conv_transpose2d(
+            x, w, stride=params["stride"], padding=params["padding"])
+    if op == "softmax_mn":
+        x = r(params["m"], params["n"])
+        return "torch.softmax", lambda: torch.softmax(x, dim=-1)
+    if op == "softmax":
+        x = r(*params["shape"])
+        return "torch.softmax", lambda: torch.softmax(x, dim=params.get("axis", -1))
+    if op == "layer_norm":
+        shape = list(params["shape"])
+        x, gamma, beta = r(*shape), r(shape[-1]), r(shape[-1])
+        return "torch.nn.functional.layer_norm", lambda: F.layer_norm(x, shape[-1:], gamma, beta)
+    if op == "norm_bmn":
+        x = r(params["B"], params["M"], params["N"])
+        return "torch.linalg.vector_norm", lambda: torch.linalg.vector_norm(x, dim=(1, 2))
+    if op == "transpose_batch_matmul":
+        b, s, h, d = params["batch"], params["seq_len"], params["n_head"], params["n_dim"]
+        q, v = r(b, s, h, d), r(b, s, h, d)
+        return "torch.matmul (transposed views)", lambda: torch.matmul(q.transpose(1, 2), v.permute(0, 2, 3, 1))
+    return None
+
+
+def reference_latency(workload: Any, *, min_time: float = 0.2, repeat: int = 5) -> dict[str, Any] | None:
+    """{"name", "latency" (seconds, best of `repeat` timed loops: robust to neighbours), "threads"} of the PyTorch reference, or None."""
+    import torch
+
+    try:
+        made = reference_fn(dict(getattr(workload, "params", {}) or {}))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if made is None:
+        return None
+    name, fn = made
+    with torch.no_grad():
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        one = max(time.perf_counter() - t0, 1e-7)
+        number = max(1, int(min_time / repeat / one))
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times.append((time.perf_counter() - t0) / number)
+    return {"name": f"PyTorch {torch.__version__.split('+')[0]} {name}", "latency": float(np.min(times)),
+            "threads": torch.get_num_threads()}
