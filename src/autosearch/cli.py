@@ -208,6 +208,10 @@ def _mount_optional() -> None:
         from autosearch.cli_models import register
 
         register(app)
+    if find_spec("autosearch.cli_tune") is not None:
+        from autosearch.cli_tune import register as register_tune
+
+        register_tune(app)
     if find_spec("autosearch.cli_halide") is not None:
         from autosearch.cli_halide import halide_app
 
