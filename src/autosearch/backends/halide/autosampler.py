@@ -131,8 +131,13 @@ def sample_batch(
     beam_size: int = 32,
     target: str | None = None,
     progress: bool = False,
+    min_time_s: float = 0.002,
+    per_iter_min: bool = False,
 ) -> BatchReport:
-    """Autoschedule, benchmark and record one batch of `batch_size` schedules of `spec`."""
+    """Autoschedule, benchmark and record one batch of `batch_size` schedules of `spec`.
+
+    `min_time_s` and `per_iter_min` are passed to `autoschedule_and_benchmark` (how long one
+    measurement lasts; fastest iteration instead of the mean)."""
     if int(batch_size) < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size!r}")
     threads = int(threads or os.cpu_count() or 1)
@@ -161,7 +166,8 @@ def sample_batch(
             bar.advance(task)
 
     try:
-        results = autoschedule_and_benchmark(spec, params, threads=threads, target=target, repeats=repeats, on_event=on_event)
+        results = autoschedule_and_benchmark(spec, params, threads=threads, target=target, repeats=repeats,
+                                             min_time_s=min_time_s, per_iter_min=per_iter_min, on_event=on_event)
     finally:
         if bar is not None:
             bar.stop()

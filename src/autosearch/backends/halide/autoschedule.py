@@ -9,7 +9,10 @@ or `timeout`) and a fresh worker carries on with the others.
 
 Benchmarking: every candidate is compiled first, then the candidates are run round-robin
 (`repeats` rounds, order rotated each round) so that machine drift hits all of them alike;
-each measurement averages enough iterations to last `min_time_s`; Halide's samples use the min.
+each measurement runs enough iterations to last `min_time_s` and reports their mean, or with
+`per_iter_min=True` the fastest single iteration (better on a loaded machine for schedules of
+~1 ms and more: a run that was preempted is simply not the min; for microsecond schedules the
+Python call overhead makes the mean the better choice). Halide's samples use the min over rounds.
 """
 
 from __future__ import annotations
@@ -129,8 +132,16 @@ class _Built:
     def __init__(self, pipe: Any, arrays: list[np.ndarray], buffers: list[Any], outputs: list[Any], defn: Any) -> None:
         self.pipe, self.arrays, self.buffers, self.outputs, self.defn = pipe, arrays, buffers, outputs, defn
         self.iters = 1
+        self.per_iter_min = False
 
     def run(self, iters: int) -> float:
+        if self.per_iter_min:
+            best = math.inf
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                self.pipe.realize(self.outputs)
+                best = min(best, time.perf_counter() - t0)
+            return best
         t0 = time.perf_counter()
         for _ in range(iters):
             self.pipe.realize(self.outputs)
@@ -168,7 +179,7 @@ def _build_one(spec: PipelineSpec, target_str: str, params: dict[str, str], comp
 
 
 def _worker(conn: Any, spec: PipelineSpec, target_str: str, cands: list[tuple[int, dict[str, str]]],
-            rounds: int, min_time_s: float, compile_: bool, log_path: str) -> None:
+            rounds: int, min_time_s: float, compile_: bool, log_path: str, per_iter_min: bool = False) -> None:
     _redirect_output(log_path)
     built: dict[int, _Built] = {}
     for idx, params in cands:
@@ -182,6 +193,7 @@ def _worker(conn: Any, spec: PipelineSpec, target_str: str, cands: list[tuple[in
         if b is not None:
             conn.send(("start_run", idx))
             try:
+                b.per_iter_min = per_iter_min
                 warm = b.run(1)  # first run: page in code and buffers; also calibrates
                 b.iters = max(1, min(10000, int(math.ceil(min_time_s / max(warm, 1e-7)))))
                 b.run(b.iters)
@@ -225,6 +237,7 @@ def autoschedule_and_benchmark(
     run_timeout_s: float = 60.0,
     benchmark: bool = True,
     permit_failed_unroll: bool = True,
+    per_iter_min: bool = False,
     on_event: Callable[[str, int], None] | None = None,
 ) -> list[CandidateResult]:
     """Autoschedule `spec` once per parameter set and (if `benchmark`) time every schedule.
@@ -260,7 +273,7 @@ def autoschedule_and_benchmark(
             proc = ctx.Process(
                 target=_worker,
                 args=(child, spec, target, [(i, validated[i]) for i in pending],
-                      (int(repeats) - rounds_done) if benchmark else 0, float(min_time_s), bool(benchmark), log_path),
+                      (int(repeats) - rounds_done) if benchmark else 0, float(min_time_s), bool(benchmark), log_path, bool(per_iter_min)),
                 daemon=True,
             )
             proc.start()

@@ -1,0 +1,99 @@
+"""The fine-tuning options of the Adams2019 trainer: calibration, validation-based model
+selection, and one pipeline per batch (the loss's reference only means something within one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from autosearch.backends.halide.cost_model import Adams2019Net
+from autosearch.backends.halide.sample_io import Sample
+from autosearch.backends.halide.train import (
+    Adams2019Trainer,
+    PipelineBatch,
+    calibration_factor,
+    group_samples,
+    ordering_score,
+)
+from autosearch.backends.halide.weights import Weights
+from autosearch.errors import InputError
+
+CORES = 2
+
+
+def _batch(pid: int, n: int = 8, stages: int = 3, seed: int = 0) -> PipelineBatch:
+    rng = np.random.default_rng(seed)
+    pf = rng.integers(0, 6, size=(stages, 40, 7)).astype(np.float32)
+    sf = np.round(rng.uniform(1, 2000, size=(n, stages, 39))).astype(np.float32)
+    rt = rng.uniform(1.0, 5.0, size=n).astype(np.float32)
+    return PipelineBatch(pid, torch.from_numpy(pf), torch.from_numpy(sf), torch.from_numpy(rt))
+
+
+def test_calibration_rescales_predictions_without_changing_the_order():
+    batches = [_batch(1, seed=1), _batch(2, seed=2)]
+    w = Weights.baseline()
+    a = calibration_factor(Adams2019Net(CORES, w), batches, CORES)
+    assert a > 0 and a != 1.0
+    res = Adams2019Trainer(learning_rate=1e-12, epochs=1, num_cores=CORES, calibrate=True).fit(w, batches)
+    assert res.calibration == pytest.approx(a)
+    before, after = Adams2019Net(CORES, w), Adams2019Net(CORES, res.weights)
+    for b in batches:
+        with torch.no_grad():
+            p0 = before(b.pipeline_features, b.schedule_features, CORES).numpy()
+            p1 = after(b.pipeline_features, b.schedule_features, CORES).numpy()
+        np.testing.assert_allclose(p1 / p0, a, rtol=1e-3)
+        assert list(np.argsort(p0)) == list(np.argsort(p1))
+    # the calibrated start has the lower loss
+    plain = Adams2019Trainer(learning_rate=1e-12, epochs=1, num_cores=CORES).fit(w, batches)
+    assert res.losses[0] < plain.losses[0]
+
+
+def test_best_valid_selection_never_returns_worse_than_the_start():
+    train = [_batch(1, seed=1), _batch(2, seed=2)]
+    valid = [_batch(3, seed=3), _batch(4, seed=4)]
+    w = Weights.baseline()
+    # a huge learning rate wrecks the model; selection must fall back to the starting weights
+    res = Adams2019Trainer(learning_rate=10.0, epochs=4, num_cores=CORES, select="best_valid").fit(w, train, valid=valid)
+    assert len(res.valid_scores) == 5 and res.best_epoch is not None
+    kept = ordering_score(Adams2019Net(CORES, res.weights), valid, CORES)
+    assert kept == pytest.approx(max(res.valid_scores)) and kept >= res.valid_scores[0]
+    if res.best_epoch == 0:
+        assert res.weights == w
+    # plain training keeps the last epoch and records no selection
+    last = Adams2019Trainer(learning_rate=1e-3, epochs=2, num_cores=CORES).fit(w, train)
+    assert last.best_epoch is None and last.valid_scores == []
+
+
+def test_selection_needs_disjoint_validation_pipelines():
+    b = _batch(1)
+    with pytest.raises(InputError, match="validation"):
+        Adams2019Trainer(epochs=1, select="best_valid").fit(Weights.baseline(), [b])
+    with pytest.raises(InputError, match="also in training"):
+        Adams2019Trainer(epochs=1, select="best_valid").fit(Weights.baseline(), [b], valid=[_batch(1, seed=5)])
+    with pytest.raises(InputError, match="select"):
+        Adams2019Trainer(epochs=1, select="best").fit(Weights.baseline(), [b])
+
+
+def test_every_step_sees_one_pipeline(monkeypatch):
+    """Samples of several pipelines, shuffled together, become one batch per pipeline_id."""
+    rng = np.random.default_rng(0)
+    samples = []
+    for pid, stages in ((11, 2), (22, 3), (33, 2)):
+        pf = rng.integers(0, 5, size=(stages, 287)).astype(np.float32)
+        for i in range(4):
+            sf = np.round(rng.uniform(1, 500, size=(stages, 39))).astype(np.float32)
+            samples.append(Sample(np.concatenate([sf, pf], axis=1), float(1 + i), pid, pid * 100 + i, f"p{pid}_{i}"))
+    rng.shuffle(samples)
+    batches = group_samples(samples)
+    assert [b.pipeline_id for b in batches] == [11, 22, 33] and all(b.size == 4 for b in batches)
+    seen = []
+    orig = Adams2019Trainer.step
+
+    def spy(self, net, opt, batch, rng=None):
+        seen.append(batch.pipeline_id)
+        return orig(self, net, opt, batch, rng)
+
+    monkeypatch.setattr(Adams2019Trainer, "step", spy)
+    Adams2019Trainer(epochs=2, num_cores=CORES).fit(Weights.baseline(), batches)
+    assert seen == [11, 22, 33, 11, 22, 33]
