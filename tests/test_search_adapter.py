@@ -1,0 +1,116 @@
+"""The PyCostModel adapter's logic: adaptive retraining, label scale, scores, extractor checks.
+
+No tuning here (fast): fake models record what the adapter asks of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autosearch.errors import InputError
+from autosearch.models.base import CostModel, TrainReport
+from autosearch.search.adapter import ModelAdapter, check_extractor
+
+
+class FakeModel(CostModel):
+    kind = "mlp"  # an incremental kind
+
+    def __init__(self) -> None:
+        self.n_features = 4
+        self.updates: list = []
+        self.fits: list = []
+
+    def fit(self, train, valid=None):  # type: ignore[no-untyped-def]
+        self.fits.append(train)
+        self.n_features = train.n_features
+        return TrainReport(self.kind)
+
+    def update(self, new) -> None:  # type: ignore[no-untyped-def]
+        self.updates.append(new)
+
+    def _predict(self, batch):  # type: ignore[no-untyped-def]
+        return np.array([batch.rows[batch.offsets[i]:batch.offsets[i + 1], 0].sum() for i in range(batch.n_candidates)])
+
+    def save(self, path) -> None:  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    @classmethod
+    def _from_dir(cls, path, config):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+def _feats(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.random((2, 4), dtype=np.float32) for _ in range(n)]
+
+
+def test_adaptive_retraining_rule() -> None:
+    model = FakeModel()
+    ad = ModelAdapter(model, retrain_fraction=0.5)
+    # first batch: the model has seen nothing of this run -> retrain
+    assert ad.observe("g", _feats(8), [1e-3] * 8)
+    assert len(model.updates) == 1 and ad.trained_on == 8
+    # 2 new < 0.5 * 8 -> buffered, no retrain
+    assert not ad.observe("g", _feats(2), [2e-3, None])
+    assert len(model.updates) == 1 and ad.n_pending == 2
+    # 2 + 2 = 4 >= 0.5 * 8 -> retrain on the 4 buffered results only (incremental)
+    assert ad.observe("g", _feats(2, 1), [5e-4, 1e-3])
+    assert len(model.updates) == 2 and model.updates[-1].n_candidates == 4
+    assert ad.trained_on == 12 and ad.n_pending == 0 and ad.n_retrains == 2
+    # now 12 seen: 5 new < 6 -> skip; 6 -> retrain
+    assert not ad.observe("g", _feats(5), [1e-3] * 5)
+    assert ad.observe("g", _feats(1), [1e-3])
+    assert ad.n_skipped == 2
+
+
+def test_labels_use_the_group_best_so_far() -> None:
+    model = FakeModel()
+    ad = ModelAdapter(model, retrain_fraction=0.0)
+    ad.observe("g", _feats(2), [1e-3, 2e-3])
+    ad.observe("g", _feats(2, 1), [4e-3, None])  # best so far is 1e-3, not 4e-3
+    labels = model.updates[-1].labels
+    assert np.allclose(sorted(labels), [0.0, 0.25])
+
+
+def test_fresh_model_fits_from_scratch_on_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[FakeModel] = []
+
+    def fake_make(kind, **kw):  # type: ignore[no-untyped-def]
+        made.append(FakeModel())
+        return made[-1]
+
+    monkeypatch.setattr("autosearch.models.make_model", fake_make)
+    ad = ModelAdapter(kind="xgb", retrain_fraction=0.2)
+    s = ad.score(_feats(5))  # untrained: random exploration, finite
+    assert s.shape == (5,) and np.isfinite(s).all()
+    ad.observe("g", _feats(4), [1e-3, 2e-3, 3e-3, 4e-3])
+    ad.observe("g", _feats(4, 1), [1e-3] * 4)
+    assert len(made) == 2 and made[-1].fits[0].n_candidates == 8  # refit on all 8
+    assert ad.model is made[-1]
+
+
+def test_all_failed_batch_does_not_train() -> None:
+    model = FakeModel()
+    ad = ModelAdapter(model)
+    ad.observe("g", _feats(3), [None, None, None])
+    assert model.updates == [] and model.fits == []
+
+
+def test_scores_are_finite_and_ordered() -> None:
+    ad = ModelAdapter(FakeModel())
+    feats = [np.ones((1, 4), np.float32) * 3, np.zeros((0, 4), np.float32), np.ones((2, 4), np.float32)]
+    s = ad.score(feats)
+    assert np.isfinite(s).all()
+    assert s[0] > s[2] > s[1]  # no stores -> below everything
+
+
+def test_extractor_mismatch_is_one_line() -> None:
+    m = FakeModel()
+    m.extractor = ("other-feature", "v1")
+    with pytest.raises(InputError, match="trained on features other-feature:v1") as exc:
+        check_extractor(m, ("per-store-feature", "tvm-0.27"), 164)
+    assert "\n" not in str(exc.value)
+    m.extractor = ("per-store-feature", "tvm-0.27")
+    with pytest.raises(InputError, match="expects 4 features"):
+        check_extractor(m, ("per-store-feature", "tvm-0.27"), 164)
