@@ -1,14 +1,20 @@
 """Benchmark: Adams2019 with Halide's stock weights vs. weights retrained on this machine.
 
-1. Sample `--train-pipelines` random pipelines (one autotune-loop batch each, stock weights).
-2. Retrain from the stock weights on those samples (our PyTorch trainer, Halide's loss).
-3. On `--heldout` other random pipelines (never sampled for training): schedule each with both
-   weight sets (beam search, `--beam-size`) and benchmark the two schedules interleaved in one
-   worker; report the geometric mean runtime of each and the ratio.
-4. Ordering accuracy of both weight sets on a batch of held-out samples per held-out pipeline.
+1. Sample `--train-pipelines` random pipelines (one autotune-loop batch each, stock weights);
+   a `--valid-frac` share of them (whole pipelines) is kept apart for model selection.
+2. Label quality: the spread of the interleaved rounds of every training sample, and a second,
+   independent measurement of the same schedules of `--remeasure` training pipelines (how often
+   two measurements agree on which of two schedules is faster = the ceiling for any model).
+3. Fine-tune from the stock weights (our PyTorch trainer, Halide's loss, one pipeline per ADAM
+   step): calibrate the prediction scale first (ordering-neutral), low learning rate, and keep
+   the epoch whose ordering of the validation pipelines is best; the stock weights compete as
+   epoch 0 and win ties, so a retrain that does not help keeps the stock weights.
+4. On `--heldout` other random pipelines (never sampled for training or validation): schedule
+   each with both weight sets (beam search, `--beam-size`) and benchmark the two schedules
+   interleaved in one worker; report the geometric mean runtime of each and the ratio.
+5. Ordering accuracy of the weight sets on a batch of samples of every held-out pipeline.
 
-Not a test: it takes minutes. Example (the command in bench/README.md):
-    python bench/halide_retrain.py --train-pipelines 12 --batch-size 12 --heldout 10 --threads 2
+Not a test: it takes many minutes. The command in bench/README.md ("## Halide retrain").
 """
 
 from __future__ import annotations
@@ -24,16 +30,28 @@ import numpy as np
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--train-pipelines", type=int, default=12)
-    ap.add_argument("--batch-size", type=int, default=12)
-    ap.add_argument("--heldout", type=int, default=10)
-    ap.add_argument("--heldout-samples", type=int, default=8, help="schedules per held-out pipeline for ordering accuracy")
-    ap.add_argument("--epochs", type=int, default=200)
+    ap.add_argument("--train-pipelines", type=int, default=16, help="sampled pipelines, validation share included")
+    ap.add_argument("--valid-frac", type=float, default=0.25, help="share of sampled pipelines used for model selection")
+    ap.add_argument("--batch-size", type=int, default=6)
+    ap.add_argument("--heldout", type=int, default=8)
+    ap.add_argument("--heldout-samples", type=int, default=6, help="schedules per held-out pipeline for ordering accuracy")
+    ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--lr", type=float, default=0.0001, help="Halide's autotune loop uses 1e-4")
+    ap.add_argument("--select", choices=["best_valid", "last"], default="best_valid")
+    ap.add_argument("--min-improvement", type=float, default=0.02, help="validation pairwise margin over stock to keep an epoch")
+    ap.add_argument("--no-calibrate", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--beam-size", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--max-stages", type=int, default=6)
+    ap.add_argument("--beam-size", type=int, default=32, help="held-out comparison schedules")
+    ap.add_argument("--sample-beam-size", type=int, default=32, help="sample 0 of every sampled batch")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds per sample")
+    ap.add_argument("--compare-repeats", type=int, default=9, help="interleaved rounds, held-out comparison")
+    ap.add_argument("--min-time", type=float, default=0.05, help="seconds one measurement (round) lasts at least")
+    ap.add_argument("--mean-timing", action="store_true", help="mean of a round's iterations instead of the fastest")
+    ap.add_argument("--remeasure", type=int, default=2, help="training pipelines measured twice (label check)")
+    ap.add_argument("--sizes", default="512,768,1024", help="random pipeline input sizes (x and y)")
+    ap.add_argument("--channels", default="3,4,8", help="random pipeline input channel counts")
+    ap.add_argument("--max-elems", type=int, default=1 << 21)
+    ap.add_argument("--max-stages", type=int, default=5)
     ap.add_argument("--out-dir", default="bench_halide_out")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -44,11 +62,20 @@ def main() -> None:
     from autosearch.backends.halide.sample_io import load_from_dir
     from autosearch.backends.halide.train import Adams2019Trainer, evaluate, group_samples
     from autosearch.backends.halide.weights import Weights
+    from autosearch.store.db import Store
+    from autosearch.training.metrics import pairwise_accuracy
 
     t_start = time.time()
+
+    def log(msg: str) -> None:
+        print(f"[{time.time() - t_start:6.0f}s] {msg}", flush=True)
+
     out = Path(args.out_dir)
     shutil.rmtree(out, ignore_errors=True)
-    rp = {"max_stages": args.max_stages, "sizes": [96, 128, 192, 256], "max_elems": 1 << 19}
+    out.mkdir(parents=True)
+    rp = {"max_stages": args.max_stages, "sizes": [int(v) for v in args.sizes.split(",")],
+          "channels": [int(v) for v in args.channels.split(",")], "max_elems": args.max_elems}
+    timing = {"min_time_s": args.min_time, "per_iter_min": not args.mean_timing}
 
     def spec(seed: int):
         return resolve_pipeline("random", {**rp, "seed": seed})
@@ -56,44 +83,85 @@ def main() -> None:
     train_seeds = [1000 + args.seed * 100000 + i for i in range(args.train_pipelines)]
     held_seeds = [5000 + args.seed * 100000 + i for i in range(args.heldout)]
     assert not set(train_seeds) & set(held_seeds)
+    n_valid = max(1, round(args.valid_frac * len(train_seeds))) if args.select == "best_valid" else 0
+    valid_seeds = set(train_seeds[len(train_seeds) - n_valid:]) if n_valid else set()
 
-    # 1. training samples with the stock weights
+    # 1. training (and validation) samples with the stock weights; every round kept in a store
+    db = Store(out / "samples.db")
+    batch_of: dict[int, int] = {}
     for i, s in enumerate(train_seeds):
-        rep = sample_batch(spec(s), out / "train", batch_size=args.batch_size, threads=args.threads,
-                           repeats=args.repeats, beam_size=args.beam_size, name=f"rand{s}")
-        print(f"[{time.time() - t_start:6.0f}s] train pipeline {i + 1}/{len(train_seeds)} seed {s}: {rep.ok} ok, {rep.failed} failed", flush=True)
-    skipped: list[str] = []
-    train = group_samples(load_from_dir(out / "train", skipped=skipped), min_schedules=2)
+        rep = sample_batch(spec(s), out / "train", batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
+                           beam_size=args.sample_beam_size, name=f"rand{s}", store=db, **timing)
+        batch_of[s] = rep.batch_id
+        log(f"{'valid' if s in valid_seeds else 'train'} pipeline {i + 1}/{len(train_seeds)} seed {s}: {rep.ok} ok, "
+            f"{rep.failed} failed, best {rep.best_ms if rep.best_ms is not None else float('nan'):.4g} ms")
+    samples = load_from_dir(out / "train")
+    valid_pids = {spec(s).pipeline_id() for s in valid_seeds}
+    train = group_samples([x for x in samples if x.pipeline_id not in valid_pids], min_schedules=2)
+    valid = group_samples([x for x in samples if x.pipeline_id in valid_pids], min_schedules=2)
 
-    # 2. retrain from the stock weights
+    # 2. label quality: round spread, and an independent second measurement of a few batches
+    spreads = [float(np.median(r.latencies) / min(r.latencies) - 1) for r in db.measurements(status="ok") if len(r.latencies) > 1]
+    db.close()
+    agree_pairs = total_pairs = 0
+    ratio_dev = []
+    for s in train_seeds[: args.remeasure]:
+        sample_batch(spec(s), out / "remeasure", batch_size=args.batch_size, batch_id=batch_of[s], threads=args.threads,
+                     repeats=args.repeats, beam_size=args.sample_beam_size, name=f"rand{s}", **timing)
+    if args.remeasure:
+        first = {x.schedule_id: x for x in samples}
+        by_pid: dict[int, list[tuple[float, float]]] = {}
+        for x in load_from_dir(out / "remeasure"):
+            y = first.get(x.schedule_id)
+            if y is not None and y.pipeline_id == x.pipeline_id and np.array_equal(y.schedule_features, x.schedule_features):
+                by_pid.setdefault(x.pipeline_id, []).append((y.runtime_ms, x.runtime_ms))
+                ratio_dev.append(abs(math.log(x.runtime_ms / y.runtime_ms)))
+        for pairs in by_pid.values():
+            a, b = np.array(pairs).T
+            n = len(a) * (len(a) - 1) // 2
+            if n:
+                acc = pairwise_accuracy(-b, a)  # does measurement 2 order the pairs as measurement 1 does?
+                agree_pairs += acc * n
+                total_pairs += n
+        log(f"re-measured {len(ratio_dev)} schedules of {len(by_pid)} pipelines")
+
+    # 3. fine-tune from the stock weights
     stock = Weights.baseline()
-    trainer = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed)
-    result = trainer.fit(stock, train)
+    trainer = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed,
+                               calibrate=not args.no_calibrate, select=args.select,
+                               min_improvement=args.min_improvement)
+    result = trainer.fit(stock, train, valid=valid or None)
     retrained = result.weights
+    last = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed,
+                            calibrate=not args.no_calibrate).fit(stock, train).weights if args.select == "best_valid" else retrained
     wpath = retrained.save(out / "retrained.weights")
     stock_path = stock.save(out / "stock.weights")
-    print(f"[{time.time() - t_start:6.0f}s] retrained on {result.schedules} schedules of {result.groups} pipelines; "
-          f"loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}", flush=True)
+    kept_stock = retrained == stock
+    sel = ""
+    if result.valid_scores:
+        sel = (f"; validation pairwise: stock {result.valid_scores[0]:.3f}, best {max(result.valid_scores):.3f} "
+               f"at epoch {result.best_epoch}{' (= stock weights kept)' if kept_stock else ''}")
+    log(f"trained on {result.schedules} schedules of {result.groups} pipelines (validation: {sum(b.size for b in valid)} "
+        f"of {len(valid)}); calibration x{result.calibration:.3g}; loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}{sel}")
 
-    # 3. held-out pipelines: stock vs retrained schedules, interleaved in one worker
+    # 4. held-out pipelines: stock vs retrained schedules, interleaved in one worker
     rows = []
     for s in held_seeds:
         p = {"parallelism": args.threads, "beam_size": args.beam_size}
         res = autoschedule_and_benchmark(spec(s), [{**p, "weights_path": str(stock_path)}, {**p, "weights_path": str(wpath)}],
-                                         threads=args.threads, repeats=args.repeats)
+                                         threads=args.threads, repeats=args.compare_repeats, **timing)
         rows.append((s, res[0], res[1]))
-        print(f"[{time.time() - t_start:6.0f}s] held-out seed {s}: stock {res[0].runtime_s * 1e3:.4g} ms, "
-              f"retrained {res[1].runtime_s * 1e3:.4g} ms", flush=True)
+        log(f"held-out seed {s}: stock {res[0].runtime_s * 1e3:.4g} ms, retrained {res[1].runtime_s * 1e3:.4g} ms"
+            f"{' (same schedule)' if res[0].featurization == res[1].featurization else ''}")
 
-    # 4. ordering accuracy on held-out samples (sampled with stock weights)
+    # 5. ordering accuracy on held-out samples (sampled with stock weights)
     for s in held_seeds:
-        sample_batch(spec(s), out / "heldout", batch_size=args.heldout_samples, threads=args.threads,
-                     repeats=args.repeats, beam_size=args.beam_size, name=f"rand{s}")
+        sample_batch(spec(s), out / "heldout", batch_size=args.heldout_samples, threads=args.threads, repeats=args.repeats,
+                     beam_size=args.sample_beam_size, name=f"rand{s}", **timing)
     held = group_samples(load_from_dir(out / "heldout"), min_schedules=2)
-    m_stock = evaluate(stock, held, args.threads)
-    m_new = evaluate(retrained, held, args.threads)
-    m_stock_tr = evaluate(stock, train, args.threads)
-    m_new_tr = evaluate(retrained, train, args.threads)
+    sets = {"stock": stock, "retrained (kept)": retrained, "last epoch": last}
+    m = {k: (evaluate(w, held, args.threads), evaluate(w, train, args.threads), evaluate(w, valid, args.threads) if valid else None)
+         for k, w in sets.items()}
 
     print()
     print("| held-out pipeline | stages | stock (ms) | retrained (ms) | retrained / stock |")
@@ -101,11 +169,12 @@ def main() -> None:
     ratios, stock_ms, new_ms = [], [], []
     for s, a, b in rows:
         stages = len(a.featurization) // (4 * 326) if a.featurization else 0
+        same = " (same schedule)" if a.featurization == b.featurization else ""
         if a.status == "ok" and b.status == "ok":
             ratios.append(b.runtime_s / a.runtime_s)
             stock_ms.append(a.runtime_s * 1e3)
             new_ms.append(b.runtime_s * 1e3)
-            print(f"| random seed {s} | {stages} | {a.runtime_s * 1e3:.4g} | {b.runtime_s * 1e3:.4g} | {ratios[-1]:.3f} |")
+            print(f"| random seed {s}{same} | {stages} | {a.runtime_s * 1e3:.4g} | {b.runtime_s * 1e3:.4g} | {ratios[-1]:.3f} |")
         else:
             print(f"| random seed {s} | {stages} | {a.status} | {b.status} | - |")
 
@@ -114,14 +183,21 @@ def main() -> None:
 
     print(f"| **geometric mean** | | {gm(stock_ms):.4g} | {gm(new_ms):.4g} | **{gm(ratios):.3f}** |")
     print()
-    print("| ordering accuracy | stock weights | retrained weights |")
-    print("|---|---|---|")
-    for k, label in (("pairwise", "pairwise, held-out"), ("top1", "top-1, held-out"), ("halide_rate", "Halide 'Rate', held-out")):
-        print(f"| {label} | {m_stock[k]:.3f} | {m_new[k]:.3f} |")
-    print(f"| pairwise, training samples | {m_stock_tr['pairwise']:.3f} | {m_new_tr['pairwise']:.3f} |")
+    print("| ordering accuracy | " + " | ".join(f"{k} weights" for k in sets) + " |")
+    print("|---|" + "---|" * len(sets))
+    for key, label in (("pairwise", "pairwise, held-out"), ("top1", "top-1, held-out"), ("halide_rate", "Halide 'Rate', held-out")):
+        print(f"| {label} | " + " | ".join(f"{m[k][0][key]:.3f}" for k in sets) + " |")
+    print("| pairwise, training pipelines | " + " | ".join(f"{m[k][1]['pairwise']:.3f}" for k in sets) + " |")
+    if valid:
+        print("| pairwise, validation pipelines | " + " | ".join(f"{m[k][2]['pairwise']:.3f}" for k in sets) + " |")
     print()
+    print(f"label quality: median round spread (median/min - 1) {np.median(spreads) * 100:.1f}% over {len(spreads)} samples"
+          + (f"; re-measured {len(ratio_dev)} schedules: median |log(t2/t1)| {np.median(ratio_dev) * 100:.1f}%, "
+             f"max {np.max(ratio_dev) * 100:.1f}%, pairwise agreement of the two measurements {agree_pairs / total_pairs:.3f}"
+             if ratio_dev and total_pairs else ""))
     print(f"held-out pipelines: {len(ratios)}/{len(rows)} compared; held-out samples: {sum(b.size for b in held)} "
-          f"in {len(held)} groups; training: {result.schedules} schedules in {result.groups} groups; "
+          f"in {len(held)} groups; training: {result.schedules} schedules in {result.groups} groups; validation: "
+          f"{sum(b.size for b in valid)} in {len(valid)}; selection kept {'the stock weights' if kept_stock else f'epoch {result.best_epoch}'}; "
           f"{time.time() - t_start:.0f} s total")
     g = gm(ratios)
     print(f"SUMMARY retrained/stock geomean runtime ratio = {g:.3f} ({(1 / g - 1) * 100:+.1f}% speed) "

@@ -43,6 +43,7 @@ def random_pipeline(seed: int = 0, min_stages: int = 2, max_stages: int = 6, max
 
     if not (1 <= int(min_stages) <= int(max_stages) <= 64):
         raise WorkloadError(f"need 1 <= min_stages <= max_stages <= 64, got {min_stages}, {max_stages}")
+    sizes, channels = tuple(sizes), tuple(channels)  # lists come from JSON / -p options
     rng = random.Random(int(seed))
     x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
     w0, h0, c0 = rng.choice(sizes), rng.choice(sizes), rng.choice(channels)

@@ -18,8 +18,9 @@ step-for-step identical to `adams2019_retrain_cost_model`):
   steps and drag the ordering-relevant weights around.
 - `fit(..., valid=batches)` with `select="best_valid"`: after every epoch, measure the mean
   pairwise ordering accuracy on validation pipelines and keep the best epoch; epoch 0 (the
-  starting weights) competes too and wins ties, so selection never returns weights that order
-  the validation pipelines worse than the starting (e.g. stock) weights.
+  starting weights, after calibration) competes too and wins ties, so selection never returns
+  weights that order the validation pipelines worse than the starting (e.g. stock) weights. When
+  epoch 0 wins, the input weights are returned unchanged (calibration does not change ordering).
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ class Adams2019Trainer:
 
     def __init__(self, learning_rate: float = 0.001, epochs: int = 200, num_cores: int = 32,
                  min_schedules: int = 2, seed: int = 0, progress: bool = False, *,
-                 calibrate: bool = False, select: str = "last") -> None:
+                 calibrate: bool = False, select: str = "last", min_improvement: float = 0.0) -> None:
         self.learning_rate = learning_rate
         self.epochs = epochs
         self.num_cores = num_cores
@@ -191,6 +192,7 @@ class Adams2019Trainer:
         self.progress = progress
         self.calibrate = calibrate
         self.select = select
+        self.min_improvement = min_improvement
 
     def _check(self) -> None:
         if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate) and self.learning_rate > 0):
@@ -241,6 +243,7 @@ class Adams2019Trainer:
             if overlap:
                 raise InputError(f"validation pipelines also in training: {sorted(overlap)[:5]}")
         net = Adams2019Net(self.num_cores, weights)
+        start = Weights.from_model(net)  # a copy of the input: what "epoch 0 wins" returns
         calibration = 1.0
         if self.calibrate:
             calibration = calibration_factor(net, batches, self.num_cores)
@@ -251,10 +254,12 @@ class Adams2019Trainer:
         rng = random.Random(self.seed)
         losses: list[float] = []
         scores: list[float] = []
-        best_epoch, best_score, best_weights = 0, -math.inf, Weights.from_model(net)
+        best_epoch, best_score, best_weights = 0, -math.inf, start
         if valid:
             scores.append(ordering_score(net, valid, self.num_cores))
-            best_score = scores[0] if not math.isnan(scores[0]) else -math.inf
+            # a trained epoch must beat the start by min_improvement (noise margin), later ones
+            # must beat the best so far
+            best_score = (scores[0] + float(self.min_improvement)) if not math.isnan(scores[0]) else -math.inf
         progress = None
         if self.progress:
             from rich.progress import Progress
