@@ -1,0 +1,170 @@
+"""Tuning efficiency: the pretrained model vs. TVM's XGBModel vs. a random model, in the loop.
+
+On held-out workloads (never in the pretrained model's training split; checked against the
+model's split.json), for each seed, each model tunes each workload with MetaSchedule's
+evolutionary search; runs are interleaved (workload, seed, then model) so drift on this shared
+machine hits every model alike. One run per (workload, seed, model) at the largest budget: the
+best after the first B trials of that run *is* a B-trial run (search is sequential, same seed,
+same round size), so smaller budgets are read off its history.
+
+Prints per workload the best latency of each model at each budget (geometric mean over seeds),
+the geometric-mean ratio TVM-XGB / ours at each budget (> 1: ours found faster schedules), and
+the trials ours needs to reach TVM-XGB's best at the largest budget.
+
+    python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
+    python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+#: Held-out workloads from six families. DEP, CAP, NRM and SFM are held out of the pretrained
+#: model's training as whole families; the bert dense and the MobileNet-V2 1x1 convolution are
+#: shapes never collected into the reference dataset.
+DEFAULT_WORKLOADS = [
+    "depthwise_conv2d_nhwc/1x112x112x32/k3s1p1",
+    "conv2d_capsule_nhwijc/1x16x16x4x4x8/k3s2p1/16",
+    "norm/1x512x512",
+    "softmax/512x512",
+    "bert/dense/128x768/768",
+    "mobilenetv2/conv2d_nhwc/1x56x56x24/k1s1p0/144",
+]
+MODELS = ["pretrained", "tvm-xgb", "random"]
+
+
+def _geo(xs: list[float]) -> float:
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def _best_after(history: list[dict], n: int) -> float | None:
+    vals = [h["latency"] for h in history[:n] if h["latency"] is not None]
+    return min(vals) if vals else None
+
+
+def _trials_to_reach(history: list[dict], target: float) -> int | None:
+    best = math.inf
+    for h in history:
+        if h["latency"] is not None:
+            best = min(best, h["latency"])
+        if best <= target:
+            return h["trial"]
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS))
+    ap.add_argument("--budgets", default="64,256")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--models", default=",".join(MODELS), help="ours first; the second is the baseline")
+    ap.add_argument("--trials-per-round", type=int, default=16)
+    ap.add_argument("--population", type=int, default=256)
+    ap.add_argument("--genetic-iters", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--min-repeat-ms", type=int, default=10)
+    ap.add_argument("--db", default="bench_tuning.db", help="store the measured candidates here (tuning grows the dataset)")
+    ap.add_argument("--out", default=None, help="write every run (history, breakdown) as JSON (for `autosearch report-tuning`)")
+    ap.add_argument("--allow-trained", action="store_true", help="do not refuse workloads in the model's training split")
+    args = ap.parse_args(argv)
+
+    from rich.console import Console
+
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.tune import TuneSettings, pretrained_dir, resolve_tune_workload, tune
+    from autosearch.store import Store
+
+    budgets = sorted(int(b) for b in args.budgets.split(","))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    models = [m.strip() for m in args.models.split(",")]
+    ours, base = models[0], models[1]
+    wls = [resolve_tune_workload(w.strip()) for w in args.workloads.split(",") if w.strip()]
+    split_file = (pretrained_dir() if ours == "pretrained" else Path(ours)) / "split.json"
+    if split_file.is_file() and not args.allow_trained:
+        split = json.loads(split_file.read_text())
+        trained = set(split.get("train", []))
+        leaked = [w.name for w in wls if w.key in trained]
+        if leaked:
+            print(f"error: in the model's training split: {', '.join(leaked)}", file=sys.stderr)
+            return 2
+    target = host_target()
+    evaluator = EvaluatorSettings(number=1, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
+    console = Console(stderr=True)
+    runs: list[dict] = []
+    t0 = time.time()
+    with Store(args.db) as store:
+        for wl in wls:
+            for seed in seeds:
+                for model in models:
+                    s = TuneSettings(trials=budgets[-1], trials_per_round=args.trials_per_round, population=args.population,
+                                     genetic_num_iters=args.genetic_iters, seed=seed)
+                    r = tune(wl, target, model, s, store=store, evaluator=evaluator, baseline=False, reference=False,
+                             console=console, progress=True)
+                    runs.append({"workload": wl.name, "family": wl.family, "model": model, "seed": seed,
+                                 "history": r.history, "breakdown": r.breakdown, "best_latency": r.best_latency})
+                    console.print(f"[{time.time() - t0:7.0f}s] {wl.name} seed {seed} {model}: best {r.best_latency}")
+                    if r.interrupted:
+                        break
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
+
+    # -- tables ------------------------------------------------------------------------------
+    def best(w: str, m: str, b: int) -> float:
+        return _geo([_best_after(r["history"], b) or math.nan for r in runs if r["workload"] == w and r["model"] == m])
+
+    names = [w.name for w in wls]
+    print(f"\n## Best latency (us, geomean over seeds {args.seeds}) per workload\n")
+    head = "| workload | family | " + " | ".join(f"{m} @{b}" for b in budgets for m in models) + " |"
+    print(head)
+    print("|" + "---|" * (2 + len(budgets) * len(models)))
+    for w in wls:
+        cells = [f"{best(w.name, m, b) * 1e6:.1f}" for b in budgets for m in models]
+        print(f"| {w.name} | {w.family} | " + " | ".join(cells) + " |")
+    print(f"\n## Geometric-mean ratio {base} / {ours} (> 1: {ours} found faster schedules)\n")
+    print("| budget | " + " | ".join(f"{m} / {ours}" for m in models[1:]) + " |")
+    print("|---|" + "---|" * (len(models) - 1))
+    for b in budgets:
+        print(f"| {b} | " + " | ".join(f"{_geo([best(w, m, b) / best(w, ours, b) for w in names]):.3f}" for m in models[1:]) + " |")
+    top = budgets[-1]
+    print(f"\n## Trials {ours} needs to reach {base}'s best at {top} trials (per workload and seed)\n")
+    print("| workload | seed | " + f"{base} best @{top} (us) | {ours} trials to reach it |")
+    print("|---|---|---|---|")
+    reached = []
+    for w in names:
+        for seed in seeds:
+            rb = [r for r in runs if r["workload"] == w and r["model"] == base and r["seed"] == seed]
+            ro = [r for r in runs if r["workload"] == w and r["model"] == ours and r["seed"] == seed]
+            if not rb or not ro:
+                continue
+            tb = _best_after(rb[0]["history"], top)
+            n = _trials_to_reach(ro[0]["history"], tb) if tb else None
+            reached.append(n)
+            print(f"| {w} | {seed} | {tb * 1e6:.1f} | {n if n is not None else f'not within {top}'} |")
+    hit = [n for n in reached if n is not None]
+    n64 = budgets[0]
+    ratio_small = _geo([best(w, base, top) / best(w, ours, n64) for w in names])
+    print(
+        f"\nSUMMARY {ours} reached {base}@{top} in {len(hit)}/{len(reached)} runs"
+        + (f" (median {sorted(hit)[len(hit) // 2]} trials)" if hit else "")
+        + f"; geomean {base}@{top} / {ours}@{n64} = {ratio_small:.3f} (goal >= 1.0: {ours} at {n64} matches {base} at {top})"
+        + f"; wall {time.time() - t0:.0f} s"
+    )
+    bd: dict[str, float] = {}
+    for r in runs:
+        if r["model"] == ours:
+            for k, v in r["breakdown"]["seconds"].items():
+                bd[k] = bd.get(k, 0.0) + v
+    tot = sum(bd.values()) or 1.0
+    print(f"\n{ours} time breakdown over all its runs: " + ", ".join(f"{k} {v:.0f} s ({100 * v / tot:.0f}%)" for k, v in bd.items() if v > 0.5))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
