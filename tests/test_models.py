@@ -55,7 +55,8 @@ def data():
 
 @pytest.mark.parametrize(
     "kind,kw",
-    [("xgb", {}), ("lgbm-rank", {}), ("mlp", {"loss": "mse"}), ("mlp", {"loss": "pairwise"}), ("mlp", {"loss": "lambdarank"})],
+    [("xgb", {}), ("xgb", {"objective": "rank"}), ("lgbm-rank", {}), ("mlp", {"loss": "mse"}),
+     ("mlp", {"loss": "pairwise"}), ("mlp", {"loss": "lambdarank"})],
 )
 def test_model_learns_ranking_and_round_trips(kind, kw, data, tmp_path):
     train, test = data
@@ -96,6 +97,26 @@ def test_early_stopping_records_history(data):
     rep = m.fit(train, test)
     assert rep.best_epoch == 0 and len(rep.history) == 3
     assert {"train_loss", "valid_loss", "valid_top1", "valid_top5"} <= set(rep.history[0])
+
+
+def test_fit_refit_trains_final_model_on_all_training_groups(data):
+    from autosearch.training.trainer import fit_refit
+
+    train, _ = data
+    m = make_model("xgb", n_rounds=40, max_depth=3, eval_every=5, patience=2, nthread=1)
+    rep = fit_refit(m, train, valid_fraction=0.25)
+    assert rep.best_epoch is not None and m.n_rounds == rep.best_epoch + 1
+    assert rep.n_train == train.n_candidates
+    assert m.booster.num_boosted_rounds() == rep.best_epoch + 1
+
+
+def test_stop_on_choices():
+    from autosearch.training.trainer import selection_key
+
+    assert selection_key(0.9, 0.95) > selection_key(0.8, 1.0)
+    assert selection_key(0.8, 1.0, "top1+top5") > selection_key(0.9, 0.85, "top1+top5")
+    with pytest.raises(InputError, match="unknown stop_on"):
+        selection_key(1, 1, "ndcg")
 
 
 def test_losses_prefer_correct_order():

@@ -118,6 +118,7 @@ def register(app: typer.Typer) -> None:
         split: Optional[Path] = typer.Option(None, "--split", help="Use a saved split.json instead."),
         epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs (mlp, tvm-mlp) or boosting rounds (xgb, lgbm-rank)."),
         valid_fraction: float = typer.Option(0.15, "--valid-fraction", help="Training workloads set aside for early stopping."),
+        refit: bool = typer.Option(True, "--refit/--no-refit", help="After early stopping, retrain on all training workloads for the chosen epochs."),
         param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="Hyper-parameter KEY=VALUE (repeatable)."),
         extractor: str = typer.Option(_EXTRACTOR, "--extractor", help="Feature extractor NAME:VERSION in the store."),
         target: Optional[str] = typer.Option(None, "--target", help="Only measurements on this target (JSON as stored)."),
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from autosearch.models import make_model
-        from autosearch.training.trainer import evaluate, valid_carve_out
+        from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
 
         kw = _params(param)
         if loss is not None:
@@ -147,7 +148,7 @@ def register(app: typer.Typer) -> None:
         if not json_out:
             console.print(
                 f"{ds.n_groups} groups, {ds.n_candidates} candidates; train {fit_set.n_groups} groups"
-                f" (+{valid.n_groups if valid else 0} for early stopping), held out {te.n_groups}"
+                f" (+{valid.n_groups if valid else 0} for early stopping{', then refit on all' if refit else ''}), held out {te.n_groups}"
             )
         total = getattr(cost_model, "epochs", None) or getattr(cost_model, "n_rounds", None)
         with Progress(
@@ -160,8 +161,14 @@ def register(app: typer.Typer) -> None:
                 info = "  ".join(f"{k.replace('valid_', 'val ')} {v:.3f}" for k, v in rec.items() if k != "epoch")
                 bar.update(task, completed=epoch + 1, info=info)
 
-            if "progress" in inspect.signature(cost_model.fit).parameters:
-                report = cost_model.fit(fit_set, valid, progress=progress)  # type: ignore[call-arg]
+            fit_kw = {"progress": progress} if "progress" in inspect.signature(cost_model.fit).parameters else {}
+            if refit and not model.startswith("tvm-"):
+                bar.update(task, info="early stopping on the carve-out, then refit on all training workloads")
+                report = fit_refit(cost_model, tr, valid_fraction, seed, **fit_kw)
+                done = getattr(cost_model, "epochs", None) or getattr(cost_model, "n_rounds", None)
+                bar.update(task, total=done, completed=done, info=f"refit on {tr.n_groups} groups for {(report.best_epoch or 0) + 1} epochs/rounds")
+            elif fit_kw:
+                report = cost_model.fit(fit_set, valid, **fit_kw)  # type: ignore[call-arg]
             elif model.startswith("tvm-"):  # TVM selects (or not) on its own: it gets every training group
                 bar.update(task, info="training (TVM's own loop)")
                 report = cost_model.fit(tr)

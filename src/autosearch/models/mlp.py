@@ -61,21 +61,24 @@ class SegmentSumMLP(CostModel):
         cands_per_group: int = 32,
         grad_clip: float = 1.0,
         patience: int = 6,
+        stop_on: str = "top1",
         update_epochs: int = 3,
         seed: int = 0,
     ) -> None:
         self.loss, self.hidden, self.n_residual = loss, hidden, n_residual
         self.lr, self.weight_decay, self.epochs = lr, weight_decay, epochs
         self.groups_per_batch, self.cands_per_group, self.grad_clip = groups_per_batch, cands_per_group, grad_clip
-        self.patience, self.update_epochs, self.seed = patience, update_epochs, seed
+        self.patience, self.stop_on, self.update_epochs, self.seed = patience, stop_on, update_epochs, seed
         self.net: SegmentSumNet | None = None
 
     # -- training ----------------------------------------------------------------------------
     def fit(self, train: Any, valid: Any = None, progress: Any = None) -> TrainReport:
         """Train from scratch. `progress(epoch, record)` is called after every epoch (CLI bar)."""
         from autosearch.training.losses import get_loss
+        from autosearch.training.trainer import selection_key
 
         loss_fn = get_loss(self.loss)
+        selection_key(0.0, 0.0, self.stop_on)  # validate the name before training
         self.n_features = None
         self._check_fit_input(train, valid)
         self.extractor = train.extractor
@@ -95,7 +98,7 @@ class SegmentSumMLP(CostModel):
             rec: dict[str, float] = {"epoch": epoch, "train_loss": train_loss}
             if has_valid:
                 rec.update(self._validate(valid, loss_fn))
-                key = (round(rec["valid_top1"], 6), round(rec["valid_top5"], 6))
+                key = selection_key(rec["valid_top1"], rec["valid_top5"], self.stop_on)
                 if key > best:
                     best, bad, report.best_epoch = key, 0, epoch
                     best_state = copy.deepcopy(self.net.state_dict())
@@ -244,5 +247,5 @@ def _threads(n: int) -> Iterator[None]:
 
 _HYPER = (
     "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch", "cands_per_group",
-    "grad_clip", "patience", "update_epochs", "seed",
+    "grad_clip", "patience", "stop_on", "update_epochs", "seed",
 )

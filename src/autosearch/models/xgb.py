@@ -17,6 +17,7 @@ import numpy as np
 
 from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+from autosearch.training.trainer import selection_key
 
 __all__ = ["XGBPackSum"]
 
@@ -41,6 +42,51 @@ class _PackSumObjective:
         return float(np.sum(self.w * (cand - self.y) ** 2) / max(np.sum(self.w), 1e-12))
 
 
+class _PackSumRank:
+    """RankNet on per-candidate sums within each group, pairs weighted by their label gap.
+
+    Why: only the order inside a workload matters, and the label gap makes swapping a 1.0 and a
+    0.3 candidate cost more than swapping two slow ones, which favours top-k.
+    """
+
+    def __init__(self, seg: np.ndarray, labels: np.ndarray, bounds: list[tuple[int, int]]) -> None:
+        self.seg, self.y, self.bounds, self.n = seg, labels, bounds, labels.shape[0]
+
+    def _pairs(self, a: int, b: int, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        y = self.y[a:b]
+        w = np.clip(y[:, None] - y[None, :], 0, None)  # > 0 only where i is faster than j
+        norm = max(w.sum(), 1e-12) / (b - a)
+        sig = 0.5 * (1 - np.tanh(0.5 * (s[a:b, None] - s[None, a:b])))  # sigmoid(-(s_i - s_j))
+        return w / norm, sig, norm
+
+    def __call__(self, row_pred: np.ndarray, _dtrain: Any) -> tuple[np.ndarray, np.ndarray]:
+        s = np.bincount(self.seg, weights=row_pred, minlength=self.n)
+        g, h = np.zeros(self.n), np.zeros(self.n)
+        for a, b in self.bounds:
+            w, sig, _ = self._pairs(a, b, s)
+            ws, wh = w * sig, w * sig * (1 - sig)
+            g[a:b] = ws.sum(0) - ws.sum(1)
+            h[a:b] = wh.sum(0) + wh.sum(1)
+        return g[self.seg], np.maximum(h[self.seg], 1e-6)
+
+    def loss(self, row_pred: np.ndarray) -> float:
+        s = np.bincount(self.seg, weights=row_pred, minlength=self.n)
+        total = 0.0
+        for a, b in self.bounds:
+            w, sig, _ = self._pairs(a, b, s)
+            total += float((w * -np.log(np.clip(1 - sig, 1e-12, None))).sum()) / (b - a)
+        return total / max(len(self.bounds), 1)
+
+
+def _objective(kind: str, ds: Any, weight_floor: float) -> Any:
+    seg = ds.batch().segment_ids()
+    if kind == "mse":
+        return _PackSumObjective(seg, ds.labels, weight_floor)
+    if kind == "rank":
+        return _PackSumRank(seg, ds.labels, [(g.start, g.stop) for g in ds.groups])
+    raise InputError(f"unknown xgb objective {kind!r}; choose mse or rank")
+
+
 class XGBPackSum(CostModel):
     """XGBoost pack-sum regressor of normalised throughput; higher score = faster."""
 
@@ -57,6 +103,8 @@ class XGBPackSum(CostModel):
         n_rounds: int = 400,
         eval_every: int = 10,
         patience: int = 5,
+        stop_on: str = "top1",
+        objective: str = "mse",
         weight_floor: float = 0.05,
         update_rounds: int = 30,
         nthread: int | None = None,
@@ -65,6 +113,7 @@ class XGBPackSum(CostModel):
         self.max_depth, self.eta, self.gamma, self.min_child_weight = max_depth, eta, gamma, min_child_weight
         self.subsample, self.colsample_bytree = subsample, colsample_bytree
         self.n_rounds, self.eval_every, self.patience = n_rounds, eval_every, patience
+        self.objective, self.stop_on = objective, stop_on
         self.weight_floor, self.update_rounds, self.nthread, self.seed = weight_floor, update_rounds, nthread, seed
         self.booster: Any = None
 
@@ -83,15 +132,15 @@ class XGBPackSum(CostModel):
         self._check_fit_input(train, valid)
         self.extractor = train.extractor
         t0 = time.perf_counter()
-        seg = train.batch().segment_ids()
+        obj = _objective(self.objective, train, self.weight_floor)
         dtrain = xgb.DMatrix(train.rows, nthread=self._params()["nthread"])
-        obj = _PackSumObjective(seg, train.labels, self.weight_floor)
         report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
         has_valid = valid is not None and valid.n_groups > 0
         cb = _EvalCallback(self, train, obj, valid if has_valid else None, report)
         self.booster = xgb.train(self._params(), dtrain, num_boost_round=self.n_rounds, obj=obj, callbacks=[cb])
         if has_valid and report.best_epoch is not None:
             self.booster = self.booster[: report.best_epoch + 1]
+        self.booster.set_param({"nthread": 1})  # scoring a few hundred candidates: threads cost more than they save
         self.n_features = train.n_features
         report.train_time_s = time.perf_counter() - t0
         return report
@@ -106,10 +155,11 @@ class XGBPackSum(CostModel):
             return
         if new.n_features != self.n_features:
             raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
-        obj = _PackSumObjective(new.batch().segment_ids(), new.labels, self.weight_floor)
+        obj = _objective(self.objective, new, self.weight_floor)
         self.booster = xgb.train(
             self._params(), xgb.DMatrix(new.rows), num_boost_round=self.update_rounds, obj=obj, xgb_model=self.booster
         )
+        self.booster.set_param({"nthread": 1})
 
     def _predict(self, batch: FeatureBatch) -> np.ndarray:
         row = self.booster.inplace_predict(batch.rows) if batch.rows.shape[0] else np.zeros(0)
@@ -135,13 +185,14 @@ class XGBPackSum(CostModel):
         except xgb.core.XGBoostError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
             raise InputError(f"{path}/model.json is truncated or corrupt: {first[:200]}") from None
+        booster.set_param({"nthread": 1})
         model.booster = booster
         return model
 
 
 _HYPER = (
     "max_depth", "eta", "gamma", "min_child_weight", "subsample", "colsample_bytree", "n_rounds",
-    "eval_every", "patience", "weight_floor", "update_rounds", "nthread", "seed",
+    "eval_every", "patience", "stop_on", "objective", "weight_floor", "update_rounds", "nthread", "seed",
 )
 
 
@@ -155,7 +206,7 @@ class _EvalCallback(_callback_base()):  # type: ignore[misc]
     """Every `eval_every` rounds: training loss, and validation loss + top-1/top-5 if there are
     validation groups; stops after `patience` evaluations without a better (top-1, top-5)."""
 
-    def __init__(self, model: XGBPackSum, train: Any, obj: _PackSumObjective, valid: Any, report: TrainReport) -> None:
+    def __init__(self, model: XGBPackSum, train: Any, obj: Any, valid: Any, report: TrainReport) -> None:
         super().__init__()
         from autosearch.training.trainer import quick_metrics
 
@@ -163,7 +214,7 @@ class _EvalCallback(_callback_base()):  # type: ignore[misc]
         if valid is not None:
             self.batch = valid.batch()
             self.seg = self.batch.segment_ids()
-            self.vobj = _PackSumObjective(self.seg, valid.labels, model.weight_floor)
+            self.vobj = _objective(model.objective, valid, model.weight_floor)
         self.best = (-1.0, -1.0)
         self.bad = 0
 
@@ -179,7 +230,7 @@ class _EvalCallback(_callback_base()):  # type: ignore[misc]
         m = self._qm(scores, self.valid)
         rec.update(valid_loss=self.vobj.loss(row), valid_top1=m["top1"], valid_top5=m["top5"])
         self.report.history.append(rec)
-        key = (round(m["top1"], 6), round(m["top5"], 6))
+        key = selection_key(m["top1"], m["top5"], self.model.stop_on)
         if key > self.best:
             self.best, self.bad, self.report.best_epoch = key, 0, epoch
         else:
