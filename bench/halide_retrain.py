@@ -132,8 +132,7 @@ def main() -> None:
                                min_improvement=args.min_improvement)
     result = trainer.fit(stock, train, valid=valid or None)
     retrained = result.weights
-    last = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed,
-                            calibrate=not args.no_calibrate).fit(stock, train).weights if args.select == "best_valid" else retrained
+    last = result.last_weights
     wpath = retrained.save(out / "retrained.weights")
     stock_path = stock.save(out / "stock.weights")
     kept_stock = retrained == stock

@@ -176,6 +176,7 @@ class TrainResult:
     calibration: float = 1.0  # factor applied to conv1 before training (1 = none)
     valid_scores: list[float] = field(default_factory=list)  # [start, after epoch 1, ...]
     best_epoch: int | None = None  # the epoch kept (0 = the starting weights); None = the last
+    last_weights: Weights | None = None  # the last epoch's weights (= weights unless selection kept another)
 
 
 class Adams2019Trainer:
@@ -280,9 +281,10 @@ class Adams2019Trainer:
         finally:
             if progress is not None:
                 progress.stop()
+        last = Weights.from_model(net)
         if self.select == "best_valid":
             out, kept = best_weights, best_epoch
         else:
-            out, kept = Weights.from_model(net), None
+            out, kept = last, None
         return TrainResult(out, losses, int(self.epochs), len(batches), sum(b.size for b in batches),
-                           calibration=calibration, valid_scores=scores, best_epoch=kept)
+                           calibration=calibration, valid_scores=scores, best_epoch=kept, last_weights=last)
