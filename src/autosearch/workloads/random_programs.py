@@ -63,7 +63,7 @@ MAX_WORK = 400_000
 #: them has up to 3**k design spaces: 3**6 = 729 took 40 s to generate, 3**3 = 27 takes < 1 s.
 MAX_REDUCTIONS = 3
 #: Bump when the generator changes what a seed produces (keys of old seeds change with it).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 _UNARY = ("relu", "tanh", "sigmoid", "exp", "square", "scale")
 _BINARY = ("add", "sub", "mul", "max")
@@ -81,6 +81,8 @@ _BINARY = ("add", "sub", "mul", "max")
 #: broadcast, is consumed by the exp block that also reads the convolution).
 _MATERIALIZED = frozenset({"exp", "softmax", "reduce_sum", "reduce_max", "reduce_mean", "global_avg_pool",
                            "matmul", "batch_matmul", "conv2d", "depthwise_conv2d", "max_pool", "avg_pool"})
+#: Operators that get MetaSchedule's multi-level tiling (a large space of distinct schedules).
+_TILED = frozenset({"matmul", "batch_matmul", "conv2d", "depthwise_conv2d"})
 #: Reduction blocks each operator adds to the TIR (softmax: max and sum of exponentials).
 _REDUCTIONS = {
     "reduce_sum": 1,
@@ -139,7 +141,7 @@ def _prod(shape: tuple[int, ...]) -> int:
 
 
 class _Planner:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int | str) -> None:
         self.rng = random.Random(seed)
         self.nodes: list[Node] = []
         #: per node: the materialised nodes (see _MATERIALIZED) a reader of it reads
@@ -310,15 +312,23 @@ def _fresh_input_shape(op: str, in_shape: tuple[int, ...], out_shape: tuple[int,
 
 @functools.lru_cache(maxsize=4096)
 def random_plan(seed: int) -> RandomPlan:
-    """The plan of random program `seed` (2-6 operators), made with `random.Random(seed)` only."""
-    planner = _Planner(seed)
-    cur = planner.start()
-    total = planner.rng.randint(2, 6)
-    done = 0
-    while done < total:
-        before = len([n for n in planner.nodes if n.op != "input"])
-        cur = planner.step(cur, total - done)
-        done += len([n for n in planner.nodes if n.op != "input"]) - before
+    """The plan of random program `seed` (2-6 operators), made with `random.Random(seed)` only.
+
+    Every plan holds at least one operator MetaSchedule tiles (matmul, conv): a program of only
+    elementwise ops has a handful of distinct schedules, too few to learn from. A draw without
+    one is redrawn from a derived seed, so seeds whose first draw qualifies keep their program.
+    """
+    for attempt in range(64):
+        planner = _Planner(seed if attempt == 0 else f"{seed}/redraw{attempt}")
+        cur = planner.start()
+        total = planner.rng.randint(2, 6)
+        done = 0
+        while done < total:
+            before = len([n for n in planner.nodes if n.op != "input"])
+            cur = planner.step(cur, total - done)
+            done += len([n for n in planner.nodes if n.op != "input"]) - before
+        if any(n.op in _TILED for n in planner.nodes):
+            break
     return RandomPlan(seed=seed, nodes=tuple(planner.nodes), work=planner.work)
 
 
