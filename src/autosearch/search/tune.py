@@ -391,6 +391,9 @@ def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 
+_MEASURERS: dict[Any, Any] = {}
+
+
 def _has_decisions(spaces: list[Any]) -> bool:
     return any(len(sch.trace.decisions) > 0 for sch in spaces)
 
@@ -447,37 +450,43 @@ def tune(
     )
 
     with timer.section("setup"):
-        cost_model, adapter, label = make_cost_model(
-            model, seed=settings.seed, timer=timer.section, retrain_fraction=settings.retrain_fraction,
-        )
-        result.model = label
-        strategy = ms.search_strategy.EvolutionarySearch(
-            population_size=settings.population,
-            init_measured_ratio=settings.init_measured_ratio,
-            init_min_unmeasured=min(50, settings.population),
-            genetic_num_iters=settings.genetic_num_iters,
-            eps_greedy=settings.eps_greedy,
-        )
-        ctx = ms.TuneContext(
-            mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
-            task_name=workload.name, rand_state=settings.seed, num_threads=max(1, os.cpu_count() or 1),
-        )
-        try:
-            spaces = ctx.generate_design_space()
-        except Exception as exc:  # noqa: BLE001 - TVM errors
-            raise WorkloadError(f"MetaSchedule cannot build a design space for {workload.name}: {_first_line(exc)}") from None
-        if not spaces or not _has_decisions(spaces):
-            raise WorkloadError(
-                f"{workload.name} has no tunable design space on {target.kind.name}: "
-                "MetaSchedule offers no schedule decision to search over"
+        with timer.section("setup:model"):
+            cost_model, adapter, label = make_cost_model(
+                model, seed=settings.seed, timer=timer.section, retrain_fraction=settings.retrain_fraction,
             )
-        database = ms.database.MemoryDatabase()
-        ms_workload = database.commit_workload(mod)
-        ctx.pre_tuning(
-            max_trials=settings.trials, num_trials_per_iter=settings.trials_per_round,
-            design_spaces=spaces, database=database, cost_model=cost_model,
-        )
-        measurer = Measurer(target, evaluator)
+        result.model = label
+        with timer.section("setup:space"):
+            strategy = ms.search_strategy.EvolutionarySearch(
+                population_size=settings.population,
+                init_measured_ratio=settings.init_measured_ratio,
+                init_min_unmeasured=min(50, settings.population),
+                genetic_num_iters=settings.genetic_num_iters,
+                eps_greedy=settings.eps_greedy,
+            )
+            ctx = ms.TuneContext(
+                mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
+                task_name=workload.name, rand_state=settings.seed, num_threads=max(1, os.cpu_count() or 1),
+            )
+            try:
+                spaces = ctx.generate_design_space()
+            except Exception as exc:  # noqa: BLE001 - TVM errors
+                raise WorkloadError(f"MetaSchedule cannot build a design space for {workload.name}: {_first_line(exc)}") from None
+            if not spaces or not _has_decisions(spaces):
+                raise WorkloadError(
+                    f"{workload.name} has no tunable design space on {target.kind.name}: "
+                    "MetaSchedule offers no schedule decision to search over"
+                )
+            database = ms.database.MemoryDatabase()
+            ms_workload = database.commit_workload(mod)
+            ctx.pre_tuning(
+                max_trials=settings.trials, num_trials_per_iter=settings.trials_per_round,
+                design_spaces=spaces, database=database, cost_model=cost_model,
+            )
+        with timer.section("setup:runner"):
+            key = (str(target), evaluator)
+            if key not in _MEASURERS:  # LocalRunner's start-up check costs seconds: one per process
+                _MEASURERS[key] = Measurer(target, evaluator)
+            measurer = _MEASURERS[key]
         if store is not None:
             store.add_workload(workload.record())
     gkey = group_key(mod)

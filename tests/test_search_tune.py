@@ -1,0 +1,185 @@
+"""`autosearch tune` / `apply` end to end on one tiny operator, and the bad-input cases.
+
+One real tuning run (softmax 256x256, 16 trials in 2 rounds, the shipped pretrained model) is
+shared by the tests of this module; every other case fails before any measurement.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autosearch.cli import main
+
+WL = "softmax/256x256"
+SMALL = ["--trials", "16", "--trials-per-round", "8", "--population", "16", "--genetic-iters", "1",
+         "--repeat", "2", "--min-repeat-ms", "1"]
+
+
+def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `autosearch tune --json` run; returns its summary, db and output dir."""
+    import contextlib
+    import io
+
+    tmp = tmp_path_factory.mktemp("tune")
+    db, out = tmp / "t.db", tmp / "out"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        try:
+            main(["tune", WL, "--model", "pretrained", *SMALL, "--db", str(db), "--out", str(out), "--json"])
+        except SystemExit as exc:
+            assert not exc.code, buf.getvalue()
+    text = buf.getvalue()
+    summary = json.loads(text[text.index("{"):])
+    return {"summary": summary, "db": db, "out": out}
+
+
+def test_summary_is_complete(tuned: dict) -> None:
+    s = tuned["summary"]
+    assert s["workload"] == WL and s["model"] == "pretrained"
+    assert s["trials_measured"] == 16 and s["trials_ok"] >= 1
+    assert s["best_latency_s"] > 0 and s["untuned_latency_s"] > 0
+    assert s["reference"].startswith("PyTorch") and s["reference_latency_s"] > 0
+    for k in ("search", "features", "predict", "update", "build", "run"):
+        assert k in s["time_breakdown"]["seconds"]
+    assert json.loads((tuned["out"] / "breakdown.json").read_text())["total_s"] > 0
+
+
+def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:
+    from autosearch.backends.tvm.features import EXTRACTOR
+    from autosearch.store import Store
+
+    with Store(tuned["db"], readonly=True) as st:
+        rows = list(st.measurements())
+        assert len(rows) == 16
+        assert all(r.source.startswith("tune:pretrained:") for r in rows)
+        feats = list(st.iter_features(extractor=EXTRACTOR))
+        assert len(feats) == 16
+
+
+def test_apply_reproduces_the_best_schedule(tuned: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.search.apply import apply_best
+    from autosearch.store import Store
+
+    with Store(tuned["db"], readonly=True) as st:
+        ok = [r for r in list(st.measurements()) if r.status == "ok"]
+    best = min(ok, key=lambda r: r.median)
+    _, sch = apply_best(tuned["out"])
+    assert trace_json(sch) == best.schedule  # the replayed trace is the measured one
+    assert (tuned["out"] / "best_schedule.py").read_text().count("def main") == 1
+    code, out, _ = _run(capsys, ["apply", str(tuned["out"]), "--no-show"])
+    assert code == 0 and "re-applied" in out
+
+
+def test_best_schedule_script_runs(tuned: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+
+    runpy.run_path(str(tuned["out"] / "best_schedule.py"), run_name="__main__")
+    assert "median" in capsys.readouterr().out
+
+
+def test_convergence_plot(tuned: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "conv.png"
+    code, out, err = _run(capsys, ["report-tuning", str(tuned["out"]), "--out", str(png)])
+    assert code == 0, err
+    assert png.stat().st_size > 1000
+
+
+def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.tune import TuneSettings, resolve_tune_workload, tune
+    from autosearch.store import Store
+
+    def stop(_r):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    with Store(tmp_path / "i.db") as st:
+        r = tune(
+            resolve_tune_workload(WL), host_target(), "random",
+            TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1),
+            store=st, evaluator=EvaluatorSettings(1, 2, 1), out_dir=tmp_path / "o", progress=False, on_round=stop,
+        )
+        assert r.interrupted and r.trials == 8 and r.best_latency is not None
+        assert st.count(r.workload_key, r.target) == 8
+    assert (tmp_path / "o" / "best.json").is_file()
+
+
+# -- bad input: one line, exit 2, nothing measured ------------------------------------------------
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> None:
+    code, _, err = _run(capsys, argv)
+    assert code == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], err
+
+
+def test_budget_smaller_than_one_round(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _one_line_error(capsys, ["tune", WL, "--trials", "4", "--trials-per-round", "8", "--db", str(tmp_path / "x.db")],
+                    "smaller than one round")
+
+
+def test_unknown_workload_and_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _one_line_error(capsys, ["tune", "softmax/999", "--db", str(tmp_path / "x.db")], "unknown")
+    _one_line_error(capsys, ["tune", WL, "--model", "nosuch", "--db", str(tmp_path / "x.db")], "neither a model directory")
+
+
+def test_module_missing_or_raising(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _one_line_error(capsys, ["tune", "--module", str(tmp_path / "none.py:f"), "--db", str(tmp_path / "x.db")], "does not exist")
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    raise RuntimeError('boom\\nsecond line')\n")
+    _one_line_error(capsys, ["tune", "--module", f"{bad}:f", "--db", str(tmp_path / "x.db")], "RuntimeError: boom")
+    (tmp_path / "syn.py").write_text("def f(:\n")
+    _one_line_error(capsys, ["tune", "--module", f"{tmp_path / 'syn.py'}:f", "--db", str(tmp_path / "x.db")], "SyntaxError")
+    (tmp_path / "notir.py").write_text("def f():\n    return 3\n")
+    _one_line_error(capsys, ["tune", "--module", f"{tmp_path / 'notir.py'}:f", "--db", str(tmp_path / "x.db")], "not a TIR PrimFunc")
+
+
+NO_SPACE = '''
+from tvm.script import tirx as T
+
+@T.prim_func(s_tir=True)
+def scalar(A: T.Buffer((), "float32"), B: T.Buffer((), "float32")):
+    with T.sblock("b"):
+        B[()] = A[()] + T.float32(1)
+
+def make():
+    return scalar
+'''
+
+
+def test_no_tunable_design_space(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    f = tmp_path / "scalar.py"
+    f.write_text(NO_SPACE)
+    _one_line_error(capsys, ["tune", "--module", f"{f}:make", "--model", "random", *SMALL, "--db", str(tmp_path / "x.db")],
+                    "no tunable design space")
+
+
+def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import shutil
+
+    from autosearch.search.tune import pretrained_dir
+
+    d = tmp_path / "m"
+    shutil.copytree(pretrained_dir(), d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["extractor"] = ["other-feature", "v9"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    _one_line_error(capsys, ["tune", WL, "--model", str(d), *SMALL, "--db", str(tmp_path / "x.db")], "trained on features other-feature:v9")
+
+
+def test_apply_bad_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _one_line_error(capsys, ["apply", str(tmp_path)], "no saved schedule")
