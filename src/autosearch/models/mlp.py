@@ -57,7 +57,7 @@ class SegmentSumMLP(CostModel):
         lr: float = 7e-4,
         weight_decay: float = 1e-6,
         epochs: int = 30,
-        groups_per_batch: int = 16,
+        groups_per_batch: int = 4,
         cands_per_group: int = 32,
         grad_clip: float = 1.0,
         patience: int = 6,
@@ -98,7 +98,7 @@ class SegmentSumMLP(CostModel):
             rec: dict[str, float] = {"epoch": epoch, "train_loss": train_loss}
             if has_valid:
                 rec.update(self._validate(valid, loss_fn))
-                key = selection_key(rec["valid_top1"], rec["valid_top5"], self.stop_on)
+                key = selection_key(rec["valid_top1"], rec["valid_top5"], self.stop_on, rec["valid_loss"])
                 if key > best:
                     best, bad, report.best_epoch = key, 0, epoch
                     best_state = copy.deepcopy(self.net.state_dict())

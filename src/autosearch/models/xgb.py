@@ -100,7 +100,7 @@ class XGBPackSum(CostModel):
         min_child_weight: float = 0.0,
         subsample: float = 1.0,
         colsample_bytree: float = 1.0,
-        n_rounds: int = 400,
+        n_rounds: int = 200,
         eval_every: int = 10,
         patience: int = 5,
         stop_on: str = "top1",
@@ -230,7 +230,7 @@ class _EvalCallback(_callback_base()):  # type: ignore[misc]
         m = self._qm(scores, self.valid)
         rec.update(valid_loss=self.vobj.loss(row), valid_top1=m["top1"], valid_top5=m["top5"])
         self.report.history.append(rec)
-        key = selection_key(m["top1"], m["top5"], self.model.stop_on)
+        key = selection_key(m["top1"], m["top5"], self.model.stop_on, rec["valid_loss"])
         if key > self.best:
             self.best, self.bad, self.report.best_epoch = key, 0, epoch
         else:

@@ -24,13 +24,21 @@ def _pair_mask(labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return valid & (labels[:, :, None] > labels[:, None, :])
 
 
-def pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """RankNet: logistic loss on every correctly-labelled pair's score difference."""
+def pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, gap_weight: bool = False) -> torch.Tensor:
+    """RankNet: logistic loss on the score difference of every pair with different labels.
+
+    With `gap_weight`, a pair counts in proportion to its label gap, so confusing the fastest
+    candidate with a slow one costs more than confusing two slow ones (top-k is what matters).
+    """
     pairs = _pair_mask(labels, mask)
     if not pairs.any():
         return scores.sum() * 0.0
     diff = scores[:, :, None] - scores[:, None, :]
-    return F.softplus(-diff[pairs]).mean()
+    losses = F.softplus(-diff[pairs])
+    if not gap_weight:
+        return losses.mean()
+    w = (labels[:, :, None] - labels[:, None, :])[pairs]
+    return (w * losses).sum() / w.sum()
 
 
 def lambdarank_loss(

@@ -79,16 +79,18 @@ def quick_metrics(scores: np.ndarray, dataset: Dataset) -> dict[str, float]:
     return {"top1": float(np.nanmean(t1)), "top5": float(np.nanmean(t5))}
 
 
-STOP_ON = ("top1", "top1+top5")
+STOP_ON = ("top1", "top1+top5", "loss")
 
 
-def selection_key(top1: float, top5: float, stop_on: str = "top1") -> tuple[float, float]:
-    """What early stopping maximises: held-out top-1 (ties: top-5), or the mean of top-1 and top-5,
-    which is less jumpy when only a few workloads are set aside for validation."""
+def selection_key(top1: float, top5: float, stop_on: str = "top1", loss: float = float("nan")) -> tuple[float, float]:
+    """What early stopping maximises: held-out top-1 (ties: top-5); the mean of top-1 and top-5;
+    or minus the validation loss, which is smooth where top-1 on a few validation workloads jumps."""
     if stop_on == "top1":
         return (round(top1, 6), round(top5, 6))
     if stop_on == "top1+top5":
         return (round((top1 + top5) / 2, 6), round(top1, 6))
+    if stop_on == "loss":
+        return (-loss if loss == loss else -float("inf"), round(top1, 6))
     raise InputError(f"unknown stop_on {stop_on!r}; choose one of {', '.join(STOP_ON)}")
 
 
