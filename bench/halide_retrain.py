@@ -52,6 +52,11 @@ def main() -> None:
     ap.add_argument("--channels", default="3,4,8", help="random pipeline input channel counts")
     ap.add_argument("--max-elems", type=int, default=1 << 21)
     ap.add_argument("--max-stages", type=int, default=5)
+    ap.add_argument("--gate-ratio", type=float, default=0.97,
+                    help="keep the selected weights only if their beam-search schedules of the validation pipelines are "
+                         "at most this fraction of stock's runtime (geomean); 0 disables the gate")
+    ap.add_argument("--reuse-samples", default="", help="take train/, remeasure/ and samples.db from an earlier --out-dir "
+                                                         "(same pipeline options) instead of sampling again")
     ap.add_argument("--out-dir", default="bench_halide_out")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -87,9 +92,16 @@ def main() -> None:
     valid_seeds = set(train_seeds[len(train_seeds) - n_valid:]) if n_valid else set()
 
     # 1. training (and validation) samples with the stock weights; every round kept in a store
-    db = Store(out / "samples.db")
     batch_of: dict[int, int] = {}
-    for i, s in enumerate(train_seeds):
+    if args.reuse_samples:
+        src = Path(args.reuse_samples)
+        for sub in ("train", "remeasure"):
+            if (src / sub).is_dir():
+                shutil.copytree(src / sub, out / sub)
+        shutil.copyfile(src / "samples.db", out / "samples.db")
+        log(f"reusing the training/validation samples and re-measurements of {src}")
+    db = Store(out / "samples.db")
+    for i, s in enumerate(train_seeds if not args.reuse_samples else []):
         rep = sample_batch(spec(s), out / "train", batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
                            beam_size=args.sample_beam_size, name=f"rand{s}", store=db, **timing)
         batch_of[s] = rep.batch_id
@@ -105,7 +117,7 @@ def main() -> None:
     db.close()
     agree_pairs = total_pairs = 0
     ratio_dev = []
-    for s in train_seeds[: args.remeasure]:
+    for s in train_seeds[: args.remeasure] if not args.reuse_samples else []:
         sample_batch(spec(s), out / "remeasure", batch_size=args.batch_size, batch_id=batch_of[s], threads=args.threads,
                      repeats=args.repeats, beam_size=args.sample_beam_size, name=f"rand{s}", **timing)
     if args.remeasure:
@@ -143,22 +155,44 @@ def main() -> None:
     log(f"trained on {result.schedules} schedules of {result.groups} pipelines (validation: {sum(b.size for b in valid)} "
         f"of {len(valid)}); calibration x{result.calibration:.3g}; loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}{sel}")
 
+    def compare(seed: int, a_path: Path, b_path: Path) -> tuple:
+        p = {"parallelism": args.threads, "beam_size": args.beam_size}
+        res = autoschedule_and_benchmark(spec(seed), [{**p, "weights_path": str(a_path)}, {**p, "weights_path": str(b_path)}],
+                                         threads=args.threads, repeats=args.compare_repeats, **timing)
+        return seed, res[0], res[1]
+
+    def gm(xs: list[float]) -> float:
+        return math.exp(float(np.mean(np.log(xs)))) if xs else float("nan")
+
+    # 3b. the gate: the ordering proxy chose an epoch; does it make faster schedules of the
+    # validation pipelines (never held-out ones) than stock? If not, keep the stock weights.
+    gate_rows, selected = [], retrained
+    if args.gate_ratio > 0 and not kept_stock and valid_seeds:
+        for s in sorted(valid_seeds):
+            gate_rows.append(compare(s, stock_path, wpath))
+            _, a, b = gate_rows[-1]
+            log(f"gate, validation seed {s}: stock {a.runtime_s * 1e3:.4g} ms, selected {b.runtime_s * 1e3:.4g} ms")
+        g_ratio = gm([b.runtime_s / a.runtime_s for _, a, b in gate_rows if a.status == b.status == "ok"])
+        if not g_ratio <= args.gate_ratio:
+            retrained, kept_stock = stock, True
+            wpath = retrained.save(out / "retrained.weights")
+        log(f"gate: selected/stock on validation pipelines = {g_ratio:.3f} (need <= {args.gate_ratio}): "
+            f"{'kept the selected epoch' if not kept_stock else 'kept the stock weights'}")
+
     # 4. held-out pipelines: stock vs retrained schedules, interleaved in one worker
     rows = []
     for s in held_seeds:
-        p = {"parallelism": args.threads, "beam_size": args.beam_size}
-        res = autoschedule_and_benchmark(spec(s), [{**p, "weights_path": str(stock_path)}, {**p, "weights_path": str(wpath)}],
-                                         threads=args.threads, repeats=args.compare_repeats, **timing)
-        rows.append((s, res[0], res[1]))
-        log(f"held-out seed {s}: stock {res[0].runtime_s * 1e3:.4g} ms, retrained {res[1].runtime_s * 1e3:.4g} ms"
-            f"{' (same schedule)' if res[0].featurization == res[1].featurization else ''}")
+        rows.append(compare(s, stock_path, wpath))
+        _, a, b = rows[-1]
+        log(f"held-out seed {s}: stock {a.runtime_s * 1e3:.4g} ms, retrained {b.runtime_s * 1e3:.4g} ms"
+            f"{' (same schedule)' if a.featurization == b.featurization else ''}")
 
     # 5. ordering accuracy on held-out samples (sampled with stock weights)
     for s in held_seeds:
         sample_batch(spec(s), out / "heldout", batch_size=args.heldout_samples, threads=args.threads, repeats=args.repeats,
                      beam_size=args.sample_beam_size, name=f"rand{s}", **timing)
     held = group_samples(load_from_dir(out / "heldout"), min_schedules=2)
-    sets = {"stock": stock, "retrained (kept)": retrained, "last epoch": last}
+    sets = {"stock": stock, "retrained (kept)": retrained, "best validation epoch": selected, "last epoch": last}
     m = {k: (evaluate(w, held, args.threads), evaluate(w, train, args.threads), evaluate(w, valid, args.threads) if valid else None)
          for k, w in sets.items()}
 
@@ -177,9 +211,6 @@ def main() -> None:
         else:
             print(f"| random seed {s} | {stages} | {a.status} | {b.status} | - |")
 
-    def gm(xs: list[float]) -> float:
-        return math.exp(float(np.mean(np.log(xs)))) if xs else float("nan")
-
     print(f"| **geometric mean** | | {gm(stock_ms):.4g} | {gm(new_ms):.4g} | **{gm(ratios):.3f}** |")
     print()
     print("| ordering accuracy | " + " | ".join(f"{k} weights" for k in sets) + " |")
@@ -196,7 +227,8 @@ def main() -> None:
              if ratio_dev and total_pairs else ""))
     print(f"held-out pipelines: {len(ratios)}/{len(rows)} compared; held-out samples: {sum(b.size for b in held)} "
           f"in {len(held)} groups; training: {result.schedules} schedules in {result.groups} groups; validation: "
-          f"{sum(b.size for b in valid)} in {len(valid)}; selection kept {'the stock weights' if kept_stock else f'epoch {result.best_epoch}'}; "
+          f"{sum(b.size for b in valid)} in {len(valid)}; selection kept {'the stock weights' if kept_stock else f'epoch {result.best_epoch}'}"
+          f"{f' (gate on {len(gate_rows)} validation pipelines)' if gate_rows else ''}; "
           f"{time.time() - t_start:.0f} s total")
     g = gm(ratios)
     print(f"SUMMARY retrained/stock geomean runtime ratio = {g:.3f} ({(1 / g - 1) * 100:+.1f}% speed) "
