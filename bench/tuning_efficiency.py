@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-repeat-ms", type=int, default=10)
     ap.add_argument("--db", default="bench_tuning.db", help="store the measured candidates here (tuning grows the dataset)")
     ap.add_argument("--out", default=None, help="write every run (history, breakdown) as JSON (for `autosearch report-tuning`)")
+    ap.add_argument("--resume", default=None, help="a previous --out JSON: its runs are kept, not repeated")
     ap.add_argument("--allow-trained", action="store_true", help="do not refuse workloads in the model's training split")
     args = ap.parse_args(argv)
 
@@ -98,11 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     evaluator = EvaluatorSettings(number=1, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms)
     console = Console(stderr=True)
     runs: list[dict] = []
+    if args.resume and Path(args.resume).is_file():
+        runs = json.loads(Path(args.resume).read_text())["runs"]
+    done = {(r["workload"], r["seed"], r["model"]) for r in runs}
     t0 = time.time()
     with Store(args.db) as store:
         for wl in wls:
             for seed in seeds:
                 for model in models:
+                    if (wl.name, seed, model) in done:
+                        continue
                     s = TuneSettings(trials=budgets[-1], trials_per_round=args.trials_per_round, population=args.population,
                                      genetic_num_iters=args.genetic_iters, seed=seed)
                     r = tune(wl, target, model, s, store=store, evaluator=evaluator, baseline=False, reference=False,
@@ -110,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append({"workload": wl.name, "family": wl.family, "model": model, "seed": seed,
                                  "history": r.history, "breakdown": r.breakdown, "best_latency": r.best_latency})
                     console.print(f"[{time.time() - t0:7.0f}s] {wl.name} seed {seed} {model}: best {r.best_latency}")
+                    if args.out:  # after every run: a killed benchmark resumes with --resume
+                        Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
                     if r.interrupted:
                         break
     if args.out:
@@ -159,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     bd: dict[str, float] = {}
     for r in runs:
         if r["model"] == ours:
-            for k, v in r["breakdown"]["seconds"].items():
+            for k, v in (r.get("breakdown") or {}).get("seconds", {}).items():
                 bd[k] = bd.get(k, 0.0) + v
     tot = sum(bd.values()) or 1.0
     print(f"\n{ours} time breakdown over all its runs: " + ", ".join(f"{k} {v:.0f} s ({100 * v / tot:.0f}%)" for k, v in bd.items() if v > 0.5))

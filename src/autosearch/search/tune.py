@@ -316,28 +316,76 @@ class TuneResult:
 
 
 # -- measuring -----------------------------------------------------------------------------------
-def build_in_process(candidates: list[Any], target: Any) -> list[Any]:
-    """BuilderResults built in this process, in candidate order.
-
-    Why: MetaSchedule's LocalBuilder starts a fresh worker pool for every batch, and each worker
-    imports TVM (~13 s per batch on a loaded 2-core machine), while one operator builds in a
-    fraction of a second. The tuning process already has every tensor intrinsic registered
-    (its TuneContext imported them), so `fast_build` is safe here for every candidate.
-    """
+def _pool_build(mod: Any, target: Any) -> str:
+    """Build + export one candidate inside a builder worker; returns the artifact path."""
     import tempfile
 
-    from tvm.s_tir.meta_schedule.builder import BuilderResult
     from tvm.support.tar import tar
 
-    from autosearch.backends.tvm.measure import fast_build
+    from autosearch.backends.tvm.measure import fast_build, uses_tensor_intrin  # noqa: F401
+
+    try:
+        rt = fast_build(mod, target, None)
+    except Exception:  # noqa: BLE001 - a tensorizing schedule needs the intrinsics registered
+        import tvm.s_tir.tensor_intrin  # noqa: F401
+
+        rt = fast_build(mod, target, None)
+    path = os.path.join(tempfile.mkdtemp(prefix="autosearch-build-"), "tvm_tmp_mod." + tar.output_format)
+    rt.export_library(path, fcompile=tar)
+    return path
+
+
+class PoolBuilder:
+    """Builds candidates in a worker pool that lives as long as the tuning process.
+
+    Why not MetaSchedule's LocalBuilder: it starts a fresh pool for every batch, and each worker
+    imports TVM (~13 s per batch on a loaded 2-core machine). Why not in the tuning process
+    itself: a rare schedule sends TVM's lowering into a practically endless recursion (seen here
+    on softmax: > 8 minutes for one build), and only a worker process can be killed after
+    `timeout` seconds (the candidate is then a `timeout` result).
+    """
+
+    def __init__(self, max_workers: int | None = None, timeout: float = 60.0) -> None:
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        self.timeout = timeout
+        self.pool = PopenPoolExecutor(max_workers=max_workers or min(2, os.cpu_count() or 1), timeout=timeout)
+
+    def build(self, candidates: list[Any], target: Any) -> list[Any]:
+        from tvm.s_tir.meta_schedule.builder import BuilderResult
+        from tvm.support.popen_pool import StatusKind
+
+        out = []
+        mods = [c.sch.mod for c in candidates]
+        for res in self.pool.map_with_error_catching(lambda m: _pool_build(m, target), mods):
+            if res.status == StatusKind.COMPLETE:
+                out.append(BuilderResult(res.value, None))
+            elif res.status == StatusKind.TIMEOUT:
+                out.append(BuilderResult(None, f"Timeout: build killed after {self.timeout:g} s"))
+            else:
+                out.append(BuilderResult(None, f"build failed: {_first_line(res.value) if isinstance(res.value, BaseException) else str(res.value).strip().splitlines()[-1][:300]}"))
+        return out
+
+
+_BUILDERS: dict[Any, PoolBuilder] = {}
+
+
+def pool_builder(timeout: float = 60.0) -> PoolBuilder:
+    """The process-wide PoolBuilder (its workers start once)."""
+    if timeout not in _BUILDERS:
+        _BUILDERS[timeout] = PoolBuilder(timeout=timeout)
+    return _BUILDERS[timeout]
+
+
+def build_in_process(candidates: list[Any], target: Any) -> list[Any]:
+    """BuilderResults built in this process (no isolation, no timeout: for single trusted
+    schedules such as a saved best one; tuning uses `PoolBuilder`)."""
+    from tvm.s_tir.meta_schedule.builder import BuilderResult
 
     out = []
     for c in candidates:
         try:
-            rt = fast_build(c.sch.mod, target, None)
-            path = os.path.join(tempfile.mkdtemp(prefix="autosearch-build-"), "tvm_tmp_mod." + tar.output_format)
-            rt.export_library(path, fcompile=tar)
-            out.append(BuilderResult(path, None))
+            out.append(BuilderResult(_pool_build(c.sch.mod, target), None))
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # noqa: BLE001 - any TVM/LLVM failure is a build error of this candidate
@@ -387,7 +435,7 @@ def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
 
     sch = Schedule(mod)
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
-    (res,) = _run_built(measurer, [cand], build_in_process([cand], target))
+    (res,) = _run_built(measurer, [cand], pool_builder().build([cand], target))
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 
@@ -413,14 +461,14 @@ def tune(
     console: Any = None,
     progress: bool = True,
     on_round: Callable[[TuneResult], None] | None = None,
-    in_process_build: bool = True,
+    build_timeout: float = 60.0,
 ) -> TuneResult:
     """Tune one workload on `target` with `model` in the loop; see the module docstring.
 
     Every measured candidate (ok or failed) is written to `store` with its features. When
     `out_dir` is given, the best schedule (best.json + a runnable best_schedule.py), the
-    history and the time breakdown are saved there. `in_process_build=False` builds in
-    MetaSchedule's LocalBuilder worker pool instead (isolated from crashes, slower to start).
+    history and the time breakdown are saved there. Candidates are built in a persistent worker
+    pool (`PoolBuilder`); a build longer than `build_timeout` seconds is a `timeout` result.
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -487,6 +535,7 @@ def tune(
             if key not in _MEASURERS:  # LocalRunner's start-up check costs seconds: one per process
                 _MEASURERS[key] = Measurer(target, evaluator)
             measurer = _MEASURERS[key]
+            builder = pool_builder(build_timeout)
         if store is not None:
             store.add_workload(workload.record())
     gkey = group_key(mod)
@@ -506,7 +555,7 @@ def tune(
                     break
                 cands = list(cands)[: settings.trials - result.trials]
                 with timer.section("build"):
-                    built = build_in_process(cands, target) if in_process_build else measurer.build(cands)
+                    built = builder.build(cands, target)
                 with timer.section("run"):
                     measured = _run_built(measurer, cands, built)
                 runner_results = [
