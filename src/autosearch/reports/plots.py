@@ -110,6 +110,6 @@ def plot_pred_vs_measured(
     ax.set_ylabel("measured throughput / best")
     ax.set_ylim(-0.03, 1.05)
     tau = kendall_tau(s, latencies) if s.size > 1 else float("nan")
-    ax.set_title(f"{title}  (Kendall tau {tau:.2f})" if title else f"Kendall tau {tau:.2f}", fontsize=9)
+    ax.set_title(f"{title}\nKendall tau {tau:.2f}" if title else f"Kendall tau {tau:.2f}", fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, path)
