@@ -18,7 +18,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/autosearch target
-	$(BIN)/autosearch collect --workloads GMM/1x128x128x128,random:1 --per-workload 16 --db demo.db
+	$(BIN)/autosearch collect --workloads batch_matmul/1x128x128x128,softmax/256x256 --per-workload 16 --db demo.db
 	$(BIN)/autosearch db stats --db demo.db
 
 test: $(STAMP)

@@ -6,6 +6,9 @@ count, side by side in one run; then the peak memory of a longer collection.
 
 Both sides use the same evaluator settings (number=1, repeat=3, min_repeat_ms=10). Each side runs
 in its own fresh process, so both pay the one-time TVM start-up (tensor intrinsics import) once.
+The stock builder gets a 600 s build timeout: with its default 30 s, every build of a batch
+times out on a loaded 2-core machine (the per-worker tensor-intrinsics import alone exceeds it),
+and the comparison would count failures as measurements.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ t = time.perf_counter(); measured = 0; ok = 0
 for wl in resolve_workloads(wls):
     with tempfile.TemporaryDirectory() as wd:
         db = ms.tune_tir(wl.mod(), target, wd, max_trials_global=n, num_trials_per_iter=16,
-                         builder=ms.builder.LocalBuilder(max_workers=2),
+                         builder=ms.builder.LocalBuilder(max_workers=2, timeout_sec=600),
                          runner=LocalRunner(evaluator_config=EvaluatorConfig(number=1, repeat=3, min_repeat_ms=10)),
                          cost_model="random", num_tuning_cores=2)
         recs = db.get_all_tuning_records()

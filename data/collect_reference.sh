@@ -17,7 +17,7 @@ WL="$WL,bert/batch_matmul/12x128x128x64,bert/batch_matmul/12x128x64x128,bert/sof
 WL="$WL,${EXTRA_WORKLOADS:-}"
 WL="${WL%,}"
 start=$(date +%s)
-for n in 50 100 150 200; do
+for n in ${ROUNDS:-50 100 150 200}; do
   left=$(( BUDGET - ($(date +%s) - start) / 60 ))
   [ "$left" -gt 0 ] || break
   autosearch collect --workloads "$WL" --per-workload "$n" --db "$DB" \

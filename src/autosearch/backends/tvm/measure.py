@@ -79,6 +79,8 @@ class Measurer:
     """Builds candidates in parallel and runs them one at a time on the device.
 
     `rpc=(host, port, key)` sends runs to a TVM RPC tracker instead of the local device.
+    The local runner's worker process keeps every module it loaded (measured: 640 MB -> 1.2 GB
+    over ~500 schedules), so it is replaced every `runner_restart` candidates to keep memory flat.
     """
 
     def __init__(
@@ -90,9 +92,10 @@ class Measurer:
         build_timeout: float = 60.0,
         run_timeout: float = 30.0,
         rpc: tuple[str, int, str] | None = None,
+        runner_restart: int = 256,
     ) -> None:
         from tvm.s_tir.meta_schedule.builder import LocalBuilder
-        from tvm.s_tir.meta_schedule.runner import LocalRunner, RPCConfig, RPCRunner
+        from tvm.s_tir.meta_schedule.runner import RPCConfig, RPCRunner
 
         from autosearch.backends.tvm.target import is_gpu
 
@@ -112,7 +115,23 @@ class Measurer:
                 max_workers=1,
             )
         else:
-            self.runner = LocalRunner(timeout_sec=run_timeout, evaluator_config=self.evaluator.config())
+            self.runner = self._local_runner(run_timeout)
+        self._run_timeout = run_timeout
+        self._runner_restart = runner_restart
+        self._ran = 0
+
+    def _local_runner(self, timeout: float) -> Any:
+        from tvm.s_tir.meta_schedule.runner import LocalRunner
+
+        return LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config())
+
+    def _maybe_restart_runner(self) -> None:
+        from tvm.s_tir.meta_schedule.runner import LocalRunner
+
+        if isinstance(self.runner, LocalRunner) and self._ran >= self._runner_restart:
+            self.runner.pool.shutdown()
+            self.runner = self._local_runner(self._run_timeout)
+            self._ran = 0
 
     def _stock(self) -> Any:
         if self._stock_builder is None:
@@ -149,6 +168,8 @@ class Measurer:
                 results[i] = MeasureResult(_classify(b.error_msg, "build_error"), [], b.error_msg.strip())
             else:
                 to_run.append(i)
+        self._maybe_restart_runner()
+        self._ran += len(to_run)
         try:
             futures = self.runner.run(
                 [RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in to_run]
