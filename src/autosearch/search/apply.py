@@ -72,11 +72,11 @@ def measure_schedule(sch: Any, target: Any, evaluator: Any = None) -> float | No
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
-    from autosearch.search.tune import _run_built, build_in_process
+    from autosearch.search.tune import build_in_process
 
     m = Measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
-    (res,) = _run_built(m, [cand], build_in_process([cand], target))
+    (res,) = m.run_built([cand], build_in_process([cand], target))
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 

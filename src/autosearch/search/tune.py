@@ -16,7 +16,6 @@ and the result holds the best schedule found so far.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
@@ -393,40 +392,6 @@ def build_in_process(candidates: list[Any], target: Any) -> list[Any]:
     return out
 
 
-def _run_built(measurer: Any, candidates: list[Any], built: list[Any]) -> list[Any]:
-    """Run built candidates; MeasureResult per candidate (failures are results)."""
-    from tvm.s_tir.meta_schedule.runner import RunnerInput
-    from tvm.s_tir.meta_schedule.utils import remove_build_dir
-
-    from autosearch.backends.tvm.measure import MeasureResult, _classify
-
-    results: list[Any] = [None] * len(candidates)
-    to_run = []
-    for i, b in enumerate(built):
-        if b.error_msg is not None:
-            results[i] = MeasureResult(_classify(b.error_msg, "build_error"), [], b.error_msg.strip())
-        else:
-            to_run.append(i)
-    try:
-        futures = measurer.runner.run(
-            [RunnerInput(built[i].artifact_path, measurer.device_type, candidates[i].args_info) for i in to_run]
-        )
-        for i, fut in zip(to_run, futures):
-            res = fut.result()
-            if res.error_msg is not None:
-                results[i] = MeasureResult(_classify(res.error_msg, "run_error"), [], res.error_msg.strip())
-                continue
-            secs = [float(x) for x in res.run_secs]
-            if not secs or not all(math.isfinite(x) and x > 0 for x in secs):
-                results[i] = MeasureResult("run_error", [], f"runner returned invalid latencies {secs}")
-            else:
-                results[i] = MeasureResult("ok", secs)
-    finally:
-        for i in to_run:
-            remove_build_dir(built[i].artifact_path)
-    return results
-
-
 def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
     """Median latency of the unscheduled program as TVM builds it by default (no MetaSchedule)."""
     from tvm.s_tir import Schedule
@@ -435,7 +400,7 @@ def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
 
     sch = Schedule(mod)
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
-    (res,) = _run_built(measurer, [cand], pool_builder().build([cand], target))
+    (res,) = measurer.run_built([cand], pool_builder().build([cand], target))
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 
@@ -557,7 +522,7 @@ def tune(
                 with timer.section("build"):
                     built = builder.build(cands, target)
                 with timer.section("run"):
-                    measured = _run_built(measurer, cands, built)
+                    measured = measurer.run_built(cands, built)
                 runner_results = [
                     RunnerResult(r.latencies if r.status == "ok" else None, None if r.status == "ok" else (r.error or r.status))
                     for r in measured

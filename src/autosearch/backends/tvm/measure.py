@@ -157,10 +157,13 @@ class Measurer:
 
     def measure(self, candidates: Sequence[Any]) -> list[MeasureResult]:
         """Build then run every candidate; failures are results, never exceptions."""
+        return self.run_built(candidates, self.build(candidates))
+
+    def run_built(self, candidates: Sequence[Any], built: Sequence[Any]) -> list[MeasureResult]:
+        """Run candidates already built (BuilderResults in the same order); removes the artifacts."""
         from tvm.s_tir.meta_schedule.runner import RunnerInput
         from tvm.s_tir.meta_schedule.utils import remove_build_dir
 
-        built = self.build(candidates)
         results: list[MeasureResult | None] = [None] * len(candidates)
         to_run = []
         for i, b in enumerate(built):
