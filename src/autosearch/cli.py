@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from autosearch.errors import AutosearchError
@@ -24,9 +23,7 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Inspect, import and export the records database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-# Tables stay readable when piped (rich would otherwise assume 80 columns).
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+from autosearch.cli_common import console, err
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
 

@@ -7,17 +7,13 @@ line on stderr and exits with status 2.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from autosearch.errors import AutosearchError, InputError
+from autosearch.errors import AutosearchError
 
 __all__ = ["halide_app"]
 
@@ -27,8 +23,7 @@ halide_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+from autosearch.cli_common import console, err, one_line_errors, parse_params
 
 PIPELINE_ARG = typer.Argument(..., help="'random', a builtin (blur, matmul, conv_layer, unsharp) or a .py file.")
 PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
@@ -36,37 +31,12 @@ THREADS_OPT = typer.Option(None, "--threads", help="Threads for Halide (and Adam
 JSON_OPT = typer.Option(False, "--json", help="Print a JSON summary.")
 
 
-def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except AutosearchError as exc:
-            err.print(f"[red]error:[/] {' '.join(str(exc).split())}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-def _parse_params(items: Optional[list[str]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise InputError(f"--param expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k.strip()] = v
-    return out
-
-
 def _fmt_ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4g} ms"
 
 
 @halide_app.command()
-@_one_line_errors
+@one_line_errors
 def sample(
     pipeline: str = PIPELINE_ARG,
     param: Optional[list[str]] = PARAM_OPT,
@@ -87,7 +57,7 @@ def sample(
     from autosearch.backends.halide.pipelines import resolve_pipeline
     from autosearch.store.db import Store
 
-    params = _parse_params(param)
+    params = parse_params(param)
     base = None if pipeline == "random" else resolve_pipeline(pipeline, params)
     store = Store(db) if db else None
     reports = []
@@ -115,7 +85,7 @@ def sample(
 
 
 @halide_app.command()
-@_one_line_errors
+@one_line_errors
 def retrain(
     pipeline: str = PIPELINE_ARG,
     demo_name: str = typer.Argument("demo", help="Name used in sample file names."),
@@ -137,7 +107,7 @@ def retrain(
 
     rep = retrain_cost_model(
         pipeline, demo_name, batches, batch_size, str(samples_dir), str(weights), learning_rate, train_iters,
-        threads=threads, store=db or None, pipeline_params=_parse_params(param), seed=seed,
+        threads=threads, store=db or None, pipeline_params=parse_params(param), seed=seed,
         repeats=repeats, progress=not json_out,
     )
     if json_out:
@@ -154,7 +124,7 @@ def retrain(
 
 
 @halide_app.command()
-@_one_line_errors
+@one_line_errors
 def schedule(
     pipeline: str = PIPELINE_ARG,
     param: Optional[list[str]] = PARAM_OPT,
@@ -172,7 +142,7 @@ def schedule(
     from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
     from autosearch.backends.halide.pipelines import resolve_pipeline
 
-    spec = resolve_pipeline(pipeline, _parse_params(param))
+    spec = resolve_pipeline(pipeline, parse_params(param))
     n = int(threads or os.cpu_count() or 1)
     p: dict[str, Any] = {"parallelism": n, "beam_size": beam_size}
     if weights:

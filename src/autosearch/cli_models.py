@@ -9,42 +9,21 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from autosearch.errors import AutosearchError, InputError
+from autosearch.errors import InputError
 
 __all__ = ["register", "train_command_data"]
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+from autosearch.cli_common import console, err, one_line_errors, parse_params
 
 SPLIT_FILE = "split.json"
 REPORT_FILE = "train_report.json"
 _EXTRACTOR = "per-store-feature:tvm-0.27"
-
-
-def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import warnings
-
-        # A skipped group or candidate is worth one line on stderr, not a source-file trace.
-        warnings.showwarning = lambda msg, *a, **k: err.print(f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True)
-        try:
-            return fn(*args, **kwargs)
-        except AutosearchError as exc:
-            err.print(f"[red]error:[/] {' '.join(str(exc).split())}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _csv(items: Optional[list[str]]) -> list[str]:
@@ -56,19 +35,6 @@ def _extractor(text: str) -> tuple[str, str]:
         raise InputError(f"--extractor must be NAME:VERSION, got {text!r}")
     name, version = text.split(":", 1)
     return name, version
-
-
-def _params(items: Optional[list[str]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise InputError(f"--param expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k.strip()] = v
-    return out
 
 
 def _fmt(x: Any) -> str:
@@ -106,7 +72,7 @@ def register(app: typer.Typer) -> None:
     """Add `train`, `eval` and `report` to the main `autosearch` app."""
 
     @app.command()
-    @_one_line_errors
+    @one_line_errors
     def train(
         model: str = typer.Option("mlp", "--model", help="xgb, lgbm-rank, mlp, tvm-xgb or tvm-mlp."),
         loss: Optional[str] = typer.Option(None, "--loss", help="mlp only: mse, pairwise or lambdarank (default)."),
@@ -131,7 +97,7 @@ def register(app: typer.Typer) -> None:
         from autosearch.models import make_model
         from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
 
-        kw = _params(param)
+        kw = parse_params(param)
         if loss is not None:
             if model != "mlp":
                 raise InputError("--loss applies to --model mlp only")
@@ -198,7 +164,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"saved {model} model to {out}")
 
     @app.command("eval")
-    @_one_line_errors
+    @one_line_errors
     def eval_(
         model: Path = typer.Option(..., "--model", help="Model directory written by `autosearch train`."),
         db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
@@ -228,7 +194,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"prediction throughput: {res.candidates_per_s:,.0f} candidates/s")
 
     @app.command()
-    @_one_line_errors
+    @one_line_errors
     def report(
         model: list[Path] = typer.Option(..., "--model", help="Model directories (repeatable)."),
         db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),

@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from autosearch.errors import AutosearchError, InputError
+from autosearch.errors import InputError
 
 __all__ = ["register"]
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-
-
-def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import warnings
-
-        warnings.showwarning = lambda msg, *a, **k: err.print(f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True)
-        try:
-            return fn(*args, **kwargs)
-        except AutosearchError as exc:
-            err.print(f"[red]error:[/] {' '.join(str(exc).split())}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
+from autosearch.cli_common import console, err, one_line_errors
 
 
 def _fmt_s(x: Optional[float]) -> str:
@@ -74,7 +54,7 @@ def register(app: typer.Typer) -> None:
     """Add `tune`, `apply`, `tune-model` and `report-tuning` to the main app."""
 
     @app.command()
-    @_one_line_errors
+    @one_line_errors
     def tune(
         workload: Optional[str] = typer.Argument(None, help="Registry name, family member, or random:SEED."),
         module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC returning a TIR PrimFunc / IRModule."),
@@ -127,7 +107,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130)
 
     @app.command()
-    @_one_line_errors
+    @one_line_errors
     def apply(
         path: Path = typer.Argument(..., help="A `tune` output directory or its best.json."),
         measure: bool = typer.Option(False, "--measure", help="Build and time the schedule on --target."),
@@ -156,7 +136,7 @@ def register(app: typer.Typer) -> None:
         console.print(line)
 
     @app.command("tune-model")
-    @_one_line_errors
+    @one_line_errors
     def tune_model(
         spec: str = typer.Argument(..., help="FILE.py:make_model returning a torch.nn.Module."),
         input_shape: list[str] = typer.Option(..., "--input-shape", help="Input shape, e.g. 1,3,224,224 (repeat per input)."),
@@ -202,7 +182,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130)
 
     @app.command("report-tuning")
-    @_one_line_errors
+    @one_line_errors
     def report_tuning(
         runs: list[Path] = typer.Argument(..., help="Tuning output directories (or history.json / bench JSON files)."),
         out: Path = typer.Option(Path("report/convergence.png"), "--out", help="PNG to write."),

@@ -1,0 +1,51 @@
+"""What every `autosearch` sub-command module shares: the consoles and the one-line error rule."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import wraps
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+
+from autosearch.errors import AutosearchError, InputError
+
+__all__ = ["console", "err", "one_line_errors", "parse_params"]
+
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that fails with an AutosearchError prints `error: <one line>` and exits 2;
+    a warning (a skipped group or candidate) is one line on stderr, not a source-file trace."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import warnings
+
+        warnings.showwarning = lambda msg, *a, **k: err.print(f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True)
+        try:
+            return fn(*args, **kwargs)
+        except AutosearchError as exc:
+            err.print(f"[red]error:[/] {' '.join(str(exc).split())}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def parse_params(items: Optional[list[str]]) -> dict[str, Any]:
+    """`-p KEY=VALUE` options to a dict; values are JSON where they parse, else strings."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"--param expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
