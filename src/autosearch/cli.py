@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from autosearch.errors import AutosearchError
+from autosearch.formatting import format_seconds
 
 __all__ = ["app", "main"]
 
@@ -26,15 +27,6 @@ app.add_typer(db_app, name="db")
 from autosearch.cli_common import console, err
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
-
-
-def _fmt_s(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x * 1e9:.3g} ns"
 
 
 @app.command()
@@ -159,7 +151,7 @@ def db_stats(db: Path = DB_OPT, json_out: bool = typer.Option(False, "--json", h
         table.add_column(col, justify="left" if col in ("workload", "family") else "right")
     for r in rows:
         table.add_row(
-            r["workload"], r["family"], str(r["records"]), str(r["ok"]), str(r["failed"]), _fmt_s(r["best_latency_s"]),
+            r["workload"], r["family"], str(r["records"]), str(r["ok"]), str(r["failed"]), format_seconds(r["best_latency_s"]),
             f"{r['gflops']:.1f}" if r["gflops"] else "-",
             f"{100 * r['repeat_spread']:.1f}%" if r["repeat_spread"] is not None else "-", str(r["features"]),
         )

@@ -14,26 +14,21 @@ from autosearch.errors import InputError
 __all__ = ["register"]
 
 from autosearch.cli_common import console, err, one_line_errors
-
-
-def _fmt_s(x: Optional[float]) -> str:
-    from autosearch.search.tune import _fmt_s as f
-
-    return f(x)
+from autosearch.formatting import format_seconds
 
 
 def _print_result(r: Any) -> None:
     t = Table(title=f"tuned {r.workload} with {r.model}: {r.trials} trials measured ({r.ok} ok)", show_header=False)
-    t.add_row("best latency", f"{_fmt_s(r.best_latency)}" + (f"  (trial {r.best_trial})" if r.best_trial else ""))
+    t.add_row("best latency", f"{format_seconds(r.best_latency)}" + (f"  (trial {r.best_trial})" if r.best_trial else ""))
     t.add_row("GFLOP/s", f"{r.gflops:.1f}" if r.gflops else "-")
     if r.untuned_latency:
-        t.add_row("untuned default schedule", f"{_fmt_s(r.untuned_latency)}  -> speed-up x{r.speedup:.2f}" if r.speedup else _fmt_s(r.untuned_latency))
+        t.add_row("untuned default schedule", f"{format_seconds(r.untuned_latency)}  -> speed-up x{r.speedup:.2f}" if r.speedup else format_seconds(r.untuned_latency))
     else:
         t.add_row("untuned default schedule", "-")
     ref = r.reference
     if ref:
         ratio = ref["latency"] / r.best_latency if r.best_latency else None
-        t.add_row(ref["name"], f"{_fmt_s(ref['latency'])} ({ref['threads']} threads)" + (f"  -> tuned is x{ratio:.2f} of its speed" if ratio else ""))
+        t.add_row(ref["name"], f"{format_seconds(ref['latency'])} ({ref['threads']} threads)" + (f"  -> tuned is x{ratio:.2f} of its speed" if ratio else ""))
     else:
         t.add_row("NumPy/PyTorch reference", "none for this operator")
     t.add_row("model retrains", str(r.retrains))
@@ -130,9 +125,9 @@ def register(app: typer.Typer) -> None:
             return
         if show:
             console.print(sch.mod.script(), highlight=False, markup=False)
-        line = f"{wl.name}: schedule re-applied from {path} (tuned latency {_fmt_s(info['saved_latency_s'])})"
+        line = f"{wl.name}: schedule re-applied from {path} (tuned latency {format_seconds(info['saved_latency_s'])})"
         if measure:
-            line += f"; measured now {_fmt_s(info['measured_latency_s'])}"
+            line += f"; measured now {format_seconds(info['measured_latency_s'])}"
         console.print(line)
 
     @app.command("tune-model")
@@ -170,12 +165,12 @@ def register(app: typer.Typer) -> None:
         for col in ("task", "weight", "trials", "best", "untuned"):
             t.add_column(col, justify="left" if col == "task" else "right")
         for task in r.tasks:
-            t.add_row(task["name"], str(task["weight"]), str(task["trials"]), _fmt_s(task["best_latency_s"]), _fmt_s(task.get("untuned_latency_s")))
+            t.add_row(task["name"], str(task["weight"]), str(task["trials"]), format_seconds(task["best_latency_s"]), format_seconds(task.get("untuned_latency_s")))
         console.print(t)
         console.print(f"output matches PyTorch: {r.max_abs_err:.2e} max abs error (rtol 1e-4, atol 1e-4) -> {'ok' if r.correct else 'MISMATCH'}")
         console.print(
-            f"end-to-end: tuned TVM {_fmt_s(r.tuned_latency)} | untuned TVM {_fmt_s(r.untuned_latency)} | "
-            f"PyTorch eager {_fmt_s(r.torch_latency)}"
+            f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | untuned TVM {format_seconds(r.untuned_latency)} | "
+            f"PyTorch eager {format_seconds(r.torch_latency)}"
             + (f" -> x{r.torch_latency / r.tuned_latency:.2f} vs PyTorch" if r.tuned_latency and r.torch_latency else "")
         )
         if r.interrupted:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from autosearch.errors import AutosearchError, InputError, WorkloadError
+from autosearch.formatting import format_seconds
 from autosearch.search.breakdown import TimeBreakdown
 
 __all__ = [
@@ -563,7 +563,7 @@ def tune(
                         if result.best_latency is None or lat < result.best_latency:
                             result.best_latency, result.best_trace, result.best_trial = lat, t, result.trials
                     result.history.append({"trial": result.trials, "round": rnd, "latency": lat, "best": result.best_latency})
-                bar.update(task, completed=result.trials, best=_fmt_s(result.best_latency))
+                bar.update(task, completed=result.trials, best=format_seconds(result.best_latency))
                 if on_round is not None:
                     on_round(result)
             else:
@@ -596,15 +596,6 @@ def tune(
     if out_dir is not None:
         save_result(result, workload, out_dir, timer)
     return result
-
-
-def _fmt_s(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x * 1e9:.3g} ns"
 
 
 # -- saving --------------------------------------------------------------------------------------
