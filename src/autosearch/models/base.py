@@ -117,6 +117,8 @@ class CostModel(abc.ABC):
     """
 
     kind: ClassVar[str] = ""
+    #: Constructor arguments saved in config.json ("params") and given back to the constructor by `load`.
+    hyper: ClassVar[tuple[str, ...]] = ()
     extractor: tuple[str, str] = DEFAULT_EXTRACTOR
     n_features: int | None = None
 
@@ -164,6 +166,30 @@ class CostModel(abc.ABC):
             scores = scores.copy()
             scores[empty] = -np.inf
         return scores
+
+    @classmethod
+    def _from_params(cls, config: dict[str, Any]) -> Any:
+        """A fresh instance with the hyper-parameters saved in `config` (unknown keys ignored)."""
+        return cls(**{k: v for k, v in config.get("params", {}).items() if k in cls.hyper})
+
+    def _write_config(self, path: str | os.PathLike[str], weights: str) -> None:
+        """config.json next to the weights file `save` just wrote."""
+        from autosearch.models.io import write_config
+
+        params = {k: getattr(self, k) for k in self.hyper}
+        write_config(path, self.kind, weights, n_features=self.n_features, extractor=list(self.extractor), params=params)
+
+    def _should_update(self, new: Dataset) -> bool:
+        """The preamble every `update` shares: an untrained model is fitted on `new` instead
+        (False), a batch with nothing to learn from is skipped (False), a wrong width is refused."""
+        if self.n_features is None:
+            self.fit(new)
+            return False
+        if new.n_candidates == 0 or not np.any(new.labels > 0):
+            return False
+        if new.n_features != self.n_features:
+            raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
+        return True
 
     def _check_fit_input(self, train: Dataset, valid: Dataset | None) -> None:
         """The boundary checks every `fit` shares."""

@@ -39,6 +39,10 @@ class LGBMRank(CostModel):
     """LightGBM `lambdarank` over pooled candidate features; higher score = faster."""
 
     kind = "lgbm-rank"
+    hyper = (
+        "n_rounds", "learning_rate", "num_leaves", "min_data_in_leaf", "feature_fraction", "levels",
+        "patience", "update_rounds", "nthread", "seed",
+    )
 
     def __init__(
         self,
@@ -110,13 +114,8 @@ class LGBMRank(CostModel):
     def update(self, new: Any) -> None:
         import lightgbm as lgb
 
-        if self.booster is None:
-            self.fit(new)
+        if not self._should_update(new):
             return
-        if new.n_candidates == 0 or not np.any(new.labels > 0):
-            return
-        if new.n_features != self.n_features:
-            raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
         self.booster = lgb.train(
             self._params(), self._lgb_data(new), num_boost_round=self.update_rounds, init_model=self.booster,
             keep_training_booster=True,
@@ -126,19 +125,18 @@ class LGBMRank(CostModel):
         return self.booster.predict(pool_candidates(batch), num_threads=1)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        from autosearch.models.io import prepare_dir, write_config
+        from autosearch.models.io import prepare_dir
 
         if self.booster is None:
             raise InputError("cannot save an untrained lgbm-rank model")
-        params = {k: getattr(self, k) for k in _HYPER}
         self.booster.save_model(str(prepare_dir(path) / "model.txt"))
-        write_config(path, self.kind, "model.txt", n_features=self.n_features, extractor=list(self.extractor), params=params)
+        self._write_config(path, "model.txt")
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> LGBMRank:
         import lightgbm as lgb
 
-        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _HYPER})
+        model = cls._from_params(config)
         f = os.path.join(path, "model.txt")
         # LightGBM aborts the process (C++ abort) on some truncated files: check the framing first.
         with open(f, "rb") as fh:
@@ -153,9 +151,3 @@ class LGBMRank(CostModel):
             raise InputError(f"{f} is truncated or corrupt: it has {booster.num_feature()} inputs, config says {2 * int(config['n_features'])}")
         model.booster = booster
         return model
-
-
-_HYPER = (
-    "n_rounds", "learning_rate", "num_leaves", "min_data_in_leaf", "feature_fraction", "levels", "patience",
-    "update_rounds", "nthread", "seed",
-)

@@ -48,6 +48,10 @@ class SegmentSumMLP(CostModel):
     """Segment-sum MLP trained with `mse`, `pairwise` (RankNet) or `lambdarank` loss."""
 
     kind = "mlp"
+    hyper = (
+        "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch",
+        "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed",
+    )
 
     def __init__(
         self,
@@ -166,13 +170,8 @@ class SegmentSumMLP(CostModel):
         """A few epochs on the new candidates only, at a tenth of the learning rate."""
         from autosearch.training.losses import get_loss
 
-        if self.net is None:
-            self.fit(new)
+        if not self._should_update(new):
             return
-        if new.n_candidates == 0 or not np.any(new.labels > 0):
-            return
-        if new.n_features != self.n_features:
-            raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr * 0.1, weight_decay=self.weight_decay)
         rng = np.random.default_rng(self.seed + 1)
         for _ in range(self.update_epochs):
@@ -201,20 +200,19 @@ class SegmentSumMLP(CostModel):
     def save(self, path: str | os.PathLike[str]) -> None:
         from safetensors.torch import save_file
 
-        from autosearch.models.io import prepare_dir, write_config
+        from autosearch.models.io import prepare_dir
 
         if self.net is None:
             raise InputError("cannot save an untrained mlp model")
-        params = {k: getattr(self, k) for k in _HYPER}
         state = {k: v.contiguous() for k, v in self.net.state_dict().items()}
         save_file(state, str(prepare_dir(path) / "model.safetensors"))
-        write_config(path, self.kind, "model.safetensors", n_features=self.n_features, extractor=list(self.extractor), params=params)
+        self._write_config(path, "model.safetensors")
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> SegmentSumMLP:
         from safetensors.torch import load_file
 
-        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _HYPER})
+        model = cls._from_params(config)
         f = os.path.join(path, "model.safetensors")
         try:
             state = load_file(f)
@@ -243,9 +241,3 @@ def _threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(old)
-
-
-_HYPER = (
-    "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch", "cands_per_group",
-    "grad_clip", "patience", "stop_on", "update_epochs", "seed",
-)

@@ -60,6 +60,7 @@ class TVMXGBAnchor(CostModel):
     """
 
     kind = "tvm-xgb"
+    hyper = ("max_depth", "eta", "gamma", "min_child_weight", "early_stopping_rounds", "nthread", "seed")
 
     def __init__(
         self, max_depth: int = 10, eta: float = 0.2, gamma: float = 0.001, min_child_weight: float = 0.0,
@@ -130,19 +131,18 @@ class TVMXGBAnchor(CostModel):
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        from autosearch.models.io import prepare_dir, write_config
+        from autosearch.models.io import prepare_dir
 
         if self.tvm_model is None or self.tvm_model.booster is None:
             raise InputError("cannot save an untrained tvm-xgb model")
         self.tvm_model.booster.save_model(str(prepare_dir(path) / "model.json"))
-        params = {k: getattr(self, k) for k in _XGB_HYPER}
-        write_config(path, self.kind, "model.json", n_features=self.n_features, extractor=list(self.extractor), params=params)
+        self._write_config(path, "model.json")
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> TVMXGBAnchor:
         import xgboost as xgb
 
-        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _XGB_HYPER})
+        model = cls._from_params(config)
         model.tvm_model = model._make()
         booster = xgb.Booster()
         try:
@@ -152,9 +152,6 @@ class TVMXGBAnchor(CostModel):
         model.tvm_model.booster = booster
         model.tvm_model.data_size = 1  # past TVM's warm-up: predict with the booster, not at random
         return model
-
-
-_XGB_HYPER = ("max_depth", "eta", "gamma", "min_child_weight", "early_stopping_rounds", "nthread", "seed")
 
 
 @contextlib.contextmanager
@@ -183,6 +180,7 @@ class TVMMLPAnchor(CostModel):
     """
 
     kind = "tvm-mlp"
+    hyper = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip", "hidden", "seed")
 
     def __init__(
         self, epochs: int = 50, batch_size: int = 128, lr: float = 7e-4, weight_decay: float = 1e-6,
@@ -260,20 +258,19 @@ class TVMMLPAnchor(CostModel):
     def save(self, path: str | os.PathLike[str]) -> None:
         from safetensors.torch import save_file
 
-        from autosearch.models.io import prepare_dir, write_config
+        from autosearch.models.io import prepare_dir
 
         if self.trainer is None:
             raise InputError("cannot save an untrained tvm-mlp model")
         state = {k: v.contiguous() for k, v in self.trainer.state.model.state_dict().items()}
         save_file(state, str(prepare_dir(path) / "model.safetensors"))
-        params = {k: getattr(self, k) for k in _MLP_HYPER}
-        write_config(path, self.kind, "model.safetensors", n_features=self.n_features, extractor=list(self.extractor), params=params)
+        self._write_config(path, "model.safetensors")
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> TVMMLPAnchor:
         from safetensors.torch import load_file
 
-        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _MLP_HYPER})
+        model = cls._from_params(config)
         f = os.path.join(path, "model.safetensors")
         try:
             state = load_file(f)
@@ -285,6 +282,3 @@ class TVMMLPAnchor(CostModel):
         except RuntimeError as exc:
             raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
         return model
-
-
-_MLP_HYPER = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip", "hidden", "seed")

@@ -91,6 +91,10 @@ class XGBPackSum(CostModel):
     """XGBoost pack-sum regressor of normalised throughput; higher score = faster."""
 
     kind = "xgb"
+    hyper = (
+        "max_depth", "eta", "gamma", "min_child_weight", "subsample", "colsample_bytree", "n_rounds",
+        "eval_every", "patience", "stop_on", "objective", "weight_floor", "update_rounds", "nthread", "seed",
+    )
 
     def __init__(
         self,
@@ -148,13 +152,8 @@ class XGBPackSum(CostModel):
     def update(self, new: Any) -> None:
         import xgboost as xgb
 
-        if self.booster is None:
-            self.fit(new)
+        if not self._should_update(new):
             return
-        if new.n_candidates == 0 or not np.any(new.labels > 0):
-            return
-        if new.n_features != self.n_features:
-            raise InputError(f"features have width {new.n_features} but the model expects {self.n_features}")
         obj = _objective(self.objective, new, self.weight_floor)
         self.booster = xgb.train(
             self._params(), xgb.DMatrix(new.rows), num_boost_round=self.update_rounds, obj=obj, xgb_model=self.booster
@@ -166,19 +165,18 @@ class XGBPackSum(CostModel):
         return np.bincount(batch.segment_ids(), weights=row, minlength=batch.n_candidates)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        from autosearch.models.io import prepare_dir, write_config
+        from autosearch.models.io import prepare_dir
 
         if self.booster is None:
             raise InputError("cannot save an untrained xgb model")
-        params = {k: getattr(self, k) for k in _HYPER}
         self.booster.save_model(str(prepare_dir(path) / "model.json"))
-        write_config(path, self.kind, "model.json", n_features=self.n_features, extractor=list(self.extractor), params=params)
+        self._write_config(path, "model.json")
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> XGBPackSum:
         import xgboost as xgb
 
-        model = cls(**{k: v for k, v in config.get("params", {}).items() if k in _HYPER})
+        model = cls._from_params(config)
         booster = xgb.Booster()
         try:
             booster.load_model(os.path.join(path, "model.json"))
@@ -188,12 +186,6 @@ class XGBPackSum(CostModel):
         booster.set_param({"nthread": 1})
         model.booster = booster
         return model
-
-
-_HYPER = (
-    "max_depth", "eta", "gamma", "min_child_weight", "subsample", "colsample_bytree", "n_rounds",
-    "eval_every", "patience", "stop_on", "objective", "weight_floor", "update_rounds", "nthread", "seed",
-)
 
 
 def _callback_base() -> type:
