@@ -80,13 +80,6 @@ def target_json(target: str, threads: int) -> str:
 
 def device_fingerprint() -> str:
     """A short description of the machine that ran a benchmark."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{platform.node()}|{cpu or platform.processor()}|{os.cpu_count()} cpus"
+    from autosearch.hostinfo import cpu_model_name
+
+    return f"{platform.node()}|{cpu_model_name()}|{os.cpu_count()} cpus"

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from autosearch.errors import TargetError
+from autosearch.hostinfo import cpu_model_name
 
 __all__ = [
     "PRESETS",
@@ -125,17 +126,8 @@ def canonical_target(target) -> str:
 
 def device_fingerprint(target) -> str:
     """Identifies the machine a measurement came from (CPU model, cores, memory, target kind)."""
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     facts = {
-        "cpu": cpu,
+        "cpu": cpu_model_name(),
         "cores": _physical_cores(),
         "mem_gb": round(psutil.virtual_memory().total / 2**30),
         "machine": platform.machine(),
