@@ -9,8 +9,9 @@ XGBModel stops on training RMSE, as they do inside TVM.
     python bench/prediction_quality.py                       # data/reference.db.xz, its README split
     python bench/prediction_quality.py --max-groups 12 --epochs 10   # a quick run
 
-Prints one table (top-1, top-5, pairwise accuracy, Kendall tau, train time, predictions/s), the
-ratio of our best top-1 to TVM-XGB's, and the peak memory of the process.
+Every model trains once per training seed (`--seeds`, default 0,1,2) and the table shows the
+means: one table (top-1 with its spread over seeds, top-5, pairwise accuracy, Kendall tau, train
+time, predictions/s), the ratio of our best top-1 to TVM-XGB's, and the peak memory.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from autosearch.training.splits import Split, apply_split, split_workloads
 from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
 
 ROOT = Path(__file__).resolve().parent.parent
-ALL = ("xgb", "xgb-rank", "lgbm-rank", "mlp-mse", "mlp-pairwise", "mlp-lambdarank", "tvm-xgb", "tvm-mlp")
+ALL = ("xgb", "xgb-rank", "lgbm-rank", "mlp-mse", "mlp-pairwise", "mlp-lambdarank", "mlp-lambdarank-x5", "tvm-xgb", "tvm-mlp")
 PUBLISHED = "TenSet XGB 0.83/0.90, TenSet MLP 0.87/0.95, TLP 0.92/0.97 (top-1/top-5, other CPUs)"
 
 
@@ -55,21 +56,25 @@ def _readme_holdout(readme: Path) -> list[str]:
     return [x for x in m.group(1).split(",") if x] if m else []
 
 
-def _make(name: str, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-untyped-def]
     t = args.threads
     if name == "xgb":
-        return make_model("xgb", nthread=t, seed=args.seed)
+        return make_model("xgb", nthread=t, seed=seed)
     if name == "xgb-rank":
-        return make_model("xgb", objective="rank", nthread=t, seed=args.seed)
+        return make_model("xgb", objective="rank", nthread=t, seed=seed)
     if name == "lgbm-rank":
-        return make_model("lgbm-rank", nthread=t, seed=args.seed)
+        return make_model("lgbm-rank", nthread=t, seed=seed)
     if name.startswith("mlp-"):
-        return make_model("mlp", loss=name[4:], epochs=args.epochs, patience=args.patience, seed=args.seed)
+        loss, _, members = name[4:].partition("-x")
+        return make_model("mlp", loss=loss, epochs=args.epochs, patience=args.patience, seed=seed, members=int(members or 1))
     if name == "tvm-xgb":
         return make_model("tvm-xgb", nthread=t)
     if name == "tvm-mlp":
-        return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=args.seed)
+        return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=seed)
     raise SystemExit(f"unknown model {name}")
+
+
+_METRICS = ("top1", "top5", "pairwise", "kendall", "rmse")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)")
     ap.add_argument("--holdout", default="", help="comma-separated held-out families / names (overrides the README)")
     ap.add_argument("--fraction", type=float, default=0.2, help="held-out fraction of workloads if no list is given")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the split (with --fraction) and the early-stopping carve-out")
+    ap.add_argument("--seeds", default="0,1,2", help="training seeds: every model trains once per seed, the table shows "
+                    "the mean (one seed moves an MLP's held-out top-1 by +-0.1 on unseen families)")
     ap.add_argument("--max-groups", type=int, default=None, help="use only the first N groups (quick run)")
     ap.add_argument("--epochs", type=int, default=40, help="epochs of our MLPs (and TVM's MLP unless --tvm-epochs)")
     ap.add_argument("--patience", type=int, default=10, help="early-stopping patience of our MLPs (epochs)")
@@ -117,33 +124,38 @@ def main(argv: list[str] | None = None) -> int:
           f" (ours: {fit_set.n_groups} fit + {valid.n_groups if valid else 0} early-stopping), "
           f"held out {test.n_groups} groups / {test.n_candidates} candidates")
 
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     rows = []
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        model = _make(name, args)
-        t = time.perf_counter()
-        if name.startswith(("tvm-", "xgb")):
-            # TVM does its own model selection (or none); our XGBoost models, like TVM's, train a
-            # fixed number of rounds on every training group (early stopping on a few validation
-            # workloads picked noisy round counts in cross-validation on an early data snapshot).
-            report = model.fit(train)
-        elif args.no_refit:
-            report = model.fit(fit_set, valid)
-        else:  # early-stop on the carve-out, then train on every training workload that long
-            report = fit_refit(model, train, 0.15, args.seed)
-        train_s = time.perf_counter() - t
-        res = evaluate(model, test)
-        row = {"model": name, **{k: res.mean[k] for k in ("top1", "top5", "pairwise", "kendall", "rmse")},
-               "train_s": train_s, "pred_per_s": res.candidates_per_s, "best_epoch": report.best_epoch}
+        runs = []
+        for seed in seeds:
+            model = _make(name, args, seed)
+            t = time.perf_counter()
+            if name.startswith(("tvm-", "xgb")):
+                # TVM does its own model selection (or none); our XGBoost models, like TVM's, train a
+                # fixed number of rounds on every training group (early stopping on a few validation
+                # workloads picked noisy round counts in cross-validation on an early data snapshot).
+                report = model.fit(train)
+            elif args.no_refit:
+                report = model.fit(fit_set, valid)
+            else:  # early-stop on the carve-out, then train on every training workload that long
+                report = fit_refit(model, train, 0.15, args.seed)
+            train_s = time.perf_counter() - t
+            res = evaluate(model, test)
+            runs.append({"seed": seed, **{k: res.mean[k] for k in _METRICS}, "train_s": train_s,
+                         "pred_per_s": res.candidates_per_s, "best_epoch": report.best_epoch})
+            print(f"  {name:17s} seed {seed}: top-1 {runs[-1]['top1']:.3f} top-5 {runs[-1]['top5']:.3f} ({train_s:.1f} s)", flush=True)
+        row = {"model": name, **{k: float(np.mean([r[k] for r in runs])) for k in (*_METRICS, "train_s", "pred_per_s")},
+               "top1_sd": float(np.std([r["top1"] for r in runs])), "runs": runs}
         rows.append(row)
-        print(f"  {name:15s} top-1 {row['top1']:.3f} top-5 {row['top5']:.3f} ({train_s:.1f} s)", flush=True)
 
-    print()
-    hdr = f"| {'model':15s} | top-1 | top-5 | pairwise | Kendall tau | train s | predictions/s |"
+    print(f"\nmeans over training seeds {args.seeds} (top-1 +- its standard deviation over seeds)\n")
+    hdr = f"| {'model':17s} | top-1 (+- sd)   | top-5 | pairwise | Kendall tau | train s | predictions/s |"
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for r in rows:
-        print(f"| {r['model']:15s} | {r['top1']:.3f} | {r['top5']:.3f} | {r['pairwise']:8.3f} | {r['kendall']:11.3f} |"
-              f" {r['train_s']:7.1f} | {r['pred_per_s']:13,.0f} |")
+        print(f"| {r['model']:17s} | {r['top1']:.3f} (+-{r['top1_sd']:.3f}) | {r['top5']:.3f} | {r['pairwise']:8.3f} |"
+              f" {r['kendall']:11.3f} | {r['train_s']:7.1f} | {r['pred_per_s']:13,.0f} |")
     ours = [r for r in rows if not r["model"].startswith("tvm-")]
     tvm = {r["model"]: r for r in rows if r["model"].startswith("tvm-")}
     if ours and "tvm-xgb" in tvm:

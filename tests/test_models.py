@@ -82,6 +82,40 @@ def test_model_learns_ranking_and_round_trips(kind, kw, data, tmp_path):
     assert np.isfinite(model.predict(g)).all()
 
 
+def test_mlp_members_score_with_their_mean_and_round_trip(data, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    train, test = data
+    ens = make_model("mlp", **FAST["mlp"], members=3, seed=4)
+    rep = ens.fit(train, test)
+    assert len(ens.nets) == 3 and {r["member"] for r in rep.history} == {0, 1, 2}
+    singles = []
+    for member in range(3):  # member i is exactly the single network of seed 4 + i
+        one = make_model("mlp", **FAST["mlp"], seed=4 + member)
+        one.fit(train, test)
+        singles.append(one.predict(test.batch()))
+    np.testing.assert_allclose(ens.predict(test.batch()), np.mean(singles, axis=0), rtol=1e-4, atol=1e-5)
+    ens.save(tmp_path / "e")
+    np.testing.assert_allclose(load_model(tmp_path / "e").predict(test.batch()), ens.predict(test.batch()), rtol=1e-5, atol=1e-6)
+    ens.update(synth(2, 20, seed=5))
+    assert np.isfinite(ens.predict(test.batch())).all()
+    # a directory written before ensembles (one network, unprefixed keys) still loads
+    one = make_model("mlp", **FAST["mlp"])
+    one.fit(train)
+    one.save(tmp_path / "old")
+    f = tmp_path / "old" / "model.safetensors"
+    save_file({k[len("m0."):]: v for k, v in load_file(str(f)).items()}, str(f))
+    cfg = json.loads((tmp_path / "old" / "config.json").read_text())
+    from autosearch.models.io import _sha256
+
+    cfg["weights_sha256"] = _sha256(f)
+    del cfg["params"]["members"]
+    (tmp_path / "old" / "config.json").write_text(json.dumps(cfg))
+    np.testing.assert_allclose(load_model(tmp_path / "old").predict(test.batch()), one.predict(test.batch()), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match="members must be >= 1"):
+        make_model("mlp", members=0)
+
+
 def test_mlp_ranking_loss_beats_untrained(data):
     train, test = data
     untrained = make_model("mlp", epochs=0, hidden=32)

@@ -5,6 +5,10 @@ follows MetaSchedule's SegmentSumMLP; the training is ours: minibatches of whole
 the ranking losses (`pairwise`, `lambdarank`) only compare candidates of one workload, fixed
 per-column feature scaling learned from the training set (TVM rescales by each batch's max, so a
 score depends on what else is in the batch), and early stopping on held-out workloads' top-1.
+
+`members=K` trains K networks from seeds seed..seed+K-1 and scores with their mean. Why: on
+unseen operator families one network's top-1 swings by +-0.1 with the seed alone; the mean of
+five is steadier and a little better (bench/README.md).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class SegmentSumMLP(CostModel):
     kind = "mlp"
     hyper = (
         "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch",
-        "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed",
+        "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed", "members",
     )
 
     def __init__(
@@ -68,16 +72,25 @@ class SegmentSumMLP(CostModel):
         stop_on: str = "top1",
         update_epochs: int = 3,
         seed: int = 0,
+        members: int = 1,
     ) -> None:
+        if int(members) < 1:
+            raise InputError(f"members must be >= 1, got {members}")
         self.loss, self.hidden, self.n_residual = loss, hidden, n_residual
         self.lr, self.weight_decay, self.epochs = lr, weight_decay, epochs
         self.groups_per_batch, self.cands_per_group, self.grad_clip = groups_per_batch, cands_per_group, grad_clip
         self.patience, self.stop_on, self.update_epochs, self.seed = patience, stop_on, update_epochs, seed
-        self.net: SegmentSumNet | None = None
+        self.members = int(members)
+        self.nets: list[SegmentSumNet] = []  # the trained members; scores are their mean
+        self.net: SegmentSumNet | None = None  # the member being trained or updated
 
     # -- training ----------------------------------------------------------------------------
     def fit(self, train: Any, valid: Any = None, progress: Any = None) -> TrainReport:
-        """Train from scratch. `progress(epoch, record)` is called after every epoch (CLI bar)."""
+        """Train from scratch. `progress(epoch, record)` is called after every epoch (CLI bar).
+
+        With several members, each early-stops on its own; the report keeps every member's
+        history (records carry "member") and its best epoch is the members' median.
+        """
         from autosearch.training.losses import get_loss
         from autosearch.training.trainer import selection_key
 
@@ -86,11 +99,32 @@ class SegmentSumMLP(CostModel):
         self.n_features = None
         self._check_fit_input(train, valid)
         self.extractor = train.extractor
-        torch.manual_seed(self.seed)
-        rng = np.random.default_rng(self.seed)
+        t0 = time.perf_counter()
+        nets, reports = [], []
+        for member in range(self.members):
+            tag = (lambda e, r, m=member: progress(e, {**r, "member": m})) if progress and self.members > 1 else progress
+            reports.append(self._fit_member(train, valid, loss_fn, self.seed + member, tag))
+            nets.append(self.net)
+        self.nets = nets
+        self.n_features = train.n_features
+        report = reports[0]
+        if self.members > 1:
+            report.history = [{**r, "member": m} for m, rep in enumerate(reports) for r in rep.history]
+            best = [r.best_epoch for r in reports if r.best_epoch is not None]
+            report.best_epoch = int(np.median(best)) if best else None
+        report.train_time_s = time.perf_counter() - t0
+        return report
+
+    def _fit_member(self, train: Any, valid: Any, loss_fn: Any, seed: int, progress: Any) -> TrainReport:
+        """One network from scratch (into self.net), early-stopped on `valid` if given."""
+        from autosearch.training.trainer import selection_key
+
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
         self.net = SegmentSumNet(train.n_features, self.hidden, self.n_residual)
         col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
         self.net.scale.copy_(torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32)))
+        self.nets = [self.net]  # validation scores this member alone
         self.n_features = train.n_features
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
@@ -160,28 +194,34 @@ class SegmentSumMLP(CostModel):
         out["valid_loss"] = float(np.mean(losses)) if losses else float("nan")
         return out
 
-    def _forward(self, batch: FeatureBatch) -> torch.Tensor:
-        assert self.net is not None
+    def _forward(self, batch: FeatureBatch, nets: list[SegmentSumNet] | None = None) -> torch.Tensor:
+        """Scores of the member being trained, or the mean over `nets`."""
         rows = torch.from_numpy(np.ascontiguousarray(batch.rows, dtype=np.float32))
         seg = torch.from_numpy(batch.segment_ids())
-        return self.net(rows, seg, batch.n_candidates)
+        if nets is None:
+            assert self.net is not None
+            return self.net(rows, seg, batch.n_candidates)
+        return torch.stack([net(rows, seg, batch.n_candidates) for net in nets]).mean(0)
 
     def update(self, new: Any) -> None:
-        """A few epochs on the new candidates only, at a tenth of the learning rate."""
+        """A few epochs on the new candidates only, at a tenth of the learning rate (every member)."""
         from autosearch.training.losses import get_loss
 
         if not self._should_update(new):
             return
-        opt = torch.optim.Adam(self.net.parameters(), lr=self.lr * 0.1, weight_decay=self.weight_decay)
-        rng = np.random.default_rng(self.seed + 1)
-        for _ in range(self.update_epochs):
-            self._run_epoch(new, get_loss(self.loss), opt, rng)
+        for member, net in enumerate(self.nets):
+            self.net = net
+            opt = torch.optim.Adam(net.parameters(), lr=self.lr * 0.1, weight_decay=self.weight_decay)
+            rng = np.random.default_rng(self.seed + 1 + member)
+            for _ in range(self.update_epochs):
+                self._run_epoch(new, get_loss(self.loss), opt, rng)
 
     # -- inference ---------------------------------------------------------------------------
     @torch.no_grad()
     def _predict(self, batch: FeatureBatch) -> np.ndarray:
-        assert self.net is not None
-        self.net.eval()
+        assert self.nets
+        for net in self.nets:
+            net.eval()
         if batch.rows.shape[0] <= _SMALL_ROWS:  # search scores a few hundred candidates at a time:
             with _threads(1):  # one thread avoids thread wake-ups that cost more than the math
                 return self._predict_chunks(batch)
@@ -193,7 +233,7 @@ class SegmentSumMLP(CostModel):
         for s in range(0, batch.n_candidates, step):
             idx = np.arange(s, min(s + step, batch.n_candidates))
             sub = batch if (s == 0 and idx.size == batch.n_candidates) else batch.select(idx)
-            out[idx] = self._forward(sub).double().numpy()
+            out[idx] = self._forward(sub, self.nets).double().numpy()
         return out
 
     # -- persistence -------------------------------------------------------------------------
@@ -202,9 +242,9 @@ class SegmentSumMLP(CostModel):
 
         from autosearch.models.io import prepare_dir
 
-        if self.net is None:
+        if not self.nets:
             raise InputError("cannot save an untrained mlp model")
-        state = {k: v.contiguous() for k, v in self.net.state_dict().items()}
+        state = {f"m{i}.{k}": v.contiguous() for i, net in enumerate(self.nets) for k, v in net.state_dict().items()}
         save_file(state, str(prepare_dir(path) / "model.safetensors"))
         self._write_config(path, "model.safetensors")
 
@@ -218,12 +258,18 @@ class SegmentSumMLP(CostModel):
             state = load_file(f)
         except Exception as exc:  # safetensors raises its own error types for truncated headers/data
             raise InputError(f"{f} is truncated or corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
-        net = SegmentSumNet(int(config["n_features"]), model.hidden, model.n_residual)
-        try:
-            net.load_state_dict(state)
-        except RuntimeError as exc:
-            raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
-        model.net = net
+        if not any(k.startswith("m0.") for k in state):  # written before ensembles: one network
+            state = {f"m0.{k}": v for k, v in state.items()}
+        nets = []
+        for i in range(model.members):
+            net = SegmentSumNet(int(config["n_features"]), model.hidden, model.n_residual)
+            part = {k[len(f"m{i}."):]: v for k, v in state.items() if k.startswith(f"m{i}.")}
+            try:
+                net.load_state_dict(part)
+            except RuntimeError as exc:
+                raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
+            nets.append(net)
+        model.nets, model.net = nets, nets[0]
         return model
 
 
