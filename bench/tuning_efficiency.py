@@ -2,8 +2,8 @@
 
 On held-out workloads (never in the pretrained model's training split; checked against the
 model's split.json), for each seed, each model tunes each workload with MetaSchedule's
-evolutionary search; runs are interleaved (workload, seed, then model) so drift on this shared
-machine hits every model alike. One run per (workload, seed, model) at the largest budget: the
+evolutionary search; runs are interleaved (seed, workload, then model) so drift on this shared
+machine hits every model alike, and a time-boxed run covers every workload with one seed first. One run per (workload, seed, model) at the largest budget: the
 best after the first B trials of that run *is* a B-trial run (search is sequential, same seed,
 same round size), so smaller budgets are read off its history.
 
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     done = {(r["workload"], r["seed"], r["model"]) for r in runs}
     t0 = time.time()
     with Store(args.db) as store:
-        for wl in wls:
-            for seed in seeds:
+        for seed in seeds:  # seed outermost: a time-boxed run covers every workload once first
+            for wl in wls:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
