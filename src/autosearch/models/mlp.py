@@ -106,7 +106,6 @@ class SegmentSumMLP(CostModel):
             reports.append(self._fit_member(train, valid, loss_fn, self.seed + member, tag))
             nets.append(self.net)
         self.nets = nets
-        self.n_features = train.n_features
         report = reports[0]
         if self.members > 1:
             report.history = [{**r, "member": m} for m, rep in enumerate(reports) for r in rep.history]
