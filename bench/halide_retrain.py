@@ -1,7 +1,10 @@
 """Benchmark: Adams2019 with Halide's stock weights vs. weights retrained on this machine.
 
-1. Sample `--train-pipelines` random pipelines (one autotune-loop batch each, stock weights);
-   a `--valid-frac` share of them (whole pipelines) is kept apart for model selection.
+1. Sample `--train-pipelines` random pipelines (one autotune-loop batch each), a `--valid-frac`
+   share of them (whole pipelines) kept apart for model selection. With `--rounds R` this is
+   Halide's autotune loop: the pipelines are sampled in R rounds, and after each round the weights
+   are retrained on everything so far and sample the next round, so later samples come from the
+   schedules the retrained weights choose (their own mistakes) and not only from stock's.
 2. Label quality: the spread of the interleaved rounds of every training sample, and a second,
    independent measurement of the same schedules of `--remeasure` training pipelines (how often
    two measurements agree on which of two schedules is faster = the ceiling for any model).
@@ -31,6 +34,7 @@ import numpy as np
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train-pipelines", type=int, default=40, help="sampled pipelines, validation share included")
+    ap.add_argument("--rounds", type=int, default=1, help="sample-retrain rounds (Halide's autotune loop)")
     ap.add_argument("--valid-frac", type=float, default=0.25, help="share of sampled pipelines used for model selection")
     ap.add_argument("--batch-size", type=int, default=5)
     ap.add_argument("--heldout", type=int, default=10)
@@ -88,8 +92,11 @@ def main() -> None:
     train_seeds = [1000 + args.seed * 100000 + i for i in range(args.train_pipelines)]
     held_seeds = [5000 + args.seed * 100000 + i for i in range(args.heldout)]
     assert not set(train_seeds) & set(held_seeds)
-    n_valid = max(1, round(args.valid_frac * len(train_seeds))) if args.select == "best_valid" else 0
-    valid_seeds = set(train_seeds[len(train_seeds) - n_valid:]) if n_valid else set()
+    if args.rounds < 1 or args.rounds > args.train_pipelines:
+        ap.error(f"--rounds must be between 1 and --train-pipelines, got {args.rounds}")
+    # every k-th pipeline validates, so each round has its share of validation pipelines
+    k = max(2, round(1 / args.valid_frac)) if args.select == "best_valid" and args.valid_frac > 0 else 0
+    valid_seeds = set(train_seeds[k - 1 :: k]) if k else set()
 
     # 1. training (and validation) samples with the stock weights; every round kept in a store
     batch_of: dict[int, int] = {}
@@ -101,16 +108,46 @@ def main() -> None:
         shutil.copyfile(src / "samples.db", out / "samples.db")
         log(f"reusing the training/validation samples and re-measurements of {src}")
     db = Store(out / "samples.db")
-    for i, s in enumerate(train_seeds if not args.reuse_samples else []):
-        rep = sample_batch(spec(s), out / "train", batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
-                           beam_size=args.sample_beam_size, name=f"rand{s}", store=db, **timing)
-        batch_of[s] = rep.batch_id
-        log(f"{'valid' if s in valid_seeds else 'train'} pipeline {i + 1}/{len(train_seeds)} seed {s}: {rep.ok} ok, "
-            f"{rep.failed} failed, best {rep.best_ms if rep.best_ms is not None else float('nan'):.4g} ms")
-    samples = load_from_dir(out / "train")
+    stock = Weights.baseline()
+    stock_path = stock.save(out / "stock.weights")
+    trainer = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed,
+                               calibrate=not args.no_calibrate, select=args.select,
+                               min_improvement=args.min_improvement)
     valid_pids = {spec(s).pipeline_id() for s in valid_seeds}
-    train = group_samples([x for x in samples if x.pipeline_id not in valid_pids], min_schedules=2)
-    valid = group_samples([x for x in samples if x.pipeline_id in valid_pids], min_schedules=2)
+
+    def split_samples() -> tuple[list, list, list]:
+        samples = load_from_dir(out / "train")
+        return (samples, group_samples([x for x in samples if x.pipeline_id not in valid_pids], min_schedules=2),
+                group_samples([x for x in samples if x.pipeline_id in valid_pids], min_schedules=2))
+
+    def gm(xs: list[float]) -> float:
+        return math.exp(float(np.mean(np.log(xs)))) if xs else float("nan")
+
+    sampling_path = stock_path  # the weights that sample the current round
+    rounds = [list(c) for c in np.array_split(np.array(train_seeds), args.rounds)] if not args.reuse_samples else []
+    for r, chunk in enumerate(rounds):
+        if r:
+            _, train, valid = split_samples()
+            if not (valid or args.select == "last"):
+                log(f"round {r + 1}/{len(rounds)}: no validation pipeline sampled yet, so the same weights sample it")
+                train = []
+        if r and train:
+            res = trainer.fit(stock, train, valid=valid or None)
+            sampling_path = res.weights.save(out / f"round{r}.weights")
+            log(f"round {r + 1}/{len(rounds)} samples with weights retrained on {res.schedules} schedules "
+                f"({'= stock: no epoch beat it on validation' if res.weights == stock else f'epoch {res.best_epoch}'})")
+        beam_gap = []
+        for s in chunk:
+            s = int(s)
+            rep = sample_batch(spec(s), out / "train", batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
+                               beam_size=args.sample_beam_size, name=f"rand{s}", store=db, weights_path=sampling_path, **timing)
+            batch_of[s] = rep.batch_id
+            if rep.beam_ms and rep.best_ms:
+                beam_gap.append(rep.beam_ms / rep.best_ms)
+            log(f"{'valid' if s in valid_seeds else 'train'} pipeline {len(batch_of)}/{len(train_seeds)} seed {s}: {rep.ok} ok, "
+                f"{rep.failed} failed, best {rep.best_ms if rep.best_ms is not None else float('nan'):.4g} ms")
+        log(f"round {r + 1}: beam-search sample / best of its batch, geomean {gm(beam_gap):.3f} over {len(beam_gap)} pipelines")
+    samples, train, valid = split_samples()
 
     # 2. label quality: round spread, and an independent second measurement of a few batches
     spreads = [float(np.median(r.latencies) / min(r.latencies) - 1) for r in db.measurements(status="ok") if len(r.latencies) > 1]
@@ -138,15 +175,10 @@ def main() -> None:
         log(f"re-measured {len(ratio_dev)} schedules of {len(by_pid)} pipelines")
 
     # 3. fine-tune from the stock weights
-    stock = Weights.baseline()
-    trainer = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed,
-                               calibrate=not args.no_calibrate, select=args.select,
-                               min_improvement=args.min_improvement)
     result = trainer.fit(stock, train, valid=valid or None)
     retrained = result.weights
     last = result.last_weights
     wpath = retrained.save(out / "retrained.weights")
-    stock_path = stock.save(out / "stock.weights")
     kept_stock = retrained == stock
     sel = ""
     if result.valid_scores:
@@ -160,9 +192,6 @@ def main() -> None:
         res = autoschedule_and_benchmark(spec(seed), [{**p, "weights_path": str(a_path)}, {**p, "weights_path": str(b_path)}],
                                          threads=args.threads, repeats=args.compare_repeats, **timing)
         return seed, res[0], res[1]
-
-    def gm(xs: list[float]) -> float:
-        return math.exp(float(np.mean(np.log(xs)))) if xs else float("nan")
 
     # 3b. the gate: the ordering proxy chose an epoch; does it make faster schedules of the
     # validation pipelines (never held-out ones) than stock? If not, keep the stock weights.
