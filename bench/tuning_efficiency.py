@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     models = [m.strip() for m in args.models.split(",")]
     ours, base = models[0], models[1]
     wls = [resolve_tune_workload(w.strip()) for w in args.workloads.split(",") if w.strip()]
-    split_file = (pretrained_dir() if ours == "pretrained" else Path(ours)) / "split.json"
+    prior = ours.rpartition("+")[0] or ours  # pretrained+xgb: the prior's split
+    split_file = (pretrained_dir() if prior == "pretrained" else Path(prior)) / "split.json"
     if split_file.is_file() and not args.allow_trained:
         split = json.loads(split_file.read_text())
         trained = set(split.get("train", []))

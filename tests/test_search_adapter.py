@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from autosearch.errors import InputError
-from autosearch.models.base import CostModel, TrainReport
+from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 from autosearch.search.adapter import ModelAdapter, check_extractor
+from autosearch.training.metrics import pairwise_accuracy
 
 
 class FakeModel(CostModel):
@@ -114,3 +115,49 @@ def test_extractor_mismatch_is_one_line() -> None:
     m.extractor = ("per-store-feature", "tvm-0.27")
     with pytest.raises(InputError, match="expects 4 features"):
         check_extractor(m, ("per-store-feature", "tvm-0.27"), 164)
+
+
+class WrongPrior(FakeModel):
+    """Scores the slow candidates highest: a prior that is wrong about this operator."""
+
+
+def _slow_with_col0(feats: list[np.ndarray]) -> list[float]:
+    return [1e-3 * (1.0 + float(f[:, 0].sum())) for f in feats]
+
+
+def test_online_model_takes_over_from_a_wrong_prior() -> None:
+    prior = WrongPrior()
+    ad = ModelAdapter(prior, retrain_fraction=0.0, online="xgb", online_warmup=32, seed=0)
+    for i in range(2):  # 32 results: the online model is fitted, no evidence yet -> weight 0.5
+        f = _feats(16, i)
+        ad.observe("g", f, _slow_with_col0(f))
+    assert ad.online_model is not None and ad.online_weight == 0.5 and ad.held_back == []
+    for i in range(2, 5):  # each new batch is judged before either model sees it
+        f = _feats(16, i)
+        ad.observe("g", f, _slow_with_col0(f))
+    assert len(ad.held_back) == 3
+    prior_acc, online_acc = np.mean(ad.held_back, axis=0)
+    assert prior_acc < 0.2 and online_acc > 0.7
+    assert ad.online_weight == 1.0  # all the weight on the model that predicted the fresh results
+    test = _feats(40, 99)
+    s = ad.score(test)
+    assert pairwise_accuracy(s, _slow_with_col0(test)) > 0.7  # the blend now ranks like the online model
+    assert pairwise_accuracy(prior.predict(FeatureBatch.from_list(test)), _slow_with_col0(test)) < 0.3
+
+
+def test_online_model_needs_a_prior_and_a_trainable_kind() -> None:
+    with pytest.raises(InputError, match="online model needs a trained prior"):
+        ModelAdapter(kind="xgb", online="xgb")
+    with pytest.raises(InputError, match="online model needs a trained prior"):
+        ModelAdapter(FakeModel(), online="tvm-xgb")
+
+
+def test_prior_plus_online_model_spec() -> None:
+    from autosearch.search.tune import make_cost_model
+
+    _, ad, label = make_cost_model("pretrained+xgb")
+    assert label == "pretrained+xgb" and ad.online_kind == "xgb" and ad.pretrained and ad.online_model is None
+    with pytest.raises(InputError, match="after '\\+' must be one of"):
+        make_cost_model("pretrained+tvm-xgb")
+    with pytest.raises(InputError, match="before '\\+' must be pretrained or a model directory"):
+        make_cost_model("xgb+xgb")

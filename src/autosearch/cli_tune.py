@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
     def tune(
         workload: Optional[str] = typer.Argument(None, help="Registry name, family member, or random:SEED."),
         module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC returning a TIR PrimFunc / IRModule."),
-        model: str = typer.Option("pretrained", "--model", help="pretrained, a model DIR, xgb, mlp, lgbm-rank, tvm-xgb or random."),
+        model: str = typer.Option("pretrained", "--model", help="pretrained, a model DIR, xgb, mlp, lgbm-rank, tvm-xgb or random; PRIOR+xgb blends a pretrained prior with XGBoost fitted on this run."),
         trials: int = typer.Option(64, "--trials", help="Measurement budget (schedules built and run)."),
         trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules measured per search round."),
         eps_greedy: float = typer.Option(0.05, "--eps-greedy", help="Share of each round picked at random."),

@@ -19,6 +19,14 @@ How a retrain happens:
   measured so far (a few hundred candidates at most: cheap), as TVM's XGBModel does.
 Labels of new results are normalised by the best latency measured so far in their group, not
 just within the new batch, so they stay on one scale across rounds.
+
+Prior + online model (`online="xgb"`, CLI `--model pretrained+xgb`): a pretrained prior knows
+operators in general but adapts slowly to the one at hand; a model fitted from scratch on the
+run's own measurements (what MetaSchedule's XGBModel is) knows only this operator. Once
+`online_warmup` results are measured, an online model is refitted at every retrain, and the score
+is a blend of both (each z-normalised over the measured candidates). The blend weight follows
+which of the two ordered the newest results better before either had seen them (the last three
+retrains): it starts at 0.5 and moves to whichever model predicts the run's fresh measurements.
 """
 
 from __future__ import annotations
@@ -30,10 +38,12 @@ import numpy as np
 
 from autosearch.errors import InputError
 
-__all__ = ["INCREMENTAL_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
+__all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
 #: Model kinds whose `update()` is a cheap incremental step that keeps what pretraining learned.
 INCREMENTAL_KINDS = frozenset({"mlp", "xgb", "lgbm-rank", "tvm-mlp"})
+#: Model kinds that can be fitted from scratch on a run's results (fresh or online models).
+ONLINE_KINDS = ("xgb", "mlp", "lgbm-rank")
 
 
 def check_extractor(model: Any, extractor: tuple[str, str], n_features: int) -> None:
@@ -66,6 +76,8 @@ class ModelAdapter:
     model: a trained CostModel (pretrained / loaded), or None with `kind` to train one from
     scratch on the results of this run (until then, scores are random: pure exploration).
     timer: optional `section(name)` context-manager factory (a TimeBreakdown's `section`).
+    online: with a trained `model`, the kind of a model fitted from scratch on this run's results
+    once `online_warmup` are measured, and blended with `model` (see the module docstring).
     """
 
     def __init__(
@@ -78,9 +90,13 @@ class ModelAdapter:
         min_new: int = 1,
         seed: int = 0,
         timer: Callable[[str], Any] | None = None,
+        online: str | None = None,
+        online_warmup: int = 32,
     ) -> None:
         if model is None and kind is None:
             raise InputError("ModelAdapter needs a trained model or a model kind to train from scratch")
+        if online is not None and (model is None or online not in ONLINE_KINDS):
+            raise InputError(f"an online model needs a trained prior and a kind among {', '.join(ONLINE_KINDS)}, got {online!r}")
         if retrain_fraction < 0:
             raise InputError(f"retrain_fraction must be >= 0, got {retrain_fraction}")
         self.model = model
@@ -96,6 +112,13 @@ class ModelAdapter:
         self.trained_on = 0  # results of this run the model has been trained on
         self.n_retrains = 0
         self.n_skipped = 0
+        self.seed = seed
+        self.online_kind = online
+        self.online_warmup = max(2, int(online_warmup))
+        self.online_model: Any = None
+        self.online_weight = 0.0
+        self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
+        self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
 
     # -- helpers -----------------------------------------------------------------------------
     def _section(self, name: str) -> Any:
@@ -129,7 +152,14 @@ class ModelAdapter:
         if self.model is None:
             return self.rng.uniform(size=n)
         with self._section("predict"):
-            scores = np.asarray(self.model.predict(FeatureBatch.from_list(list(feats))), dtype=np.float64)
+            batch = FeatureBatch.from_list(list(feats))
+            scores = np.asarray(self.model.predict(batch), dtype=np.float64)
+            w = self.online_weight if self.online_model is not None else 0.0
+            if w > 0:
+                (mp, sp), (mo, so) = self._norm
+                online = np.asarray(self.online_model.predict(batch), dtype=np.float64)
+                with np.errstate(invalid="ignore"):
+                    scores = (1.0 - w) * (scores - mp) / sp + w * (online - mo) / so
         bad = ~np.isfinite(scores)
         if bad.any():  # candidates without stores score below everything else
             floor = scores[~bad].min() - 1.0 if (~bad).any() else 0.0
@@ -177,6 +207,73 @@ class ModelAdapter:
         return ds
 
     def _retrain(self) -> None:
+        if self.online_model is not None:
+            self._judge_online()
+        self._retrain_model()
+        if self.online_kind is not None and self.n_seen >= self.online_warmup:
+            self._fit_online()
+
+    def _ok_rows(self, groups: dict[str, _Group]) -> list[tuple[list[np.ndarray], np.ndarray]]:
+        """Per group, the features and latencies of its successful results."""
+        out = []
+        for g in groups.values():
+            idx = [i for i, lat in enumerate(g.lats) if lat is not None]
+            if idx:
+                out.append(([g.feats[i] for i in idx], np.array([g.lats[i] for i in idx])))
+        return out
+
+    def _judge_online(self) -> None:
+        """Which of prior and online model orders the new results (unseen by both) better."""
+        from autosearch.models.base import FeatureBatch
+        from autosearch.training.metrics import pairwise_accuracy
+
+        accs = []
+        for feats, lats in self._ok_rows(self.pending):
+            if len(lats) < 2:
+                continue
+            batch = FeatureBatch.from_list(feats)
+            a = pairwise_accuracy(np.asarray(self.model.predict(batch), dtype=np.float64), lats)
+            b = pairwise_accuracy(np.asarray(self.online_model.predict(batch), dtype=np.float64), lats)
+            if np.isfinite(a) and np.isfinite(b):
+                accs.append((a, b))
+        if not accs:
+            return
+        self.held_back.append((float(np.mean([a for a, _ in accs])), float(np.mean([b for _, b in accs]))))
+        recent = np.array(self.held_back[-3:])
+        self.online_weight = float(np.clip(0.5 + 5.0 * (recent[:, 1].mean() - recent[:, 0].mean()), 0.0, 1.0))
+
+    def _fit_online(self) -> None:
+        """Refit the online model from scratch on everything measured; renew both score scales."""
+        import contextlib
+        import io
+
+        from autosearch.models import make_model
+        from autosearch.models.base import FeatureBatch
+
+        ds = self._dataset(self.groups)
+        if ds is None or not ds.n_candidates or not np.any(ds.labels > 0):
+            return
+        # one thread: a few hundred rows, and OpenMP threads spin on a core the builders keep busy
+        # (measured: 256 candidates, 0.7 s with 1 thread, 14 s with 2 beside a busy core)
+        kw: dict[str, Any] = {"nthread": 1} if self.online_kind == "xgb" else {}
+        model = make_model(self.online_kind, seed=self.seed, **kw)
+        with contextlib.redirect_stdout(io.StringIO()):
+            model.fit(ds)
+        feats = [f for fs, _ in self._ok_rows(self.groups) for f in fs]
+        batch = FeatureBatch.from_list(feats)
+
+        def stats(m: Any) -> tuple[float, float]:
+            v = np.asarray(m.predict(batch), dtype=np.float64)
+            v = v[np.isfinite(v)]
+            sd = float(v.std()) if v.size else 0.0
+            return (float(v.mean()) if v.size else 0.0, sd if sd > 1e-12 else 1.0)
+
+        self._norm = (stats(self.model), stats(model))
+        if self.online_model is None:
+            self.online_weight = 0.5  # no evidence yet either way
+        self.online_model = model
+
+    def _retrain_model(self) -> None:
         n_new = self.n_pending
         incremental = self.model is not None and self.pretrained and self.kind in INCREMENTAL_KINDS
         if incremental:

@@ -180,7 +180,7 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
                     retrain_fraction: float = 0.2) -> tuple[Any, Any, str]:
     """(MetaSchedule cost model, ModelAdapter or None, label) for a `--model` value."""
     from autosearch.backends.tvm.features import EXTRACTOR, FEATURE_WIDTH
-    from autosearch.search.adapter import ModelAdapter, check_extractor, ms_cost_model
+    from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
 
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
@@ -196,6 +196,13 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
         return ms_cost_model(adapter), adapter, spec
     from autosearch.models import load_model
 
+    prior, plus, online = spec.rpartition("+")
+    if plus:  # PRIOR+KIND: the prior blended with a model fitted on this run (ModelAdapter online=)
+        if online not in ONLINE_KINDS:
+            raise InputError(f"--model {spec!r}: the part after '+' must be one of {', '.join(ONLINE_KINDS)}")
+        if prior in MODEL_CHOICES and prior != "pretrained":
+            raise InputError(f"--model {spec!r}: the part before '+' must be pretrained or a model directory")
+        spec = prior
     if spec == "pretrained":
         path = pretrained_dir()
         if not (path / "config.json").is_file():
@@ -208,8 +215,8 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
         label = path.name
     model = load_model(path)
     check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
-    adapter = ModelAdapter(model, seed=seed, timer=timer, retrain_fraction=retrain_fraction)
-    return ms_cost_model(adapter), adapter, label
+    adapter = ModelAdapter(model, seed=seed, timer=timer, retrain_fraction=retrain_fraction, online=online or None)
+    return ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label
 
 
 # -- settings and result -------------------------------------------------------------------------
