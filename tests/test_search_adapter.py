@@ -161,3 +161,13 @@ def test_prior_plus_online_model_spec() -> None:
         make_cost_model("pretrained+tvm-xgb")
     with pytest.raises(InputError, match="before '\\+' must be pretrained or a model directory"):
         make_cost_model("xgb+xgb")
+
+
+def test_model_directory_with_a_plus_in_its_name_is_a_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from autosearch.search.tune import make_cost_model, pretrained_dir
+
+    d = shutil.copytree(pretrained_dir(), tmp_path / "mine+xgb")
+    _, ad, label = make_cost_model(str(d))
+    assert label == "mine+xgb" and ad.online_kind is None

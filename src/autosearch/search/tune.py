@@ -196,7 +196,7 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
         return ms_cost_model(adapter), adapter, spec
     from autosearch.models import load_model
 
-    prior, plus, online = spec.rpartition("+")
+    prior, plus, online = ("", "", "") if Path(spec).exists() else spec.rpartition("+")  # a dir may contain '+'
     if plus:  # PRIOR+KIND: the prior blended with a model fitted on this run (ModelAdapter online=)
         if online not in ONLINE_KINDS:
             raise InputError(f"--model {spec!r}: the part after '+' must be one of {', '.join(ONLINE_KINDS)}")
