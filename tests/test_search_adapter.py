@@ -157,6 +157,8 @@ def test_prior_plus_online_model_spec() -> None:
 
     _, ad, label = make_cost_model("pretrained+xgb")
     assert label == "pretrained+xgb" and ad.online_kind == "xgb" and ad.pretrained and ad.online_model is None
+    _, ad, label = make_cost_model("pretrained")  # no '+': no online model
+    assert label == "pretrained" and ad.online_kind is None
     with pytest.raises(InputError, match="after '\\+' must be one of"):
         make_cost_model("pretrained+tvm-xgb")
     with pytest.raises(InputError, match="before '\\+' must be pretrained or a model directory"):

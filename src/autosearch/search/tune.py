@@ -215,7 +215,7 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
         label = path.name
     model = load_model(path)
     check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
-    adapter = ModelAdapter(model, seed=seed, timer=timer, retrain_fraction=retrain_fraction, online=online or None)
+    adapter = ModelAdapter(model, seed=seed, timer=timer, retrain_fraction=retrain_fraction, online=online if plus else None)
     return ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label
 
 
