@@ -130,12 +130,11 @@ def main() -> None:
             _, train, valid = split_samples()
             if not (valid or args.select == "last"):
                 log(f"round {r + 1}/{len(rounds)}: no validation pipeline sampled yet, so the same weights sample it")
-                train = []
-        if r and train:
-            res = trainer.fit(stock, train, valid=valid or None)
-            sampling_path = res.weights.save(out / f"round{r}.weights")
-            log(f"round {r + 1}/{len(rounds)} samples with weights retrained on {res.schedules} schedules "
-                f"({'= stock: no epoch beat it on validation' if res.weights == stock else f'epoch {res.best_epoch}'})")
+            elif train:
+                res = trainer.fit(stock, train, valid=valid or None)
+                sampling_path = res.weights.save(out / f"round{r}.weights")
+                log(f"round {r + 1}/{len(rounds)} samples with weights retrained on {res.schedules} schedules "
+                    f"({'= stock: no epoch beat it on validation' if res.weights == stock else f'epoch {res.best_epoch}'})")
         beam_gap = []
         for s in chunk:
             s = int(s)

@@ -213,25 +213,18 @@ class ModelAdapter:
         if self.online_kind is not None and self.n_seen >= self.online_warmup:
             self._fit_online()
 
-    def _ok_rows(self, groups: dict[str, _Group]) -> list[tuple[list[np.ndarray], np.ndarray]]:
-        """Per group, the features and latencies of its successful results."""
-        out = []
-        for g in groups.values():
-            idx = [i for i, lat in enumerate(g.lats) if lat is not None]
-            if idx:
-                out.append(([g.feats[i] for i in idx], np.array([g.lats[i] for i in idx])))
-        return out
-
     def _judge_online(self) -> None:
         """Which of prior and online model orders the new results (unseen by both) better."""
-        from autosearch.models.base import FeatureBatch
         from autosearch.training.metrics import pairwise_accuracy
 
+        ds = self._dataset(self.pending)
         accs = []
-        for feats, lats in self._ok_rows(self.pending):
-            if len(lats) < 2:
+        for gi in ds.groups if ds is not None else []:
+            idx = np.arange(gi.start, gi.stop)
+            idx = idx[np.isfinite(ds.latencies[idx])]  # successful results only
+            if idx.size < 2:
                 continue
-            batch = FeatureBatch.from_list(feats)
+            batch, lats = ds.batch(idx), ds.latencies[idx]
             a = pairwise_accuracy(np.asarray(self.model.predict(batch), dtype=np.float64), lats)
             b = pairwise_accuracy(np.asarray(self.online_model.predict(batch), dtype=np.float64), lats)
             if np.isfinite(a) and np.isfinite(b):
@@ -248,19 +241,17 @@ class ModelAdapter:
         import io
 
         from autosearch.models import make_model
-        from autosearch.models.base import FeatureBatch
 
         ds = self._dataset(self.groups)
         if ds is None or not ds.n_candidates or not np.any(ds.labels > 0):
             return
-        # one thread: a few hundred rows, and OpenMP threads spin on a core the builders keep busy
-        # (measured: 256 candidates, 0.7 s with 1 thread, 14 s with 2 beside a busy core)
+        # one thread: a few hundred rows, and XGBoost's OpenMP threads spin when another process
+        # holds a core (measured: 256 candidates, 0.7 s with 1 thread, 14 s with 2 in that case)
         kw: dict[str, Any] = {"nthread": 1} if self.online_kind == "xgb" else {}
         model = make_model(self.online_kind, seed=self.seed, **kw)
         with contextlib.redirect_stdout(io.StringIO()):
             model.fit(ds)
-        feats = [f for fs, _ in self._ok_rows(self.groups) for f in fs]
-        batch = FeatureBatch.from_list(feats)
+        batch = ds.batch(np.flatnonzero(np.isfinite(ds.latencies)))  # the measured (successful) candidates
 
         def stats(m: Any) -> tuple[float, float]:
             v = np.asarray(m.predict(batch), dtype=np.float64)

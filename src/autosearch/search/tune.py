@@ -190,7 +190,7 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
         from tvm.s_tir.meta_schedule.cost_model import CostModel
 
         return CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1), None, "tvm-xgb"
-    if spec in ("xgb", "mlp", "lgbm-rank"):
+    if spec in ONLINE_KINDS:  # fitted from scratch on this run only
         kw: dict[str, Any] = {"seed": seed}
         adapter = ModelAdapter(kind=spec, model_kw=kw, seed=seed, timer=timer, retrain_fraction=retrain_fraction)
         return ms_cost_model(adapter), adapter, spec
