@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from autosearch.backends.halide.sample_io import load_from_dir
 from autosearch.backends.halide.weights import Weights, validate_weights_file
-from autosearch.cli_halide import halide_app
+from autosearch.cli.halide import app as halide_app
 from autosearch.store.db import Store
 
 runner = CliRunner()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["AutosearchError", "StoreError", "WorkloadError", "TargetError", "InputError"]
+__all__ = ["AutosearchError", "InputError", "StoreError", "TargetError", "WorkloadError", "one_line"]
 
 
 class AutosearchError(Exception):
@@ -23,3 +23,14 @@ class TargetError(AutosearchError):
 
 class InputError(AutosearchError):
     """A file or argument supplied by the user is malformed."""
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """The first non-empty line of an exception's message, cut to `limit` characters.
+
+    TVM and Halide put whole C++ backtraces in their messages; a user needs the first line.
+    """
+    for line in str(exc).strip().splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return type(exc).__name__

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from autosearch.errors import AutosearchError
+from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
 
 __all__ = ["app", "main"]
@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Inspect, import and export the records database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-from autosearch.cli_common import console, err
+from autosearch.cli.common import console, err
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
 
@@ -189,48 +189,53 @@ def db_export(
     console.print(f"exported {n.records} records of {n.workloads} workloads to {workload_file}, {record_file}")
 
 
-def _mount_optional() -> None:
-    """Sub-commands living in their own modules (models, halide)."""
-    from importlib.util import find_spec
+def _mount_subcommands() -> None:
+    """Every other command module is a Typer app of its own; nameless ones add top-level commands."""
+    from autosearch.cli import halide, models, sparse, tune
 
-    if find_spec("autosearch.cli_models") is not None:
-        from autosearch.cli_models import register
-
-        register(app)
-    if find_spec("autosearch.cli_tune") is not None:
-        from autosearch.cli_tune import register as register_tune
-
-        register_tune(app)
-    if find_spec("autosearch.cli_halide") is not None:
-        from autosearch.cli_halide import halide_app
-
-        app.add_typer(halide_app, name="halide")
+    app.add_typer(models.app)
+    app.add_typer(tune.app)
+    app.add_typer(halide.app, name="halide")
+    app.add_typer(sparse.app, name="sparse")
 
 
-_mount_optional()
+_mount_subcommands()
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point: run the app, turning AutosearchError into one line on stderr and exit 2."""
+    """Entry point: every failure the user can cause ends in one line on stderr and a nonzero exit.
+
+    AutosearchError and usage errors exit 2, Ctrl-C 130. An unexpected exception also prints one
+    line (its type and first line) and exits 1; `AUTOSEARCH_TRACEBACK=1` shows the whole trace.
+    """
+    import os
+
+    # typer vendors click (there is no `click` package): its errors are TyperException subclasses.
+    from typer.exceptions import Abort, TyperException
+
     try:
         rv = app(args=argv, standalone_mode=False)
-        if isinstance(rv, int) and rv:
-            sys.exit(rv)
-        return rv
     except AutosearchError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Abort):
         err.print("interrupted")
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        raise
+    except TyperException as exc:  # usage errors: bad option, missing argument, bad value
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err.print(f"error: {one_line(exc)}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code or 2)
+    except Exception as exc:
+        if os.environ.get("AUTOSEARCH_TRACEBACK"):
+            raise
+        err.print(f"[red]internal error:[/] {type(exc).__name__}: {one_line(exc)} "
+                  "(AUTOSEARCH_TRACEBACK=1 shows the trace)", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)
+    return rv

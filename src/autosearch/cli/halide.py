@@ -15,15 +15,15 @@ from rich.table import Table
 
 from autosearch.errors import AutosearchError
 
-__all__ = ["halide_app"]
+__all__ = ["app"]
 
-halide_app = typer.Typer(
+app = typer.Typer(
     help="Halide Adams2019: sample schedules, retrain the cost model, schedule a pipeline.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-from autosearch.cli_common import console, err, one_line_errors, parse_params
+from autosearch.cli.common import console, err, one_line_errors, parse_params
 
 PIPELINE_ARG = typer.Argument(..., help="'random', a builtin (blur, matmul, conv_layer, unsharp) or a .py file.")
 PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
@@ -35,7 +35,7 @@ def _fmt_ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4g} ms"
 
 
-@halide_app.command()
+@app.command()
 @one_line_errors
 def sample(
     pipeline: str = PIPELINE_ARG,
@@ -84,7 +84,7 @@ def sample(
             err.print(f"batch {r.batch_id}: {e}", highlight=False)
 
 
-@halide_app.command()
+@app.command()
 @one_line_errors
 def retrain(
     pipeline: str = PIPELINE_ARG,
@@ -123,7 +123,7 @@ def retrain(
     console.print(table)
 
 
-@halide_app.command()
+@app.command()
 @one_line_errors
 def schedule(
     pipeline: str = PIPELINE_ARG,

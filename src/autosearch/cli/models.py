@@ -1,0 +1,240 @@
+"""`autosearch train | eval | report`: train a cost model on held-out-split data, score it, plot it.
+
+`train` saves the model directory with its split (`split.json`) and history (`train_report.json`),
+so `eval` and `report` on that directory default to the same held-out workloads.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from autosearch.errors import InputError
+
+__all__ = ["app", "train_command_data"]
+
+from autosearch.cli.common import console, err, one_line_errors, parse_params
+
+SPLIT_FILE = "split.json"
+REPORT_FILE = "train_report.json"
+_EXTRACTOR = "per-store-feature:tvm-0.27"
+
+
+def _csv(items: Optional[list[str]]) -> list[str]:
+    return [x.strip() for item in items or [] for x in item.split(",") if x.strip()]
+
+
+def _extractor(text: str) -> tuple[str, str]:
+    if ":" not in text:
+        raise InputError(f"--extractor must be NAME:VERSION, got {text!r}")
+    name, version = text.split(":", 1)
+    return name, version
+
+
+def _fmt(x: Any) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def train_command_data(
+    db: str, extractor: tuple[str, str], target: Optional[str], holdout: list[str], fraction: float,
+    seed: int, split_file: Optional[Path], max_groups: Optional[int],
+) -> tuple[Any, Any, Any]:
+    """(dataset, split, (train, test)) as `train` builds them; shared with the benchmark."""
+    from autosearch.training.dataset import load_dataset, resolve_db
+    from autosearch.training.splits import Split, apply_split, split_workloads
+
+    ds = load_dataset(resolve_db(db), extractor=extractor, target=target, max_groups=max_groups)
+    if split_file is not None:
+        split = Split.load(split_file)
+    else:
+        split = split_workloads(ds, holdout=holdout or None, fraction=fraction, seed=seed)
+    return ds, split, apply_split(ds, split)
+
+
+def _metrics_table(title: str, per_group: list[dict[str, Any]], mean: dict[str, float]) -> Table:
+    t = Table(title=title)
+    for col in ("workload", "n", "top-1", "top-5", "pairwise", "kendall", "rmse"):
+        t.add_column(col, justify="left" if col == "workload" else "right")
+    for g in per_group:
+        t.add_row(g["workload"], str(g["n"]), *(_fmt(g[k]) for k in ("top1", "top5", "pairwise", "kendall", "rmse")))
+    t.add_section()
+    t.add_row(f"mean of {int(mean['groups'])} groups", "", *(_fmt(mean[k]) for k in ("top1", "top5", "pairwise", "kendall", "rmse")), style="bold")
+    return t
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+@app.command()
+@one_line_errors
+def train(
+    model: str = typer.Option("mlp", "--model", help="xgb, lgbm-rank, mlp, tvm-xgb or tvm-mlp."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="mlp only: mse, pairwise or lambdarank (default)."),
+    db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
+    out: Path = typer.Option(..., "--out", help="Model directory to write."),
+    holdout: Optional[list[str]] = typer.Option(None, "--holdout", help="Held-out families / workload names (repeat or comma-separate)."),
+    fraction: float = typer.Option(0.2, "--fraction", help="Without --holdout: fraction of workloads held out (seeded)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and of training."),
+    split: Optional[Path] = typer.Option(None, "--split", help="Use a saved split.json instead."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs (mlp, tvm-mlp) or boosting rounds (xgb, lgbm-rank)."),
+    valid_fraction: float = typer.Option(0.15, "--valid-fraction", help="Training workloads set aside for early stopping."),
+    refit: bool = typer.Option(True, "--refit/--no-refit", help="After early stopping, retrain on all training workloads for the chosen epochs."),
+    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="Hyper-parameter KEY=VALUE (repeatable)."),
+    extractor: str = typer.Option(_EXTRACTOR, "--extractor", help="Feature extractor NAME:VERSION in the store."),
+    target: Optional[str] = typer.Option(None, "--target", help="Only measurements on this target (JSON as stored)."),
+    max_groups: Optional[int] = typer.Option(None, "--max-groups", help="Use only the first N groups (quick runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Train a cost model on the training workloads; report held-out metrics; save it to --out."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from autosearch.models import make_model
+    from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
+
+    kw = parse_params(param)
+    if loss is not None:
+        if model != "mlp":
+            raise InputError("--loss applies to --model mlp only")
+        kw["loss"] = loss
+    if epochs is not None:
+        key = {"mlp": "epochs", "tvm-mlp": "epochs", "xgb": "n_rounds", "lgbm-rank": "n_rounds"}.get(model)
+        if key is None:
+            raise InputError(f"--epochs does not apply to {model} (it stops on its own criterion)")
+        kw[key] = epochs
+    kw.setdefault("seed", seed) if model != "tvm-xgb" else None
+    cost_model = make_model(model, **kw)
+    ds, sp, (tr, te) = train_command_data(db, _extractor(extractor), target, _csv(holdout), fraction, seed, split, max_groups)
+    fit_set, valid = valid_carve_out(tr, valid_fraction, seed)
+    if not json_out:
+        console.print(
+            f"{ds.n_groups} groups, {ds.n_candidates} candidates; train {fit_set.n_groups} groups"
+            f" (+{valid.n_groups if valid else 0} for early stopping{', then refit on all' if refit else ''}), held out {te.n_groups}"
+        )
+    total = getattr(cost_model, "epochs", None) or getattr(cost_model, "n_rounds", None)
+    with Progress(
+        TextColumn(f"[bold]{model}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"), console=err, disable=json_out, transient=False,
+    ) as bar:
+        task = bar.add_task(model, total=total if "progress" in inspect.signature(cost_model.fit).parameters else None, info="")
+
+        def progress(epoch: int, rec: dict[str, float]) -> None:
+            info = "  ".join(f"{k.replace('valid_', 'val ')} {v:.3f}" for k, v in rec.items() if k != "epoch")
+            bar.update(task, completed=epoch + 1, info=info)
+
+        fit_kw = {"progress": progress} if "progress" in inspect.signature(cost_model.fit).parameters else {}
+        if refit and not model.startswith("tvm-"):
+            bar.update(task, info="early stopping on the carve-out, then refit on all training workloads")
+            report = fit_refit(cost_model, tr, valid_fraction, seed, **fit_kw)
+            done = getattr(cost_model, "epochs", None) or getattr(cost_model, "n_rounds", None)
+            bar.update(task, total=done, completed=done, info=f"refit on {tr.n_groups} groups for {(report.best_epoch or 0) + 1} epochs/rounds")
+        elif fit_kw:
+            report = cost_model.fit(fit_set, valid, **fit_kw)  # type: ignore[call-arg]
+        elif model.startswith("tvm-"):  # TVM selects (or not) on its own: it gets every training group
+            bar.update(task, info="training (TVM's own loop)")
+            report = cost_model.fit(tr)
+            bar.update(task, total=1, completed=1, info="done")
+        else:
+            bar.update(task, info="training")
+            report = cost_model.fit(fit_set, valid)
+            bar.update(task, total=1, completed=1, info=f"{len(report.history)} evaluations, best at round {report.best_epoch}")
+    cost_model.save(out)
+    sp.save(Path(out) / SPLIT_FILE)
+    (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+    res = evaluate(cost_model, te) if te.n_groups else None
+    summary = {
+        "model": model, "out": str(out), "train_groups": fit_set.n_groups, "valid_groups": valid.n_groups if valid else 0,
+        "test_groups": te.n_groups, "train_time_s": report.train_time_s, "best_epoch": report.best_epoch,
+        "held_out": res.mean if res else None, "candidates_per_s": res.candidates_per_s if res else None,
+    }
+    if json_out:
+        console.print_json(json.dumps(summary, default=float))
+        return
+    if res is not None:
+        m = res.mean
+        console.print(
+            f"held-out ({te.n_groups} groups): top-1 {_fmt(m['top1'])}  top-5 {_fmt(m['top5'])}  pairwise {_fmt(m['pairwise'])}"
+            f"  kendall {_fmt(m['kendall'])}  |  trained in {report.train_time_s:.1f} s, {res.candidates_per_s:,.0f} predictions/s"
+        )
+    console.print(f"saved {model} model to {out}")
+
+@app.command("eval")
+@one_line_errors
+def eval_(
+    model: Path = typer.Option(..., "--model", help="Model directory written by `autosearch train`."),
+    db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
+    workloads: Optional[list[str]] = typer.Option(None, "--workloads", help="Workload names/families (default: the model's held-out split, else all)."),
+    target: Optional[str] = typer.Option(None, "--target", help="Only measurements on this target."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Score a saved model on held-out workloads: per-workload table and the means."""
+    from autosearch.models import load_model
+    from autosearch.training.dataset import load_dataset, resolve_db
+    from autosearch.training.splits import Split
+    from autosearch.training.trainer import evaluate
+
+    m = load_model(model)
+    wl = _csv(workloads)
+    scope = "selected workloads"
+    if not wl and (model / SPLIT_FILE).exists():
+        wl, scope = Split.load(model / SPLIT_FILE).test, "held-out workloads of the model's split"
+    elif not wl:
+        scope = "all workloads"
+    ds = load_dataset(resolve_db(db), extractor=m.extractor, target=target, workloads=wl or None)
+    res = evaluate(m, ds)
+    if json_out:
+        console.print_json(json.dumps({"model": str(model), "kind": m.kind, **res.to_dict()}, default=float))
+        return
+    console.print(_metrics_table(f"{m.kind} on {ds.n_groups} {scope}", res.per_group, res.mean))
+    console.print(f"prediction throughput: {res.candidates_per_s:,.0f} candidates/s")
+
+@app.command()
+@one_line_errors
+def report(
+    model: list[Path] = typer.Option(..., "--model", help="Model directories (repeatable)."),
+    db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
+    out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNG files."),
+    workloads: Optional[list[str]] = typer.Option(None, "--workloads", help="Evaluate on these (default: first model's held-out split)."),
+    scatter: Optional[str] = typer.Option(None, "--scatter", help="Workload for the scatter plot (default: the first evaluated)."),
+) -> None:
+    """PNG plots: loss curves, top-1/top-5 per model, predicted vs. measured for one workload."""
+    from autosearch.models import load_model
+    from autosearch.reports.plots import plot_loss_curves, plot_pred_vs_measured, plot_topk_bars
+    from autosearch.training.dataset import load_dataset, resolve_db
+    from autosearch.training.splits import Split
+    from autosearch.training.trainer import evaluate
+
+    models = {}
+    for d in model:
+        name = d.name
+        while name in models:
+            name += "'"
+        models[name] = (d, load_model(d))
+    wl = _csv(workloads)
+    first = model[0]
+    if not wl and (first / SPLIT_FILE).exists():
+        wl = Split.load(first / SPLIT_FILE).test
+    extractor = next(iter(models.values()))[1].extractor
+    ds = load_dataset(resolve_db(db), extractor=extractor, workloads=wl or None)
+    histories, means, scores = {}, {}, {}
+    for name, (d, m) in models.items():
+        if (d / REPORT_FILE).exists():
+            histories[name] = json.loads((d / REPORT_FILE).read_text()).get("history", [])
+        res = evaluate(m, ds, keep_scores=True)
+        means[name], scores[name] = res.mean, res.scores
+    paths = [plot_loss_curves(histories, out / "loss_curves.png"), plot_topk_bars(means, out / "topk.png")]
+    gi = 0
+    if scatter is not None:
+        hits = [i for i, g in enumerate(ds.groups) if scatter in (g.name, g.workload_key)]
+        if not hits:
+            raise InputError(f"--scatter {scatter!r} is not among the evaluated workloads")
+        gi = hits[0]
+    g = ds.groups[gi]
+    for name in models:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        paths.append(plot_pred_vs_measured(scores[name][gi], ds.latencies[g.start : g.stop], out / f"scatter_{safe}.png", title=f"{name}: {g.name}"))
+    for p in paths:
+        console.print(f"wrote {p}")

@@ -1,0 +1,190 @@
+"""`autosearch tune | apply | tune-model | report-tuning`: tuning with a cost model in the loop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from autosearch.errors import InputError
+
+__all__ = ["app"]
+
+from autosearch.cli.common import console, err, one_line_errors
+from autosearch.formatting import format_seconds
+
+
+def _print_result(r: Any) -> None:
+    t = Table(title=f"tuned {r.workload} with {r.model}: {r.trials} trials measured ({r.ok} ok)", show_header=False)
+    t.add_row("best latency", f"{format_seconds(r.best_latency)}" + (f"  (trial {r.best_trial})" if r.best_trial else ""))
+    t.add_row("GFLOP/s", f"{r.gflops:.1f}" if r.gflops else "-")
+    if r.untuned_latency:
+        t.add_row("untuned default schedule", f"{format_seconds(r.untuned_latency)}  -> speed-up x{r.speedup:.2f}" if r.speedup else format_seconds(r.untuned_latency))
+    else:
+        t.add_row("untuned default schedule", "-")
+    ref = r.reference
+    if ref:
+        ratio = ref["latency"] / r.best_latency if r.best_latency else None
+        t.add_row(ref["name"], f"{format_seconds(ref['latency'])} ({ref['threads']} threads)" + (f"  -> tuned is x{ratio:.2f} of its speed" if ratio else ""))
+    else:
+        t.add_row("NumPy/PyTorch reference", "none for this operator")
+    t.add_row("model retrains", str(r.retrains))
+    t.add_row("stopped", r.stop_reason or "-")
+    if r.out_dir:
+        t.add_row("saved", f"{r.out_dir}/best.json, best_schedule.py, breakdown.json, history.json")
+    console.print(t)
+    from autosearch.search.breakdown import TimeBreakdown
+
+    tb = TimeBreakdown()
+    tb.seconds = dict(r.breakdown["seconds"])
+    tb.calls = dict(r.breakdown["calls"])
+    tb.total = r.breakdown["total_s"]
+    console.print(tb.table("where the time went (seconds, exclusive)"))
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+@app.command()
+@one_line_errors
+def tune(
+    workload: Optional[str] = typer.Argument(None, help="Registry name, family member, or random:SEED."),
+    module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC returning a TIR PrimFunc / IRModule."),
+    model: str = typer.Option("pretrained", "--model", help="pretrained, a model DIR, xgb, mlp, lgbm-rank, tvm-xgb or random; PRIOR+xgb blends a pretrained prior with XGBoost fitted on this run."),
+    trials: int = typer.Option(64, "--trials", help="Measurement budget (schedules built and run)."),
+    trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules measured per search round."),
+    eps_greedy: float = typer.Option(0.05, "--eps-greedy", help="Share of each round picked at random."),
+    population: int = typer.Option(256, "--population", help="Evolutionary search population."),
+    genetic_iters: int = typer.Option(3, "--genetic-iters", help="Evolution iterations per round."),
+    target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
+    db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database: every measured schedule is added."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default tuned/<workload>-<model>-s<seed>)."),
+    seed: int = typer.Option(0, "--seed", help="Search seed."),
+    repeat: int = typer.Option(3, "--repeat", help="Timed repeats per schedule (median)."),
+    min_repeat_ms: int = typer.Option(10, "--min-repeat-ms", help="Each repeat lasts at least this long."),
+    retrain_fraction: float = typer.Option(0.2, "--retrain-fraction", help="Retrain when new results reach this share of what the model was trained on."),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Measure the untuned schedule and the PyTorch reference."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON summary instead of tables."),
+) -> None:
+    """Tune one operator with a cost model in the loop; save and report the best schedule."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.tune import TuneSettings, resolve_tune_workload, safe_name
+    from autosearch.search.tune import tune as run_tune
+    from autosearch.store import Store
+
+    settings = TuneSettings(
+        trials=trials, trials_per_round=trials_per_round, eps_greedy=eps_greedy, population=population,
+        genetic_num_iters=genetic_iters, seed=seed, retrain_fraction=retrain_fraction,
+    )
+    settings.validate()
+    wl = resolve_tune_workload(workload, module)
+    tgt = parse_target(target)
+    evaluator = EvaluatorSettings(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    label = model if "/" not in model and not Path(model).exists() else Path(model).name
+    out_dir = out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(label)}-s{seed}"
+    if not json_out:
+        err.print(f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}")
+    with Store(db) as store:
+        r = run_tune(
+            wl, tgt, model, settings, store=store, evaluator=evaluator, out_dir=out_dir,
+            baseline=baseline, reference=baseline, console=err, progress=not json_out,
+        )
+    if json_out:
+        console.print_json(json.dumps(r.summary()))
+    else:
+        _print_result(r)
+    if r.interrupted:
+        err.print(f"interrupted: the {r.trials} measured schedules are in {db}; best so far saved to {out_dir}")
+        raise typer.Exit(130)
+
+@app.command()
+@one_line_errors
+def apply(
+    path: Path = typer.Argument(..., help="A `tune` output directory or its best.json."),
+    measure: bool = typer.Option(False, "--measure", help="Build and time the schedule on --target."),
+    target: Optional[str] = typer.Option(None, "--target", help="Default: the target it was tuned on."),
+    show: bool = typer.Option(True, "--show/--no-show", help="Print the scheduled TIR."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Re-apply a saved best schedule (trace replay): print its TIR, optionally time it."""
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.apply import apply_best, load_best, measure_schedule
+
+    best = load_best(path)
+    wl, sch = apply_best(best)
+    info: dict[str, Any] = {"workload": wl.name, "workload_key": wl.key, "saved_latency_s": best.get("best_latency_s")}
+    if measure:
+        tgt = parse_target(target if target is not None else json.loads(best["target"]) if best.get("target") else None)
+        info["measured_latency_s"] = measure_schedule(sch, tgt)
+    if json_out:
+        console.print_json(json.dumps(info))
+        return
+    if show:
+        console.print(sch.mod.script(), highlight=False, markup=False)
+    line = f"{wl.name}: schedule re-applied from {path} (tuned latency {format_seconds(info['saved_latency_s'])})"
+    if measure:
+        line += f"; measured now {format_seconds(info['measured_latency_s'])}"
+    console.print(line)
+
+@app.command("tune-model")
+@one_line_errors
+def tune_model(
+    spec: str = typer.Argument(..., help="FILE.py:make_model returning a torch.nn.Module."),
+    input_shape: list[str] = typer.Option(..., "--input-shape", help="Input shape, e.g. 1,3,224,224 (repeat per input)."),
+    model: str = typer.Option("pretrained", "--model", help="Cost model, as for `tune`."),
+    trials: int = typer.Option(128, "--trials", help="Total measurement budget over all tasks."),
+    trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules per round."),
+    population: int = typer.Option(128, "--population", help="Evolutionary search population."),
+    eps_greedy: float = typer.Option(0.05, "--eps-greedy", help="Share of each round picked at random."),
+    target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
+    db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database."),
+    seed: int = typer.Option(0, "--seed", help="Search seed."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON summary."),
+) -> None:
+    """Import a PyTorch model, tune its tasks under one budget, build, check, time vs. PyTorch."""
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.network import parse_shapes, tune_network
+    from autosearch.search.tune import TuneSettings
+    from autosearch.store import Store
+
+    shapes = parse_shapes(input_shape)
+    settings = TuneSettings(trials=trials, trials_per_round=trials_per_round, population=population,
+                            eps_greedy=eps_greedy, seed=seed)
+    settings.validate()
+    tgt = parse_target(target)
+    with Store(db) as store:
+        r = tune_network(spec, shapes, tgt, model, settings, store=store, console=err, progress=not json_out)
+    if json_out:
+        console.print_json(json.dumps(r.summary()))
+        return
+    t = Table(title=f"{spec}: {len(r.tasks)} tasks, {r.trials} trials measured with {r.model}")
+    for col in ("task", "weight", "trials", "best", "untuned"):
+        t.add_column(col, justify="left" if col == "task" else "right")
+    for task in r.tasks:
+        t.add_row(task["name"], str(task["weight"]), str(task["trials"]), format_seconds(task["best_latency_s"]), format_seconds(task.get("untuned_latency_s")))
+    console.print(t)
+    console.print(f"output matches PyTorch: {r.max_abs_err:.2e} max abs error (rtol 1e-4, atol 1e-4) -> {'ok' if r.correct else 'MISMATCH'}")
+    console.print(
+        f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | untuned TVM {format_seconds(r.untuned_latency)} | "
+        f"PyTorch eager {format_seconds(r.torch_latency)}"
+        + (f" -> x{r.torch_latency / r.tuned_latency:.2f} vs PyTorch" if r.tuned_latency and r.torch_latency else "")
+    )
+    if r.interrupted:
+        raise typer.Exit(130)
+
+@app.command("report-tuning")
+@one_line_errors
+def report_tuning(
+    runs: list[Path] = typer.Argument(..., help="Tuning output directories (or history.json / bench JSON files)."),
+    out: Path = typer.Option(Path("report/convergence.png"), "--out", help="PNG to write."),
+    title: Optional[str] = typer.Option(None, "--title", help="Plot title."),
+) -> None:
+    """Convergence plot: best latency vs. measured trials, one line per model."""
+    from autosearch.reports.convergence import load_histories, plot_convergence
+
+    path = plot_convergence(load_histories(runs), out, title=title)
+    console.print(f"wrote {path}")
+
+_ = (InputError,)
