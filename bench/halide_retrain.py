@@ -65,12 +65,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from autosearch.backends.halide.autosampler import sample_batch
     from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
     from autosearch.backends.halide.pipelines import resolve_pipeline
     from autosearch.backends.halide.sample_io import load_from_dir
-    from autosearch.backends.halide.train import Adams2019Trainer, evaluate, group_samples
     from autosearch.backends.halide.weights import Weights
+    from autosearch.halide.autosampler import sample_batch
+    from autosearch.models.adams2019 import Adams2019Trainer, evaluate, group_samples
     from autosearch.store.db import Store
     from autosearch.training.metrics import pairwise_accuracy
 

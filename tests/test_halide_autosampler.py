@@ -7,9 +7,9 @@ import json
 import pytest
 
 from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
-from autosearch.backends.halide.autosampler import batch_params, next_batch_id
 from autosearch.backends.halide.pipelines import resolve_pipeline
 from autosearch.backends.halide.sample_io import load_from_dir
+from autosearch.backends.halide.sampling import batch_params, next_batch_id
 from autosearch.backends.halide.weights import Weights
 from autosearch.errors import InputError
 from autosearch.store.db import Store

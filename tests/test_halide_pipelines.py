@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark, validate_params
-from autosearch.backends.halide.pipelines import BUILTIN_PIPELINES, build_pipeline, resolve_pipeline
+from autosearch.backends.halide.autoschedule import (
+    autoschedule_and_benchmark,
+    validate_params,
+)
+from autosearch.backends.halide.pipelines import (
+    BUILTIN_PIPELINES,
+    build_pipeline,
+    resolve_pipeline,
+)
 from autosearch.errors import InputError, WorkloadError
 
 USER_FILE = '''

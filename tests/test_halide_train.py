@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from autosearch.backends.halide.cost_model import Adams2019Net
 from autosearch.backends.halide.sample_io import Sample
-from autosearch.backends.halide.train import (
+from autosearch.backends.halide.weights import Weights
+from autosearch.errors import InputError
+from autosearch.models.adams2019 import (
+    Adams2019Net,
     Adams2019Trainer,
     PipelineBatch,
     calibration_factor,
     group_samples,
     ordering_score,
 )
-from autosearch.backends.halide.weights import Weights
-from autosearch.errors import InputError
 
 CORES = 2
 

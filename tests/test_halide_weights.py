@@ -79,7 +79,7 @@ def test_nan_weights_are_refused(tmp_path):
 
 
 def test_model_round_trip():
-    from autosearch.backends.halide.cost_model import Adams2019Net
+    from autosearch.models.adams2019 import Adams2019Net
 
     w = Weights.random(7)
     assert Weights.from_model(Adams2019Net(4, w)) == w

@@ -53,8 +53,8 @@ def sample(
     """Autoschedule and benchmark batches of schedules; write .sample files and the store."""
     from dataclasses import asdict
 
-    from autosearch.backends.halide.autosampler import next_batch_id, sample_batch
     from autosearch.backends.halide.pipelines import resolve_pipeline
+    from autosearch.halide.autosampler import next_batch_id, sample_batch
     from autosearch.store.db import Store
 
     params = parse_params(param)
@@ -103,7 +103,7 @@ def retrain(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Sample, then retrain the Adams2019 weights on every sample so far (Halide's autotune loop)."""
-    from autosearch.backends.halide.autosampler import retrain_cost_model
+    from autosearch.halide.autosampler import retrain_cost_model
 
     rep = retrain_cost_model(
         pipeline, demo_name, batches, batch_size, str(samples_dir), str(weights), learning_rate, train_iters,

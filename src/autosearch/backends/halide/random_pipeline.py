@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from autosearch.backends.halide.pipelines import PipelineDef
+from autosearch.backends.halide.pipeline_def import PipelineDef
 from autosearch.errors import WorkloadError
 
 __all__ = ["STAGE_TYPES", "random_pipeline"]

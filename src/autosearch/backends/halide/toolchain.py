@@ -17,15 +17,24 @@ from autosearch.errors import InputError
 
 __all__ = [
     "ADAMS2019_PLUGIN",
+    "AUTOSCHEDULER_PLUGINS",
     "device_fingerprint",
     "halide_root",
     "load_adams2019",
+    "load_autoscheduler",
     "plugin_path",
     "target_json",
     "tool_path",
 ]
 
 ADAMS2019_PLUGIN = "libautoschedule_adams2019.so"
+#: The autoschedulers the wheel ships: Halide name -> plugin file.
+AUTOSCHEDULER_PLUGINS: dict[str, str] = {
+    "Adams2019": ADAMS2019_PLUGIN,
+    "Mullapudi2016": "libautoschedule_mullapudi2016.so",
+    "Li2018": "libautoschedule_li2018.so",
+    "Anderson2021": "libautoschedule_anderson2021.so",
+}
 
 
 @lru_cache(maxsize=1)
@@ -39,13 +48,16 @@ def halide_root() -> Path:
     return Path(spec.origin).parent
 
 
-def plugin_path() -> Path:
-    """Full path of the Adams2019 autoscheduler plugin shipped in the wheel."""
+def plugin_path(autoscheduler: str = "Adams2019") -> Path:
+    """Full path of an autoscheduler plugin shipped in the wheel (Adams2019 by default)."""
+    if autoscheduler not in AUTOSCHEDULER_PLUGINS:
+        raise InputError(f"unknown autoscheduler {autoscheduler!r}; known: {', '.join(AUTOSCHEDULER_PLUGINS)}")
+    name = AUTOSCHEDULER_PLUGINS[autoscheduler]
     for sub in ("lib64", "lib"):
-        p = halide_root() / sub / ADAMS2019_PLUGIN
+        p = halide_root() / sub / name
         if p.exists():
             return p
-    raise InputError(f"{ADAMS2019_PLUGIN} not found under {halide_root()} (is halide==21.0.0 installed?)")
+    raise InputError(f"{name} not found under {halide_root()} (is halide==21.0.0 installed?)")
 
 
 def tool_path(name: str) -> Path:
@@ -56,18 +68,22 @@ def tool_path(name: str) -> Path:
     return p
 
 
-_loaded = False
+_loaded: set[str] = set()
 
 
-def load_adams2019() -> None:
-    """Load the Adams2019 plugin into this process once (Halide refuses nothing, but be tidy)."""
-    global _loaded
-    if _loaded:
+def load_autoscheduler(autoscheduler: str = "Adams2019") -> None:
+    """Load an autoscheduler plugin into this process once."""
+    if autoscheduler in _loaded:
         return
     import halide as hl
 
-    hl.load_plugin(str(plugin_path()))
-    _loaded = True
+    hl.load_plugin(str(plugin_path(autoscheduler)))
+    _loaded.add(autoscheduler)
+
+
+def load_adams2019() -> None:
+    """Load the Adams2019 plugin into this process once."""
+    load_autoscheduler("Adams2019")
 
 
 def target_json(target: str, threads: int) -> str:

@@ -242,18 +242,14 @@ class Weights:
 
     # -- PyTorch model -----------------------------------------------------------------------
     def load_into(self, model: Any) -> Any:
-        """Copy these weights into an `Adams2019Net` (see cost_model.py); returns the model."""
-        import torch
-
-        with torch.no_grad():
-            for name in BUFFER_NAMES:
-                getattr(model, name).copy_(torch.from_numpy(self.buffers[name].copy()))
+        """Copy these weights into an `autosearch.models.adams2019.Adams2019Net`; returns the model."""
+        model.load_params(self)
         return model
 
     @classmethod
     def from_model(cls, model: Any) -> Weights:
-        """Read the current parameters of an `Adams2019Net`."""
-        return cls({n: getattr(model, n).detach().cpu().numpy().astype(np.float32) for n in BUFFER_NAMES})
+        """Read the current parameters of an `Adams2019Net` (or anything with `.params()`)."""
+        return cls(model.params())
 
     # -- misc --------------------------------------------------------------------------------
     def items(self) -> Iterator[tuple[str, np.ndarray]]:

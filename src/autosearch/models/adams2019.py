@@ -1,0 +1,670 @@
+"""The Adams2019 cost model (Halide's `cost_model_generator.cpp`) in PyTorch, its trainer
+(`retrain_cost_model.cpp`), and the model behind autosearch's `CostModel` contract.
+
+Why exact: weights trained here are loaded by the real autoscheduler, so the function they are
+trained for must be the one Halide evaluates. `tests/test_halide_parity.py` checks predictions,
+loss, gradients and one ADAM step against the compiled model inside the Halide wheel.
+
+This module knows nothing of Halide: parameters are six float32 arrays by name in Halide's index
+order (`head1_filter[c, x, y]`); anything with `.items()` of those works (a dict, or the
+`.weights` file reader `autosearch.backends.halide.weights.Weights`, which `fit` hands back in
+kind). Samples are anything with `pipeline_id`, `runtime_ms`, `num_stages`,
+`schedule_features` (S, 39) and `pipeline_features` (S, 40, 7).
+
+Shapes (one pipeline, N schedules of it, S stages in reverse realization order):
+    pipeline_features  (S, 40, 7)  float32
+    schedule_features  (N, S, 39)  float32, raw (the log is taken inside, as Halide does)
+
+Training follows Halide's loop: samples grouped by pipeline_id (pipeline features from the
+group's first sample), identical schedules merged keeping the fastest runtime, each group one
+batch (at most 1024 schedules, a random window beyond that), the reference is the fastest
+schedule of the batch, one ADAM (beta 0.9 / 0.999, eps 1e-5) step per batch, one epoch visits
+every group once. Every batch holds ONE pipeline: the loss compares each schedule with the fastest
+of its batch, which only means something within one program.
+
+Fine-tuning options beyond Halide's tool (off by default, so the plain trainer stays step for
+step `adams2019_retrain_cost_model`): `calibrate=True` scales conv1 by the one loss-minimising
+factor first (every cost term is linear in the relu'd conv1 outputs, so the ordering is
+untouched); `fit(..., valid=...)` with `select="best_valid"` keeps the epoch with the best
+validation pairwise ordering, epoch 0 (the starting weights) included and winning ties.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from autosearch.errors import InputError
+from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+from autosearch.training.metrics import group_metrics, mean_metrics
+
+__all__ = [
+    "BUFFER_SHAPES",
+    "EXTRACTOR",
+    "Adams2019Model",
+    "Adams2019Net",
+    "Adams2019Trainer",
+    "PipelineBatch",
+    "TrainResult",
+    "adams2019_loss",
+    "batches_from_dataset",
+    "calibration_factor",
+    "evaluate",
+    "fast_log",
+    "group_samples",
+    "halide_ordering_rate",
+    "ordering_score",
+    "predict_group",
+    "reference_index",
+]
+
+#: The feature extractor the Halide backend stores (stages x 326 floats, the `.sample` layout).
+EXTRACTOR: tuple[str, str] = ("halide-adams2019", "1")
+NUM_SCHEDULE_FEATURES = 39
+NUM_FEATURES = NUM_SCHEDULE_FEATURES + 41 * 7  # 326
+HEAD1_CHANNELS, HEAD1_W, HEAD1_H = 8, 40, 7
+HEAD2_CHANNELS, HEAD2_W = 24, 39
+CONV1_CHANNELS = 32
+
+#: The network's six parameter buffers with their Halide-order shapes (NetworkSize.h); the
+#: `.weights` file stores exactly these, in this order.
+BUFFER_SHAPES: dict[str, tuple[int, ...]] = {
+    "head1_filter": (HEAD1_CHANNELS, HEAD1_W, HEAD1_H),
+    "head1_bias": (HEAD1_CHANNELS,),
+    "head2_filter": (HEAD2_CHANNELS, HEAD2_W),
+    "head2_bias": (HEAD2_CHANNELS,),
+    "conv1_filter": (CONV1_CHANNELS, HEAD1_CHANNELS + HEAD2_CHANNELS),
+    "conv1_bias": (CONV1_CHANNELS,),
+}
+
+
+class ParamSet(Protocol):
+    """Six named float32 arrays (a dict, or a `Weights`)."""
+
+    def items(self) -> Iterable[tuple[str, np.ndarray]]: ...
+
+
+class SampleLike(Protocol):
+    """One measured schedule of one pipeline (e.g. a `.sample` file's contents)."""
+
+    pipeline_id: int
+    runtime_ms: float
+
+    @property
+    def num_stages(self) -> int: ...
+
+    @property
+    def schedule_features(self) -> np.ndarray: ...
+
+    @property
+    def pipeline_features(self) -> np.ndarray: ...
+
+
+P = TypeVar("P", bound=ParamSet)
+
+
+def _like(weights: P, net: Adams2019Net) -> P:
+    """The network's parameters in the container type the caller gave (`type(w)(arrays)`)."""
+    return type(weights)(net.params())  # type: ignore[call-arg]  # dict and Weights both take a name->array map
+
+
+_LOG2 = float(torch.log(torch.tensor(2.0, dtype=torch.float32)))
+_FAST_LOG_COEFF = (
+    0.07640318789187280912, -0.16252961013874300811, 0.20625219040645212387,
+    -0.25110261010892864775, 0.33320464908377461777, -0.49997513376789826101, 1.0, 0.0,
+)
+
+
+def fast_log(x: torch.Tensor) -> torch.Tensor:
+    """Halide's `fast_log` (IROperator.cpp): range reduction to (0.75, 1.5) plus a degree-7
+    polynomial. Differs from `torch.log` by ~1e-7 relative; used so predictions match Halide."""
+    x = x.to(torch.float32)
+    iv = x.view(torch.int32)
+    no_exponent = iv & torch.tensor(0x807FFFFF - (1 << 32), dtype=torch.int32)
+    new_exponent = no_exponent >> 22
+    new_biased = 127 - new_exponent
+    exponent = (iv >> 23) - new_biased
+    reduced = (no_exponent | (new_biased << 23)).view(torch.float32)
+    x1 = reduced - 1.0
+    c = [torch.tensor(v, dtype=torch.float32) for v in _FAST_LOG_COEFF]
+    x2 = x1 * x1
+    even, odd = c[0], c[1]
+    for i in range(2, 8):
+        if i % 2 == 0:
+            even = even * x2 if c[i] == 0 else even * x2 + c[i]
+        else:
+            odd = odd * x2 if c[i] == 0 else odd * x2 + c[i]
+    result = even * x1 + odd
+    return result + exponent.to(torch.float32) * torch.tensor(_LOG2, dtype=torch.float32)
+
+
+class Adams2019Net(nn.Module):
+    """head1 (8 x 40 x 7, sigmoid-squashed) on pipeline features, head2 (24 x 39, relu) on
+    log(1 + schedule features), conv1 (32 x 32, relu) -> 32 coefficients per stage, which weigh
+    the hand-designed compute / load / store / parallelism / working-set terms.
+
+    Parameters carry Halide's buffer names and Halide's index order (`head1_filter[c, x, y]`).
+    """
+
+    def __init__(self, num_cores: int = 32, weights: ParamSet | None = None) -> None:
+        super().__init__()
+        self.num_cores = int(num_cores)
+        for name, shape in BUFFER_SHAPES.items():
+            self.register_parameter(name, nn.Parameter(torch.zeros(shape, dtype=torch.float32)))
+        if weights is not None:
+            self.load_params(weights)
+
+    def load_params(self, weights: ParamSet) -> None:
+        """Copy the six buffers (name -> Halide-order array) into the network."""
+        arrays = dict(weights.items())
+        missing = set(BUFFER_SHAPES) - set(arrays)
+        if missing:
+            raise InputError(f"Adams2019 parameters lack {sorted(missing)}")
+        with torch.no_grad():
+            for name, shape in BUFFER_SHAPES.items():
+                arr = np.asarray(arrays[name], dtype=np.float32)
+                if arr.shape != shape:
+                    raise InputError(f"Adams2019 parameter {name} has shape {arr.shape}, expected {shape}")
+                getattr(self, name).copy_(torch.from_numpy(arr.copy()))
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The six buffers as float32 arrays (copies)."""
+        return {n: getattr(self, n).detach().cpu().numpy().astype(np.float32) for n in BUFFER_SHAPES}
+
+    def coefficients(self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The network part: (conv1_stage2 pre-activation, relu1), both (N, S, 32)."""
+        pf = pipeline_features.to(torch.float32)
+        sf = schedule_features.to(torch.float32)
+        squashed = torch.sigmoid(self.head1_filter)  # (8, 40, 7)
+        head1_conv = self.head1_bias + torch.einsum("cxy,sxy->sc", squashed, pf)  # (S, 8)
+        normalized = fast_log(sf + 1)  # (N, S, 39)
+        head2_conv = self.head2_bias + torch.einsum("cr,nsr->nsc", self.head2_filter, normalized)
+        head2_relu = torch.relu(head2_conv)  # (N, S, 24)
+        stage1 = self.conv1_bias + head1_conv @ self.conv1_filter[:, :HEAD1_CHANNELS].T  # (S, 32)
+        stage2 = stage1.unsqueeze(0) + head2_relu @ self.conv1_filter[:, HEAD1_CHANNELS:].T  # (N, S, 32)
+        return stage2, torch.relu(stage2)
+
+    def forward(self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor,
+                num_cores: int | None = None) -> torch.Tensor:
+        """Predicted runtime (Halide's units, ~seconds) of each of the N schedules: (N,)."""
+        return self.forward_with_coefficients(pipeline_features, schedule_features, num_cores)[0]
+
+    def forward_with_coefficients(self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor,
+                                  num_cores: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        stage2, relu1 = self.coefficients(pipeline_features, schedule_features)
+        sf = schedule_features.to(torch.float32)
+        f = [sf[..., i] for i in range(sf.shape[-1])]  # each (N, S)
+        (num_realizations, num_productions, _pcpr, _pcpp, _pct, _pcm, _ile, _iple, _ule,
+         inner_parallelism, outer_parallelism, bytes_at_realization, bytes_at_production, _bar,
+         _ibreal, _ibprod, _ibroot, inlined_calls, unique_bytes_read_per_realization,
+         unique_lines_read_per_realization, _abrpr, working_set, vector_size, _nvs, num_vectors,
+         num_scalars, scalar_loads_per_vector, vector_loads_per_vector, scalar_loads_per_scalar,
+         bytes_at_task, innermost_bytes_at_task, unique_bytes_read_per_vector,
+         unique_lines_read_per_vector, unique_bytes_read_per_task, unique_lines_read_per_task,
+         _wsat, _wsap, _wsar, _wsaroot) = f
+        r = [relu1[..., i] for i in range(relu1.shape[-1])]
+        cores = float(self.num_cores if num_cores is None else num_cores)
+        one = torch.tensor(1.0, dtype=torch.float32)
+        zero = torch.tensor(0.0, dtype=torch.float32)
+
+        compute_cost = torch.where(
+            inlined_calls == 0,
+            vector_size * num_vectors * r[0] + num_scalars * r[1],
+            vector_size * num_vectors * r[2] + num_scalars * r[3],
+        )
+        num_tasks = torch.maximum(one, inner_parallelism * outer_parallelism)
+        tasks_per_core = num_tasks / cores
+        idle_core_wastage = torch.ceil(tasks_per_core) / torch.maximum(one, tasks_per_core)
+        compute_cost = compute_cost * idle_core_wastage
+
+        load_cost = (num_realizations * unique_lines_read_per_realization * r[5]
+                     + num_realizations * unique_bytes_read_per_realization * r[6]
+                     + num_vectors * scalar_loads_per_vector * r[7]
+                     + num_scalars * scalar_loads_per_scalar * r[8]
+                     + num_vectors * vector_loads_per_vector * r[9]
+                     + num_scalars * unique_bytes_read_per_vector * r[10]
+                     + num_vectors * unique_bytes_read_per_vector * r[11]
+                     + num_scalars * unique_lines_read_per_vector * r[12]
+                     + num_vectors * unique_lines_read_per_vector * r[13]
+                     + num_tasks * unique_bytes_read_per_task * r[14]
+                     + num_tasks * unique_lines_read_per_task * r[15])
+
+        lines_written_per_realization = inner_parallelism * (bytes_at_task / torch.maximum(one, innermost_bytes_at_task))
+        is_output = (torch.arange(sf.shape[1]) == 0).unsqueeze(0)  # stage w == 0
+        alpha = torch.where(inner_parallelism > 1, r[16], torch.where(is_output, r[17], r[18]))
+        beta = torch.where(inner_parallelism > 1, r[19], torch.where(is_output, r[20], r[21]))
+        store_cost = num_realizations * (lines_written_per_realization * alpha + bytes_at_realization * beta)
+
+        cost_of_false_sharing = torch.where(
+            inner_parallelism > 1,
+            r[22] * (num_vectors + num_scalars) / torch.maximum(one, innermost_bytes_at_task),
+            zero,
+        )
+        store_cost = store_cost + cost_of_false_sharing
+        max_threads_hitting_same_page_fault = torch.minimum(
+            inner_parallelism, 4096 / torch.maximum(one, innermost_bytes_at_task))
+        cost_of_page_faults = (bytes_at_production * max_threads_hitting_same_page_fault
+                               * inner_parallelism * outer_parallelism * r[23])
+        store_cost = store_cost + cost_of_page_faults
+        cost_of_malloc = r[24] * num_realizations
+        cost_of_parallel_launches = num_productions * torch.where(inner_parallelism > 1, r[25], zero)
+        cost_of_parallel_tasks = num_productions * (inner_parallelism - 1) * r[26]
+        cost_of_parallelism = cost_of_parallel_tasks + cost_of_parallel_launches
+        cost_of_working_set = working_set * r[27]
+        store_cost = store_cost * 2  # Halide's FIXME: the trained weights count stores twice
+
+        cost = compute_cost + store_cost + load_cost + cost_of_malloc + cost_of_parallelism + cost_of_working_set
+        cost = cost + 0.0 * relu1.sum(-1)  # Halide adds 0 * every coefficient (NaN/inf propagate)
+        runtime_per_stage = cost * torch.tensor(1e-9, dtype=torch.float32)
+        return runtime_per_stage.sum(-1), stage2
+
+
+def reference_index(true_runtimes: torch.Tensor) -> int:
+    """Index of the fastest schedule (the first one on ties), Halide's `fastest_idx`."""
+    return int(torch.argmin(true_runtimes).item())
+
+
+def adams2019_loss(prediction: torch.Tensor, stage2: torch.Tensor, true_runtimes: torch.Tensor,
+                   reference: int | None = None) -> torch.Tensor:
+    """L2 on throughput relative to the fastest schedule of the batch, plus 1e-5 x the sum of
+    negative pre-activation coefficients (keeps relus alive), summed over the batch."""
+    t = true_runtimes.to(torch.float32)
+    ref = reference_index(t) if reference is None else max(0, min(int(reference), t.shape[0] - 1))
+    scale = 1.0 / t[ref]
+    p1 = prediction * scale
+    r1 = t * scale
+    delta = (1.0 / torch.clamp(p1, min=1e-10) - 1.0 / r1) ** 2
+    regularize = (-torch.clamp(stage2, max=0)).sum(dim=(1, 2))
+    return (delta + 1e-5 * regularize).sum()
+
+
+MAX_BATCH = 1024
+
+
+@dataclass
+class PipelineBatch:
+    """All unique schedules of one pipeline, ready for the network."""
+
+    pipeline_id: int
+    pipeline_features: torch.Tensor  # (S, 40, 7)
+    schedule_features: torch.Tensor  # (N, S, 39)
+    runtimes_ms: torch.Tensor  # (N,)
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return int(self.runtimes_ms.shape[0])
+
+
+def _unique_schedules(samples: Iterable[SampleLike]) -> list[SampleLike]:
+    """Merge samples with identical schedule features, keeping the fastest runtime (as Halide does)."""
+    best: dict[tuple[int, bytes], SampleLike] = {}
+    for s in samples:
+        k = (s.pipeline_id, np.ascontiguousarray(s.schedule_features).tobytes())
+        if k not in best or s.runtime_ms < best[k].runtime_ms:
+            best[k] = s
+    return list(best.values())
+
+
+def group_samples(samples: Sequence[SampleLike], min_schedules: int = 2) -> list[PipelineBatch]:
+    """Group by pipeline_id, merge duplicate schedules, drop groups with too few schedules
+    (Halide's tool needs 8; the default 2 lets tiny test batches train)."""
+    by_pid: dict[int, list[SampleLike]] = {}
+    for s in samples:
+        by_pid.setdefault(s.pipeline_id, []).append(s)
+    out = []
+    for pid in sorted(by_pid):
+        group = by_pid[pid]
+        stages = group[0].num_stages
+        bad = [s.path for s in group if s.num_stages != stages]
+        if bad:
+            raise InputError(
+                f"pipeline_id {pid}: samples disagree on the number of stages ({bad[0]}); pipeline ids must be unique per pipeline"
+            )
+        uniq = _unique_schedules(group)
+        if len(uniq) < max(1, min_schedules):
+            continue
+        out.append(
+            PipelineBatch(
+                pid,
+                torch.from_numpy(np.ascontiguousarray(group[0].pipeline_features)),
+                torch.from_numpy(np.stack([u.schedule_features for u in uniq])),
+                torch.tensor([u.runtime_ms for u in uniq], dtype=torch.float32),
+                [str(getattr(u, "path", "")) for u in uniq],
+            )
+        )
+    return out
+
+
+def halide_ordering_rate(pred: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
+    """Halide's "Rate": among schedules > 1.3x slower than the fastest, how many are predicted
+    slower than it. Returns (good, total)."""
+    ref = int(np.argmin(runtimes))
+    good = bad = 0
+    for i in range(len(runtimes)):
+        if runtimes[i] / runtimes[ref] <= 1.3:
+            continue
+        if pred[i] >= pred[ref]:
+            good += 1
+        else:
+            bad += 1
+    return good, good + bad
+
+
+@torch.no_grad()
+def predict_group(net: Adams2019Net, batch: PipelineBatch) -> np.ndarray:
+    """Predicted runtimes of every schedule of one pipeline."""
+    return net(batch.pipeline_features, batch.schedule_features).numpy()
+
+
+def evaluate(weights: ParamSet, batches: Sequence[PipelineBatch], num_cores: int = 32) -> dict[str, float]:
+    """Ranking metrics (shared definitions) of a weight set on grouped samples; score = -prediction."""
+    net = Adams2019Net(num_cores, weights)
+    per_group = []
+    good = total = 0
+    for b in batches:
+        pred = predict_group(net, b)
+        rt = b.runtimes_ms.numpy().astype(np.float64) / 1000.0
+        per_group.append(group_metrics(-pred, rt))
+        g, t = halide_ordering_rate(pred, rt)
+        good, total = good + g, total + t
+    out = mean_metrics(per_group)
+    out["halide_rate"] = good / total if total else float("nan")
+    return out
+
+
+def ordering_score(net: Adams2019Net, batches: Sequence[PipelineBatch], num_cores: int) -> float:
+    """Mean over pipelines of the pairwise ordering accuracy (the selection score)."""
+    vals = []
+    for b in batches:
+        with torch.no_grad():
+            pred = net(b.pipeline_features, b.schedule_features, num_cores).numpy()
+        m = group_metrics(-pred, b.runtimes_ms.numpy().astype(np.float64))
+        if not math.isnan(m["pairwise"]):
+            vals.append(m["pairwise"])
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+@torch.no_grad()
+def calibration_factor(net: Adams2019Net, batches: Sequence[PipelineBatch], num_cores: int) -> float:
+    """The factor a > 0 minimising sum (1/(a p) - 1/r)^2 over every batch (p, r relative to the
+    batch's fastest true runtime), in closed form: 1/a = sum(u v) / sum(u u), u = 1/p, v = 1/r."""
+    num = den = 0.0
+    for b in batches:
+        pred = net(b.pipeline_features, b.schedule_features, num_cores).double()
+        t = b.runtimes_ms.double()
+        ref = t.min()
+        u = 1.0 / torch.clamp(pred / ref, min=1e-10)
+        v = 1.0 / (t / ref)
+        num += float((u * v).sum())
+        den += float((u * u).sum())
+    if not (num > 0 and den > 0 and math.isfinite(num) and math.isfinite(den)):
+        return 1.0
+    return den / num
+
+
+@dataclass
+class TrainResult:
+    weights: Any  # the type `fit` was given (Weights, or a dict of arrays)
+    losses: list[float]  # mean loss per epoch
+    epochs: int
+    groups: int
+    schedules: int
+    calibration: float = 1.0  # factor applied to conv1 before training (1 = none)
+    valid_scores: list[float] = field(default_factory=list)  # [start, after epoch 1, ...]
+    best_epoch: int | None = None  # the epoch kept (0 = the starting weights); None = the last
+    last_weights: Any = None  # the last epoch's weights (= weights unless selection kept another)
+
+
+class Adams2019Trainer:
+    """ADAM on the Adams2019 loss, one step per pipeline group per epoch (retrain_cost_model)."""
+
+    def __init__(self, learning_rate: float = 0.001, epochs: int = 200, num_cores: int = 32,
+                 min_schedules: int = 2, seed: int = 0, progress: bool = False, *,
+                 calibrate: bool = False, select: str = "last", min_improvement: float = 0.0) -> None:
+        self.learning_rate = learning_rate
+        self.epochs = epochs
+        self.num_cores = num_cores
+        self.min_schedules = min_schedules
+        self.seed = seed
+        self.progress = progress
+        self.calibrate = calibrate
+        self.select = select
+        self.min_improvement = min_improvement
+
+    def _check(self) -> None:
+        if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise InputError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
+        if int(self.epochs) < 1:
+            raise InputError(f"train_iters/epochs must be >= 1, got {self.epochs!r}")
+        if int(self.num_cores) < 1:
+            raise InputError(f"num_cores must be >= 1, got {self.num_cores!r}")
+        if self.select not in ("last", "best_valid"):
+            raise InputError(f"select must be 'last' or 'best_valid', got {self.select!r}")
+
+    def make_optimizer(self, net: Adams2019Net) -> torch.optim.Optimizer:
+        return torch.optim.Adam(net.parameters(), lr=self.learning_rate, betas=(0.9, 0.999), eps=1e-5)
+
+    def step(self, net: Adams2019Net, opt: torch.optim.Optimizer, batch: PipelineBatch,
+             rng: random.Random | None = None) -> float:
+        """One ADAM step on one pipeline's batch; returns the loss before the step."""
+        sf, rt = batch.schedule_features, batch.runtimes_ms
+        if batch.size > MAX_BATCH:
+            first = (rng or random.Random(0)).randrange(batch.size - MAX_BATCH)
+            sf, rt = sf[first : first + MAX_BATCH], rt[first : first + MAX_BATCH]
+        opt.zero_grad()
+        pred, stage2 = net.forward_with_coefficients(batch.pipeline_features, sf, self.num_cores)
+        loss = adams2019_loss(pred, stage2, rt)
+        if not torch.isfinite(loss):
+            raise InputError(f"pipeline_id {batch.pipeline_id}: the loss is {loss.item()} (non-finite features or weights)")
+        loss.backward()
+        opt.step()
+        return float(loss.item())
+
+    def fit(self, weights: P, batches: Sequence[PipelineBatch],
+            valid: Sequence[PipelineBatch] | None = None) -> TrainResult:
+        """Train from `weights` on the groups; returns new weights (the input is not modified).
+
+        With `valid` (whole pipelines not in `batches`), the pairwise ordering accuracy on them
+        is recorded before training and after every epoch; `select="best_valid"` returns the best
+        of those weights (the starting weights win ties)."""
+        self._check()
+        if not batches:
+            raise InputError("no pipeline has enough distinct schedules to train on")
+        if self.select == "best_valid" and not valid:
+            raise InputError("select='best_valid' needs validation batches (fit(..., valid=...))")
+        for b in batches:  # one pipeline per batch, or the loss's reference is meaningless
+            if b.schedule_features.shape[1] != b.pipeline_features.shape[0]:
+                raise InputError(f"pipeline_id {b.pipeline_id}: schedule and pipeline features disagree on the stage count")
+        if valid:
+            overlap = {b.pipeline_id for b in batches} & {b.pipeline_id for b in valid}
+            if overlap:
+                raise InputError(f"validation pipelines also in training: {sorted(overlap)[:5]}")
+        net = Adams2019Net(self.num_cores, weights)
+        start = _like(weights, net)  # a copy of the input: what "epoch 0 wins" returns
+        calibration = 1.0
+        if self.calibrate:
+            calibration = calibration_factor(net, batches, self.num_cores)
+            with torch.no_grad():
+                net.conv1_filter.mul_(calibration)
+                net.conv1_bias.mul_(calibration)
+        opt = self.make_optimizer(net)
+        rng = random.Random(self.seed)
+        losses: list[float] = []
+        scores: list[float] = []
+        best_epoch, best_score, best_weights = 0, -math.inf, start
+        if valid:
+            scores.append(ordering_score(net, valid, self.num_cores))
+            # a trained epoch must beat the start by min_improvement (noise margin), later ones
+            # must beat the best so far
+            best_score = (scores[0] + float(self.min_improvement)) if not math.isnan(scores[0]) else -math.inf
+        progress = None
+        if self.progress:
+            from rich.progress import Progress
+
+            progress = Progress(transient=True)
+            progress.start()
+            task = progress.add_task("training Adams2019", total=int(self.epochs))
+        try:
+            for epoch in range(1, int(self.epochs) + 1):
+                ls = [self.step(net, opt, b, rng) for b in batches]
+                losses.append(float(np.mean(ls)))
+                if valid:
+                    scores.append(ordering_score(net, valid, self.num_cores))
+                    if self.select == "best_valid" and scores[-1] > best_score:
+                        best_epoch, best_score, best_weights = epoch, scores[-1], _like(weights, net)
+                if progress is not None:
+                    progress.advance(task)
+        finally:
+            if progress is not None:
+                progress.stop()
+        last = _like(weights, net)
+        if self.select == "best_valid":
+            out, kept = best_weights, best_epoch
+        else:
+            out, kept = last, None
+        return TrainResult(out, losses, int(self.epochs), len(batches), sum(b.size for b in batches),
+                           calibration=calibration, valid_scores=scores, best_epoch=kept, last_weights=last)
+
+
+# -- the CostModel contract ---------------------------------------------------------------------
+def _stage_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(S, 326) featurization rows -> pipeline features (S, 40, 7), schedule features (S, 39)."""
+    return rows[:, NUM_SCHEDULE_FEATURES + 7 :].reshape(-1, 40, 7), rows[:, :NUM_SCHEDULE_FEATURES]
+
+
+def batches_from_dataset(data: Any, min_schedules: int = 2) -> list[PipelineBatch]:
+    """One `PipelineBatch` per (workload, target) group of a `Dataset` of featurization rows
+    (extractor `halide-adams2019`): successful candidates only, duplicates merged as Halide does."""
+    if data.n_features not in (0, NUM_FEATURES):
+        raise InputError(f"Adams2019 reads {NUM_FEATURES} features per stage (halide-adams2019), got {data.n_features}")
+    out = []
+    for gi, g in enumerate(data.groups):
+        best: dict[bytes, tuple[float, np.ndarray]] = {}
+        pf = None
+        for i in range(g.start, g.stop):
+            lat = float(data.latencies[i])
+            if not math.isfinite(lat) or lat <= 0:
+                continue
+            rows = data.rows[data.offsets[i] : data.offsets[i + 1]]
+            p, s = _stage_rows(rows)
+            if pf is None:
+                pf = p
+            elif p.shape != pf.shape:
+                raise InputError(f"group {g.name or g.workload_key}: candidates disagree on the number of stages")
+            key = np.ascontiguousarray(s).tobytes()
+            if key not in best or lat < best[key][0]:
+                best[key] = (lat, s)
+        if pf is None or len(best) < max(1, min_schedules):
+            continue
+        lats, scheds = zip(*best.values())
+        out.append(PipelineBatch(
+            gi, torch.from_numpy(np.ascontiguousarray(pf, dtype=np.float32)),
+            torch.from_numpy(np.stack(scheds).astype(np.float32)),
+            torch.tensor([x * 1000.0 for x in lats], dtype=torch.float32), [],
+        ))
+    return out
+
+
+class Adams2019Model(CostModel):
+    """Adams2019 behind the `CostModel` contract: features are the store's `halide-adams2019`
+    rows (one 326-float row per stage), the score is minus the predicted runtime.
+
+    `init` gives the starting parameters (e.g. `Weights.baseline()`; a dict of arrays works);
+    without it, `fit` starts from seeded uniform(-0.5, 0.5) values as Halide's randomize does.
+    `fit` trains `epochs` passes of Halide's loop from those parameters; `update` continues from
+    the current ones for `update_epochs` passes on the new groups only.
+    """
+
+    kind: ClassVar[str] = "adams2019"
+    hyper: ClassVar[tuple[str, ...]] = ("learning_rate", "epochs", "update_epochs", "num_cores", "seed")
+    extractor: tuple[str, str] = EXTRACTOR
+
+    def __init__(self, learning_rate: float = 0.001, epochs: int = 200, update_epochs: int = 20,
+                 num_cores: int = 32, seed: int = 0, init: ParamSet | None = None) -> None:
+        self.learning_rate = learning_rate
+        self.epochs = epochs
+        self.update_epochs = update_epochs
+        self.num_cores = num_cores
+        self.seed = seed
+        self.init = init
+        self.params_: dict[str, np.ndarray] | None = None
+
+    def _start(self) -> dict[str, np.ndarray]:
+        if self.params_ is not None:
+            return self.params_
+        if self.init is not None:
+            return {k: np.asarray(v, np.float32) for k, v in self.init.items()}
+        rng = np.random.default_rng(int(self.seed))
+        return {k: rng.uniform(-0.5, 0.5, s).astype(np.float32) for k, s in BUFFER_SHAPES.items()}
+
+    def _train(self, data: Any, epochs: int, start: dict[str, np.ndarray]) -> TrainReport:
+        batches = batches_from_dataset(data)
+        if not batches:
+            raise InputError("no group has two or more successful, distinct schedules to train Adams2019 on")
+        t0 = time.perf_counter()
+        res = Adams2019Trainer(self.learning_rate, int(epochs), int(self.num_cores), seed=int(self.seed)).fit(start, batches)
+        self.params_ = dict(res.weights)
+        self.n_features = NUM_FEATURES
+        history = [{"epoch": float(i + 1), "train_loss": v} for i, v in enumerate(res.losses)]
+        return TrainReport(self.kind, history, None, time.perf_counter() - t0, res.schedules, 0)
+
+    def fit(self, train: Any, valid: Any = None) -> TrainReport:
+        self._check_fit_input(train, valid)
+        self.params_ = None
+        return self._train(train, int(self.epochs), self._start())
+
+    def update(self, new: Any) -> None:
+        if not self._should_update(new):
+            return
+        if batches_from_dataset(new):
+            self._train(new, int(self.update_epochs), self._start())
+
+    @torch.no_grad()
+    def _predict(self, batch: FeatureBatch) -> np.ndarray:
+        net = Adams2019Net(int(self.num_cores), self._start())
+        out = np.full(batch.n_candidates, -np.inf)
+        for i in range(batch.n_candidates):
+            rows = batch.rows[batch.offsets[i] : batch.offsets[i + 1]]
+            if rows.shape[0] == 0:
+                continue
+            pf, sf = _stage_rows(rows)
+            out[i] = -float(net(torch.from_numpy(np.ascontiguousarray(pf)), torch.from_numpy(np.ascontiguousarray(sf))[None])[0])
+        return out
+
+    def parameters(self) -> Iterator[tuple[str, np.ndarray]]:
+        """The trained buffers (name, array): e.g. `Weights(dict(model.parameters()))`."""
+        if self.params_ is None:
+            raise InputError("adams2019 model is not trained: call fit() or load() first")
+        return iter(self.params_.items())
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        from safetensors.numpy import save_file
+
+        from autosearch.models.io import prepare_dir
+
+        save_file(dict(self.parameters()), str(prepare_dir(path) / "adams2019.safetensors"))
+        self._write_config(path, "adams2019.safetensors")
+
+    @classmethod
+    def _from_dir(cls, path: str, config: dict[str, Any]) -> Adams2019Model:
+        from safetensors.numpy import load_file
+
+        model = cls._from_params(config)
+        try:
+            arrays = load_file(os.path.join(path, config["weights"]))
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for truncated files
+            raise InputError(f"{path}: cannot read Adams2019 weights ({type(exc).__name__}: {exc})") from None
+        Adams2019Net(int(model.num_cores), arrays)  # checks names and shapes
+        model.params_ = {k: np.asarray(v, np.float32) for k, v in arrays.items()}
+        return model
+
