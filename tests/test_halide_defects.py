@@ -1,0 +1,159 @@
+"""Defects found by running the Halide side the way users do (issues 10 and 15); each test failed
+on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from autosearch.backends.halide.autoschedule import autoschedule, autoschedule_and_benchmark
+from autosearch.backends.halide.pipelines import resolve_pipeline
+from autosearch.backends.halide.sample_io import load_from_dir
+from autosearch.backends.halide.weights import Weights
+from autosearch.errors import InputError
+
+QUICK_START = textwrap.dedent(
+    """
+    from autosearch.halide import autosampler
+
+    gen_path = "blur"
+    demo_name = "blur_demo"
+    batch_num = 1
+    autosampler.retrain_cost_model(gen_path, demo_name, batch_num, batch_size=2, train_iters=2, threads=1,
+                                   repeats=1, pipeline_params={"width": 48, "height": 32}, progress=False)
+    print("QUICK START DONE")
+    """
+)
+
+
+def _run_quick_start(cwd: Path, via_stdin: bool) -> subprocess.CompletedProcess[str]:
+    if via_stdin:
+        return subprocess.run([sys.executable, "-"], input=QUICK_START, cwd=cwd, capture_output=True, text=True,
+                              timeout=300, check=False)
+    script = cwd / "quick_start.py"  # no `if __name__ == "__main__":` guard, as the seed's README shows it
+    script.write_text(QUICK_START)
+    return subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          check=False)
+
+
+@pytest.mark.parametrize(
+    "via_stdin", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["script-without-main-guard", "python-stdin"]
+)
+def test_quick_start_from_a_plain_script_writes_samples_and_weights(tmp_path, via_stdin):
+    res = _run_quick_start(tmp_path, via_stdin)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "QUICK START DONE" in res.stdout
+    samples = load_from_dir(tmp_path / "default_samples", strict=True)
+    assert len(samples) == 2 and all(s.runtime_ms > 0 for s in samples)
+    w = Weights.load(tmp_path / "random_init.weights")
+    assert w != Weights.random(0)  # trained on those samples, not just the random start
+
+
+def test_a_batch_without_any_successful_sample_is_an_error_and_writes_no_weights(tmp_path):
+    from autosearch.halide import autosampler
+
+    broken = tmp_path / "reads_past_its_input.py"
+    broken.write_text(
+        "import halide as hl\n"
+        "from autosearch.halide.autosampler import PipelineDef\n"
+        "def pipeline(n=32):\n"
+        "    x, y = hl.Var('x'), hl.Var('y')\n"
+        "    inp = hl.ImageParam(hl.Float(32), 2, 'input')\n"
+        "    f = hl.Func('f')\n"
+        "    f[x, y] = inp[x, y] + inp[x + 5, y]\n"
+        "    return PipelineDef([f], [(n, n)], [(inp, (n, n))])  # the input is 5 columns short\n"
+    )
+    wp = tmp_path / "w.weights"
+    with pytest.raises(autosampler.NoSamplesError, match="none of its 2 schedules ran"):
+        autosampler.retrain_cost_model(str(broken), "broken", 1, batch_size=2, samples_dir=str(tmp_path / "s"),
+                                       weight_path=str(wp), train_iters=2, threads=1, repeats=1, beam_size=1,
+                                       progress=False)
+    assert not wp.exists()
+
+
+def test_no_temp_folder_is_left_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spec = resolve_pipeline("blur", {"width": 32, "height": 32})
+    assert autoschedule(spec, {"parallelism": 1, "beam_size": 1}).status == "ok"
+    res = autoschedule_and_benchmark(spec, [{"parallelism": 1, "beam_size": 1}], threads=1, repeats=1)
+    assert res[0].status == "ok"
+    assert not list(tmp_path.glob("autosearch-halide-*"))
+
+
+def _children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_sigterm_on_a_halide_run_takes_its_worker_down(tmp_path):
+    import psutil
+
+    script = tmp_path / "long_run.py"
+    script.write_text(
+        "from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark\n"
+        "from autosearch.backends.halide.pipelines import resolve_pipeline\n"
+        "spec = resolve_pipeline('blur', {'width': 64, 'height': 64})\n"
+        "autoschedule_and_benchmark(spec, [{'parallelism': 1, 'beam_size': 1}], threads=1, repeats=100000,\n"
+        "                           min_time_s=0.05)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+    try:
+        workers: list[int] = []
+        deadline = time.time() + 120
+        while time.time() < deadline and not workers:
+            time.sleep(0.5)
+            workers = _children(parent.pid)
+        assert workers, "the run never started a worker"
+        time.sleep(2.0)  # let it get to the benchmark loop
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(30)
+        deadline = time.time() + 10
+        alive = workers
+        while time.time() < deadline and alive:
+            time.sleep(0.2)
+            alive = [p for p in alive if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not alive, f"worker(s) {alive} outlived their parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for p in _children(parent.pid) + [p for p in locals().get("workers", []) if psutil.pid_exists(p)]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", "..", ".hidden", "", "x y"])
+def test_sample_names_must_be_plain_file_names(tmp_path, name):
+    from autosearch.halide.autosampler import sample_batch
+
+    spec = resolve_pipeline("blur", {"width": 32, "height": 32})
+    with pytest.raises(InputError, match="plain file name"):
+        sample_batch(spec, tmp_path / "s", batch_size=1, name=name, threads=1, repeats=1)
+    assert not (tmp_path / "s").exists() and not (tmp_path.parent / "x").exists()
+
+
+def test_cli_refuses_a_name_that_escapes_the_samples_dir(tmp_path):
+    from typer.testing import CliRunner
+
+    from autosearch.cli.halide import app
+
+    res = CliRunner().invoke(app, ["sample", "blur", "-p", "width=32", "-p", "height=32", "--batch-size", "1",
+                                   "--samples-dir", str(tmp_path / "s"), "--name", "../../x", "--db", ""])
+    assert res.exit_code == 2
+    out = (res.output or "") + (getattr(res, "stderr", "") or "")
+    assert "plain file name" in out and "Traceback" not in out
+    assert not list(tmp_path.rglob("x_batch_*"))
