@@ -1,0 +1,116 @@
+"""trace-tokens: real stored traces (tests/data/tiny_tvm.db) to token matrices, no lowering."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosearch.errors import InputError
+from autosearch.features import trace_tokens as tt
+from autosearch.store.db import Store
+
+TINY = Path(__file__).parent / "data" / "tiny_tvm.db"
+COL = {n: i for i, n in enumerate(tt.FEATURE_NAMES)}
+
+
+@pytest.fixture()
+def tiny(tmp_path: Path) -> Path:
+    dst = tmp_path / "tiny.db"
+    shutil.copy(TINY, dst)
+    return dst
+
+
+def _records(db: Path) -> list[tuple[str, str, float | None]]:
+    with Store(db, readonly=True) as st:
+        wls = {w.id: w for w in st.workloads()}
+        return [(m.schedule, wls[m.workload_id].ir, wls[m.workload_id].flops) for m in st.measurements()]
+
+
+def test_columns_are_named_once() -> None:
+    assert len(set(tt.FEATURE_NAMES)) == tt.FEATURE_WIDTH == len(tt.FEATURE_NAMES)
+    assert tt.EXTRACTOR == ("trace-tokens", "v1")
+
+
+def test_fast_path_equals_reference_path() -> None:
+    """The cached tokenizer must give exactly the reference tokens for every real trace."""
+    tok = tt.TraceTokenizer()
+    for trace, ir, flops in _records(TINY):
+        wl, _blocks = tok.workload(ir, flops)
+        ref = np.concatenate([wl, tt.trace_tokens(trace, ir)])
+        got = tok(trace, ir, flops)
+        assert got.dtype == np.float32 and got.shape[1] == tt.FEATURE_WIDTH
+        np.testing.assert_array_equal(got, ref)
+        assert np.isfinite(got).all()
+
+
+def test_decisions_reach_the_split_token() -> None:
+    """Changing a sampled tile decision changes exactly the factor columns of its Split."""
+    trace, ir, flops = _records(TINY)[0]
+    obj = json.loads(trace)
+    insts, decisions = obj
+    k = next(
+        i
+        for i, (idx, d) in enumerate(decisions)
+        if insts[idx][0] == "SamplePerfectTile" and len(d) == 4 and math.prod(d) > 1
+    )
+    idx = decisions[k][0]
+    extent = math.prod(decisions[k][1])
+    new = [extent, 1, 1, 1] if decisions[k][1] != [extent, 1, 1, 1] else [1, 1, 1, extent]
+    obj2 = [insts, [[i, new if i == idx else d] for i, d in decisions]]
+    tok = tt.TraceTokenizer()
+    a, b = tok(trace, ir, flops), tok(json.dumps(obj2, separators=(",", ":")), ir, flops)
+    rows = np.nonzero((a != b).any(axis=1))[0]
+    assert len(rows) == 1
+    split = b[rows[0]]
+    assert split[COL["kind=Split"]] == 1.0
+    got = [split[COL[f"factor{i}"]] for i in range(4)]
+    assert got == pytest.approx([math.log2(f) + 1 for f in new])
+
+
+def test_workload_tokens_name_the_operator() -> None:
+    ir = next(ir for _, ir, _ in _records(TINY) if 'T.sblock("Z")' in ir)
+    wl = tt.workload_tokens(ir, 2 * 128**3)
+    assert wl.shape == (1, tt.FEATURE_WIDTH)
+    row = wl[0]
+    assert row[COL["kind=workload"]] == 1.0
+    assert row[COL["wl_n_spatial"]] == 3 and row[COL["wl_n_reduce"]] == 1 and row[COL["wl_init"]] == 1
+    assert row[COL["wl_op_mul"]] == 1 and row[COL["wl_op_add"]] == 1
+    assert row[COL["wl_iters"]] == pytest.approx(math.log2(1 + 128**3))
+    blocks = tt.parse_ir_blocks(ir)
+    assert [b.extents for b in blocks] == [[1, 128, 128, 128]]
+
+
+def test_bad_traces_are_one_line_errors() -> None:
+    with pytest.raises(InputError, match="not valid JSON"):
+        tt.trace_tokens("[[", None)
+    with pytest.raises(InputError, match="instructions, decisions"):
+        tt.trace_tokens('{"a": 1}', None)
+    with pytest.raises(InputError, match="instruction 0"):
+        tt.trace_tokens('[[["Split"]], []]', None)
+    with pytest.raises(InputError, match="decisions"):
+        tt.trace_tokens("[[], [5]]", None)
+
+
+def test_crop_and_unknown_kinds() -> None:
+    insts = [["FutureInstruction", [], [], []]] + [["Annotate", ["b0", 1], ["pragma_x"], []]] * 200
+    out = tt.trace_tokens([insts, []], None)
+    assert out.shape == (tt.MAX_TRACE_TOKENS, tt.FEATURE_WIDTH)
+    assert out[0, COL["kind=other"]] == 1.0 and out[1, COL["annotation=other"]] == 1.0
+
+
+def test_backfill_and_coverage(tiny: Path) -> None:
+    with Store(tiny) as st:
+        n = tt.backfill(st, batch=50)
+        assert n == 144
+        assert tt.backfill(st) == 0  # resumable: nothing left
+        rows = {fr.measurement_id: fr.features for fr in st.iter_features(tt.EXTRACTOR)}
+        cov = tt.coverage(st)
+    assert len(rows) == 144 and all(r.shape[1] == tt.FEATURE_WIDTH for r in rows.values())
+    assert cov["records"] == 144 and cov["covered_fraction"] == 1.0 and cov["longest"] <= tt.MAX_TRACE_TOKENS
+    assert tt.ensure_features(str(tiny), tt.EXTRACTOR) == 0
+    assert tt.ensure_features(str(tiny), ("per-store-feature", "tvm-0.27")) == 0
