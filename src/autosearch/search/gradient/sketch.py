@@ -1,0 +1,195 @@
+"""A MetaSchedule design space as a symbolic sketch: its sampling decisions are the knobs.
+
+Why: gradient search (Felix) needs the schedule's free choices as numbers. In a post-order-apply
+design space every choice is a sampling instruction of the trace: `SamplePerfectTile` (factors of
+one loop over n levels, whose product is the loop's extent), `SampleCategorical` (e.g. the unroll
+step) and `SampleComputeLocation`. Tile factors and categorical choices are the knobs; a compute
+location changes the loop structure itself, so it stays fixed per sketch (each design space is its
+own sketch, as each Felix sketch is).
+
+Relaxation: a tile of extent E over n levels is z in R^n with factor_i = E^softmax(z)_i, so the
+product constraint holds by construction; a categorical knob is a softmax over its candidates.
+Rounding goes to the nearest valid factorisation in log space (all are enumerated: cheap).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+__all__ = [
+    "CategoricalKnob",
+    "Decisions",
+    "Sketch",
+    "TileKnob",
+    "factorizations",
+    "relax_reason",
+]
+
+#: Decisions of one sketch: (tile factors per tile knob, candidate index per categorical knob).
+Decisions = tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]
+
+_TILE = "SamplePerfectTile"
+_CAT = "SampleCategorical"
+_LOC = "SampleComputeLocation"
+_KNOWN = (_TILE, _CAT, _LOC)
+
+
+@functools.lru_cache(maxsize=4096)
+def factorizations(extent: int, n: int, max_innermost: int = -1) -> tuple[tuple[int, ...], ...]:
+    """Every ordered n-tuple of positive ints whose product is `extent` (innermost <= max_innermost)."""
+    if extent < 1 or n < 1:
+        return ()
+    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+
+    def rec(rest: int, k: int) -> list[tuple[int, ...]]:
+        if k == 1:
+            return [(rest,)]
+        return [(d, *tail) for d in divisors if rest % d == 0 for tail in rec(rest // d, k - 1)]
+
+    out = rec(extent, n)
+    if max_innermost > 0:
+        out = [f for f in out if f[-1] <= max_innermost]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TileKnob:
+    """Factors of one loop over `n` levels; `inst` is the index of its instruction in the trace."""
+
+    inst: int
+    extent: int
+    n: int
+    max_innermost: int
+
+    @property
+    def choices(self) -> tuple[tuple[int, ...], ...]:
+        return factorizations(self.extent, self.n, self.max_innermost)
+
+
+@dataclass(frozen=True)
+class CategoricalKnob:
+    """One choice among `candidates` (e.g. the auto-unroll step)."""
+
+    inst: int
+    candidates: tuple[int, ...]
+    probs: tuple[float, ...]
+
+
+@dataclass
+class Sketch:
+    """One design space with its knobs; `apply` replays it with other decisions."""
+
+    mod: Any
+    trace: Any  # the design space's trace (no post-processing)
+    tiles: list[TileKnob] = field(default_factory=list)
+    cats: list[CategoricalKnob] = field(default_factory=list)
+    index: int = 0
+
+    @classmethod
+    def from_space(cls, mod: Any, space: Any, index: int = 0) -> Sketch:
+        """Read the knobs off a design-space schedule (one of `generate_design_space()`)."""
+        trace = space.trace
+        tiles, cats = [], []
+        for i, inst in enumerate(trace.insts):
+            name = inst.kind.name
+            if name == _TILE:
+                dec = [int(x) for x in trace.decisions[inst]]
+                attrs = [int(a) for a in inst.attrs]
+                tiles.append(TileKnob(i, math.prod(dec), attrs[0], attrs[1]))
+            elif name == _CAT:
+                cand = tuple(int(c) for c in inst.attrs[0])
+                probs = tuple(float(p) for p in inst.attrs[1])
+                cats.append(CategoricalKnob(i, cand, probs))
+        return cls(mod=mod, trace=trace, tiles=tiles, cats=cats, index=index)
+
+    # -- decisions -------------------------------------------------------------------------------
+    def own_decisions(self) -> Decisions:
+        """The decisions the design space was sampled with."""
+        insts = self.trace.insts
+        tiles = tuple(tuple(int(x) for x in self.trace.decisions[insts[t.inst]]) for t in self.tiles)
+        cats = tuple(int(self.trace.decisions[insts[c.inst]]) for c in self.cats)
+        return tiles, cats
+
+    def random_decisions(self, rng: random.Random) -> Decisions:
+        """Uniform over valid factorisations; categorical by the sketch's own probabilities."""
+        tiles = tuple(rng.choice(t.choices) for t in self.tiles)
+        cats = tuple(rng.choices(range(len(c.candidates)), weights=c.probs)[0] for c in self.cats)
+        return tiles, cats
+
+    def decisions_of(self, trace_json: Any) -> Decisions | None:
+        """The decisions of a stored trace (JSON) made from this sketch, or None if it is not one."""
+        insts, decs = trace_json[0], trace_json[1]
+        mine = self.trace.insts
+        sampled = [i for i, inst in enumerate(mine) if inst.kind.name in _KNOWN]
+        if len(insts) < len(mine):
+            return None
+        for i, inst in enumerate(mine):
+            if insts[i][0] != inst.kind.name:
+                return None
+        by_idx = {int(d[0]): d[1] for d in decs}
+        for i in sampled:  # compute locations must match: they are this sketch's structure
+            if mine[i].kind.name == _LOC and int(by_idx.get(i, -99)) != int(self.trace.decisions[mine[i]]):
+                return None
+        try:
+            tiles = tuple(tuple(int(x) for x in by_idx[t.inst]) for t in self.tiles)
+            cats = tuple(int(by_idx[c.inst]) for c in self.cats)
+        except (KeyError, TypeError, ValueError):
+            return None
+        if any(math.prod(f) != t.extent or len(f) != t.n for f, t in zip(tiles, self.tiles)):
+            return None
+        return tiles, cats
+
+    def with_decisions(self, dec: Decisions) -> Any:
+        """The sketch's trace with `dec` substituted (compute locations kept)."""
+        from tvm.s_tir.schedule import Trace
+
+        insts = self.trace.insts
+        new = dict(self.trace.decisions.items())
+        for t, f in zip(self.tiles, dec[0]):
+            new[insts[t.inst]] = [int(x) for x in f]
+        for c, k in zip(self.cats, dec[1]):
+            new[insts[c.inst]] = int(k)
+        return Trace(list(insts), new)
+
+    def apply(self, dec: Decisions) -> Any:
+        """A fresh schedule of the workload with the sketch replayed under `dec` (no post-processing)."""
+        from tvm.s_tir import Schedule
+
+        sch = Schedule(self.mod)
+        self.with_decisions(dec).apply_to_schedule(sch, remove_postproc=True)
+        return sch
+
+    # -- relaxed knobs ---------------------------------------------------------------------------
+    def knob_width(self) -> int:
+        return sum(t.n for t in self.tiles)
+
+    def log_factors(self, dec: Decisions) -> list[float]:
+        """Decisions as the flat vector of log tile factors (the feature functions' input)."""
+        return [math.log(f) for fs in dec[0] for f in fs]
+
+    def round_tiles(self, log_f: Sequence[Sequence[float]]) -> tuple[tuple[int, ...], ...]:
+        """Nearest valid factorisation (squared distance in log space) per tile knob."""
+        out = []
+        for t, lf in zip(self.tiles, log_f):
+            best = min(t.choices, key=lambda c: sum((math.log(a) - b) ** 2 for a, b in zip(c, lf)))
+            out.append(best)
+        return tuple(out)
+
+
+def relax_reason(spaces: Sequence[Any]) -> str | None:
+    """Why these design spaces cannot be searched by gradient (None when they can)."""
+    if not spaces:
+        return "no design space"
+    if not any(inst.kind.name in (_TILE, _CAT) for sch in spaces for inst in sch.trace.insts):
+        return "the design space has no tile or categorical decision to relax"
+    for sch in spaces:
+        for inst in sch.trace.insts:
+            name = inst.kind.name
+            if name.startswith("Sample") and name not in _KNOWN:
+                return f"the design space samples with {name}, which gradient search cannot relax"
+    return None
+
