@@ -33,11 +33,21 @@ DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records databa
 def target(
     target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    profile: bool = typer.Option(False, "--profile", help="Add the device descriptor (measured once per machine, cached in --db)."),
+    refresh: bool = typer.Option(False, "--refresh", help="With --profile: measure again even if the store has it."),
+    db: Path = DB_OPT,
 ) -> None:
     """Print the detected (or given) target: what measurements will be made on."""
     from autosearch.backends.tvm.target import PRESETS, describe_target, parse_target
 
-    info = describe_target(parse_target(target))
+    tgt = parse_target(target)
+    info = describe_target(tgt)
+    if profile:
+        from autosearch.features.device import device_descriptor
+        from autosearch.store import Store
+
+        with Store(db) as store:
+            info["descriptor"] = device_descriptor(store, tgt, refresh=refresh)
     if json_out:
         console.print_json(json.dumps(info))
         return
@@ -172,6 +182,24 @@ def db_import(
     with Store(db) as store:
         n = import_json_database(store, workload_file, record_file, with_features=features)
     console.print(f"imported {n.records} records of {n.workloads} workloads ({n.failed} failed runs) into {db}")
+
+
+@db_app.command("import-ncu")
+def db_import_ncu(
+    csv_file: Path = typer.Argument(..., help="Nsight Compute `--csv` output (--page raw or details)."),
+    db: Path = DB_OPT,
+) -> None:
+    """Attach Nsight Compute metrics to records by kernel name (autosearch_<id> or a schedule-hash prefix)."""
+    from autosearch.features.device import NCU_EXTRACTOR, import_ncu_csv
+    from autosearch.store import Store
+
+    with Store(db) as store:
+        res = import_ncu_csv(store, csv_file)
+    console.print(f"attached metrics of {res['attached']} of {res['kernels']} kernels to records in {db}"
+                  f" as {':'.join(NCU_EXTRACTOR)}")
+    if res["unmatched"]:
+        shown = ", ".join(res["unmatched"][:5]) + (" ..." if len(res["unmatched"]) > 5 else "")
+        console.print(f"{len(res['unmatched'])} kernel(s) match no record: {shown}")
 
 
 @db_app.command("export")

@@ -80,6 +80,15 @@ CREATE TABLE IF NOT EXISTS features (
     data           BLOB NOT NULL,       -- float32, C order, rows x cols
     PRIMARY KEY (measurement_id, extractor, version)
 );
+-- Added without a schema-version bump: an additive table that older readers ignore; a file
+-- opened read-only before it existed simply has no device descriptors (see Store.device).
+CREATE TABLE IF NOT EXISTS devices (
+    fingerprint TEXT NOT NULL,          -- device_fingerprint() of the machine the numbers were measured on
+    target      TEXT NOT NULL,          -- canonical target JSON the descriptor describes
+    descriptor  TEXT NOT NULL,          -- JSON: cores, ISA level, caches, clock, measured bandwidth and FLOP/s
+    created     REAL NOT NULL,
+    PRIMARY KEY (fingerprint, target)
+);
 """
 
 
@@ -419,6 +428,37 @@ class Store:
             " GROUP BY m.workload_id"
         )
         return {int(r[0]): int(r[1]) for r in rows}
+
+    # -- devices ---------------------------------------------------------------------------
+    def put_device(self, fingerprint: str, target: str, descriptor: dict[str, Any]) -> None:
+        """Store (or replace) the descriptor of `target` on the machine `fingerprint`."""
+        with self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO devices(fingerprint, target, descriptor, created) VALUES (?,?,?,?)",
+                (fingerprint, target, json.dumps(descriptor, sort_keys=True), time.time()),
+            )
+
+    def device(self, fingerprint: str, target: str) -> dict[str, Any] | None:
+        """The stored descriptor of `target` on machine `fingerprint`, or None."""
+        try:
+            r = self._conn.execute(
+                "SELECT descriptor FROM devices WHERE fingerprint=? AND target=?", (fingerprint, target)
+            ).fetchone()
+        except sqlite3.OperationalError:  # a file from before the devices table, opened read-only
+            return None
+        return json.loads(r[0]) if r else None
+
+    def devices(self) -> list[dict[str, Any]]:
+        """Every stored descriptor: {"fingerprint", "target", "descriptor", "created"}, oldest first."""
+        try:
+            rows = self._conn.execute("SELECT * FROM devices ORDER BY created").fetchall()
+        except sqlite3.OperationalError:  # a file from before the devices table, opened read-only
+            return []
+        return [
+            {"fingerprint": r["fingerprint"], "target": r["target"], "descriptor": json.loads(r["descriptor"]),
+             "created": r["created"]}
+            for r in rows
+        ]
 
     def targets(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT DISTINCT target FROM measurements ORDER BY target")]
