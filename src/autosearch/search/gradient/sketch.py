@@ -88,6 +88,7 @@ class Sketch:
     tiles: list[TileKnob] = field(default_factory=list)
     cats: list[CategoricalKnob] = field(default_factory=list)
     index: int = 0
+    _canon: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_space(cls, mod: Any, space: Any, index: int = 0) -> Sketch:
@@ -120,23 +121,30 @@ class Sketch:
         cats = tuple(rng.choices(range(len(c.candidates)), weights=c.probs)[0] for c in self.cats)
         return tiles, cats
 
-    def decisions_of(self, trace_json: Any) -> Decisions | None:
-        """The decisions of a stored trace (JSON) made from this sketch, or None if it is not one."""
-        insts, decs = trace_json[0], trace_json[1]
-        mine = self.trace.insts
-        sampled = [i for i, inst in enumerate(mine) if inst.kind.name in _KNOWN]
-        if len(insts) < len(mine):
+    def decisions_of(self, trace_json: Any, strict_location: bool = True) -> Decisions | None:
+        """The decisions of a stored trace (JSON) made from this sketch, or None if it is not one.
+
+        Stored traces are simplified (dead instructions such as GetConsumers dropped, random
+        variables renamed), so both are compared in a canonical form: instructions other than the
+        dropped kinds, up to post-processing, with every input named by (producer, output slot).
+        With `strict_location=False` a trace whose compute locations differ still matches (its
+        features are then those of this sketch's structure: an approximation)."""
+        if self._canon is None:
+            self._canon = _canonical(to_json(self.trace))
+        mine, _ = self._canon
+        theirs, positions = _canonical(trace_json)
+        if len(theirs) < len(mine) or theirs[: len(mine)] != mine:
             return None
-        for i, inst in enumerate(mine):
-            if insts[i][0] != inst.kind.name:
-                return None
-        by_idx = {int(d[0]): d[1] for d in decs}
-        for i in sampled:  # compute locations must match: they are this sketch's structure
-            if mine[i].kind.name == _LOC and int(by_idx.get(i, -99)) != int(self.trace.decisions[mine[i]]):
+        by_idx = {int(d[0]): d[1] for d in trace_json[1]}
+        sk_pos = _canonical(to_json(self.trace))[1]
+        own = {int(d[0]): d[1] for d in to_json(self.trace)[1]}
+        at = {sk_pos[k]: positions[k] for k in range(len(mine))}  # sketch inst index -> stored index
+        for i, inst in enumerate(self.trace.insts):
+            if strict_location and inst.kind.name == _LOC and i in at and by_idx.get(at[i]) != own.get(i):
                 return None
         try:
-            tiles = tuple(tuple(int(x) for x in by_idx[t.inst]) for t in self.tiles)
-            cats = tuple(int(by_idx[c.inst]) for c in self.cats)
+            tiles = tuple(tuple(int(x) for x in by_idx[at[t.inst]]) for t in self.tiles)
+            cats = tuple(int(by_idx[at[c.inst]]) for c in self.cats)
         except (KeyError, TypeError, ValueError):
             return None
         if any(math.prod(f) != t.extent or len(f) != t.n for f, t in zip(tiles, self.tiles)):
@@ -178,6 +186,42 @@ class Sketch:
             best = min(t.choices, key=lambda c: sum((math.log(a) - b) ** 2 for a, b in zip(c, lf)))
             out.append(best)
         return tuple(out)
+
+
+def to_json(trace: Any) -> Any:
+    """A trace as plain JSON ([instructions, decisions]), as the store keeps it."""
+    from autosearch.backends.tvm.space import to_plain_json
+
+    return to_plain_json(trace.as_json())
+
+
+def _canonical(trace_json: Any) -> tuple[list[Any], list[int]]:
+    """(canonical instructions up to post-processing, their indices in the trace).
+
+    Getter instructions whose results are never used are dropped on both sides (a simplified
+    trace has lost them), then every input is named by (producing instruction, output slot)."""
+    insts = []
+    for idx, inst in enumerate(trace_json[0]):
+        if inst[0] == "EnterPostproc":
+            break
+        insts.append((idx, inst))
+    while True:
+        used = {x for _, inst in insts for x in inst[1] if isinstance(x, str)}
+        keep = [(i, inst) for i, inst in insts
+                if not (inst[0].startswith("Get") and not any(o in used for o in inst[3]))]
+        if len(keep) == len(insts):
+            break
+        insts = keep
+    names: dict[str, tuple[int, int]] = {}
+    out: list[Any] = []
+    pos: list[int] = []
+    for idx, (kind, inputs, attrs, outputs) in insts:
+        ins = [list(names[x]) if isinstance(x, str) and x in names else x for x in inputs]
+        out.append([kind, ins, attrs])
+        pos.append(idx)
+        for slot, o in enumerate(outputs):
+            names[o] = (len(out) - 1, slot)
+    return out, pos
 
 
 def relax_reason(spaces: Sequence[Any]) -> str | None:
