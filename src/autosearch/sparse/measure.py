@@ -1,0 +1,272 @@
+"""Check and time SuperSchedules on one matrix, and time the library baselines beside them.
+
+Why one `MatrixBench` per (operator, matrix): the dense operands, the scipy reference and each
+converted format are made once and shared by every configuration measured on that matrix, so a
+collection pays conversion per format, not per schedule. Every configuration's result is checked
+against scipy before it is timed; a wrong result is a `run_error`, never a latency.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from autosearch.sparse.formats import Converted, applicable, convert
+from autosearch.sparse.kernels import build_kernel, kernel_args
+from autosearch.sparse.space import SuperSchedule, default_config
+
+__all__ = ["MatrixBench", "Outcome", "Timing", "config_reason", "set_threads", "threads"]
+
+_THREADS: list[int] = []
+
+
+def set_threads(n: int) -> None:
+    """Threads for TVM's pool and torch (call before the first parallel kernel runs)."""
+    n = max(1, int(n))
+    os.environ["TVM_NUM_THREADS"] = str(n)
+    _THREADS[:] = [n]
+    try:
+        import tvm_ffi
+
+        tvm_ffi.get_global_func("runtime.config_threadpool")(0, n)
+    except Exception:  # older runtimes: the environment variable is read at pool start
+        pass
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def threads() -> int:
+    if not _THREADS:
+        import psutil
+
+        set_threads(int(os.environ.get("TVM_NUM_THREADS") or psutil.cpu_count(logical=False) or 1))
+    return _THREADS[0]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a kernel is timed: `repeat` medians of runs lasting at least `min_repeat_ms` each."""
+
+    repeat: int = 5
+    min_repeat_ms: float = 5.0
+    max_number: int = 1000
+
+
+@dataclass
+class Outcome:
+    """One configuration on one matrix. status: ok / build_error / run_error (error says why)."""
+
+    status: str
+    latencies: list[float] = field(default_factory=list)
+    error: str = ""
+    convert_s: float = 0.0
+    build_s: float = 0.0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.latencies) if self.status == "ok" and self.latencies else math.inf
+
+
+def _rows_per_unit(c: SuperSchedule) -> int:
+    return c.br if c.fmt == "bcsr" else c.slice if c.fmt == "ell" else 1
+
+
+def config_reason(c: SuperSchedule, a: sp.csr_matrix) -> str:
+    """Why configuration `c` cannot run on matrix `a` ('' when it can)."""
+    acc = _rows_per_unit(c) * c.dense if (c.op == "spmm" and c.order == "kj") else 0
+    return applicable(a, c.fmt, c.br, c.bc, c.slice, c.panel, acc)
+
+
+def _time_call(fn: Any, timing: Timing) -> list[float]:
+    """Median-friendly repeats of a Python callable; each repeat runs >= min_repeat_ms."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    one = max(time.perf_counter() - t0, 1e-7)
+    number = int(min(timing.max_number, max(1, math.ceil(timing.min_repeat_ms / 1e3 / one))))
+    out = []
+    for _ in range(timing.repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        out.append((time.perf_counter() - t0) / number)
+    return out
+
+
+class MatrixBench:
+    """Everything needed to run configurations of one operator on one matrix."""
+
+    def __init__(self, op: str, a: sp.csr_matrix, dense: int = 0, seed: int = 0) -> None:
+        self.op, self.a, self.dense = op, sp.csr_matrix(a, dtype=np.float32), dense if op != "spmv" else 0
+        self.a.sort_indices()
+        rng = np.random.default_rng(seed)
+        m, k = self.a.shape
+        if op == "spmv":
+            self.x = rng.uniform(-1, 1, k).astype(np.float32)
+            self.ref = self.a @ self.x
+        elif op == "spmm":
+            self.B = rng.uniform(-1, 1, (k, self.dense)).astype(np.float32)
+            self.ref = self.a @ self.B
+        else:
+            self.X = rng.uniform(-1, 1, (m, self.dense)).astype(np.float32)
+            self.Y = rng.uniform(-1, 1, (k, self.dense)).astype(np.float32)
+            rows = np.repeat(np.arange(m), np.diff(self.a.indptr))
+            self.ref = self.a.data * np.einsum("ij,ij->i", self.X[rows], self.Y[self.a.indices], dtype=np.float32)
+        self._conv: dict[tuple[Any, ...], Converted] = {}
+        self._tensors: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def converted(self, c: SuperSchedule) -> Converted:
+        key = c.format_key
+        if key not in self._conv:
+            self._conv[key] = convert(self.a, c.fmt, c.br, c.bc, c.slice, c.panel)
+        return self._conv[key]
+
+    def _dense_inputs(self, cv: Converted) -> dict[str, np.ndarray]:
+        _m, _k = self.a.shape
+
+        def pad(arr: np.ndarray, n: int) -> np.ndarray:
+            if arr.shape[0] == n:
+                return arr
+            out = np.zeros((n,) + arr.shape[1:], dtype=np.float32)
+            out[: arr.shape[0]] = arr
+            return out
+
+        if self.op == "spmv":
+            return {"x": pad(self.x, cv.cols_pad), "y": np.zeros(cv.rows_pad, np.float32)}
+        if self.op == "spmm":
+            return {"B": pad(self.B, cv.cols_pad), "C": np.zeros((cv.rows_pad, self.dense), np.float32)}
+        return {"X": pad(self.X, cv.rows_pad), "Y": pad(self.Y, cv.cols_pad), "out": np.zeros(cv.slots, np.float32)}
+
+    def _args(self, c: SuperSchedule, cv: Converted) -> list[Any]:
+        import tvm
+
+        key = c.format_key
+        if key not in self._tensors:
+            dev = tvm.cpu()
+            host = {**cv.arrays, **self._dense_inputs(cv)}
+            tens = {n: tvm.runtime.tensor(v if v.size else np.zeros(1, v.dtype), dev) for n, v in host.items()}
+            ints = {f"n_{n}": max(int(v.size), 1) for n, v in cv.arrays.items()}
+            ints.update(
+                units=cv.units,
+                rows_pad=cv.rows_pad,
+                cols_pad=cv.cols_pad,
+                slots=max(cv.slots, 1),
+                npanels=int(cv.ints.get("npanels", 1)),
+            )
+            self._tensors[key] = {**tens, **ints}
+        t = self._tensors[key]
+        return [t[n] for n in kernel_args(c)]
+
+    def _result(self, c: SuperSchedule, cv: Converted, args: list[Any]) -> np.ndarray:
+        out = args[kernel_args(c).index({"spmv": "y", "spmm": "C", "sddmm": "out"}[self.op])].numpy()
+        if self.op != "sddmm":
+            return out[: self.a.shape[0]]
+        res = np.zeros(self.a.nnz, np.float32)
+        real = cv.perm >= 0
+        res[cv.perm[real]] = out[: cv.slots][real]
+        return res
+
+    def check(self, c: SuperSchedule) -> str:
+        """Run once and compare with scipy; '' when the result matches."""
+        k = build_kernel(c)
+        cv = self.converted(c)
+        args = self._args(c, cv)
+        k.mod["kernel"](*args)
+        got, want = self._result(c, cv, args), np.asarray(self.ref, dtype=np.float32)
+        scale = max(float(np.abs(want).max()) if want.size else 0.0, 1.0)
+        err = float(np.abs(got - want).max()) if want.size else 0.0
+        if not np.isfinite(err) or err > 1e-3 * scale:
+            return f"result differs from scipy by {err:.3g} (scale {scale:.3g})"
+        return ""
+
+    def run(self, c: SuperSchedule, timing: Timing = Timing(), verify: bool = True) -> Outcome:
+        """Reject, build, check and time one configuration (never raises for a bad candidate)."""
+        import tvm
+
+        if c.op != self.op or (c.op != "spmv" and c.dense != self.dense):
+            return Outcome("run_error", error=f"configuration is for {c.op}/{c.dense}, not {self.op}/{self.dense}")
+        reason = config_reason(c, self.a)
+        if reason:
+            return Outcome("run_error", error=f"not applicable: {reason}")
+        try:
+            k = build_kernel(c)
+        except Exception as exc:  # TVM raises many types; keep the first line
+            return Outcome(
+                "build_error", error=str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else repr(exc)
+            )
+        cv = self.converted(c)
+        try:
+            if verify:
+                bad = self.check(c)
+                if bad:
+                    return Outcome("run_error", error=bad, convert_s=cv.seconds, build_s=k.build_seconds)
+            args = self._args(c, cv)
+            threads()
+            ev = k.mod.time_evaluator(
+                "kernel", tvm.cpu(), number=1, repeat=timing.repeat, min_repeat_ms=int(timing.min_repeat_ms)
+            )
+            lat = [float(x) for x in ev(*args).results]
+        except Exception as exc:
+            return Outcome(
+                "run_error", error=str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else repr(exc)
+            )
+        return Outcome("ok", lat, convert_s=cv.seconds, build_s=k.build_seconds)
+
+    # -- baselines ---------------------------------------------------------------------------
+    def time_scipy(self, timing: Timing = Timing()) -> float:
+        a = self.a
+        if self.op == "spmv":
+            fn = lambda: a @ self.x  # noqa: E731 - a one-line closure is clearest here
+        elif self.op == "spmm":
+            fn = lambda: a @ self.B  # noqa: E731
+        else:
+            rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+            cols = a.indices
+
+            def fn() -> Any:  # scipy has no SDDMM: the standard row-gather formulation
+                return a.data * np.einsum("ij,ij->i", self.X[rows], self.Y[cols])
+
+        return statistics.median(_time_call(fn, timing))
+
+    def time_torch(self, timing: Timing = Timing()) -> float:
+        """torch.sparse CSR (MKL-backed on the CPU wheel where present); inf when unsupported."""
+        import warnings
+
+        import torch
+
+        threads()
+        a = self.a
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = torch.sparse_csr_tensor(
+                torch.from_numpy(a.indptr.astype(np.int64)),
+                torch.from_numpy(a.indices.astype(np.int64)),
+                torch.from_numpy(a.data),
+                size=a.shape,
+            )
+            try:
+                if self.op == "spmv":
+                    x = torch.from_numpy(self.x)
+                    fn = lambda: torch.mv(t, x)  # noqa: E731
+                elif self.op == "spmm":
+                    b = torch.from_numpy(self.B)
+                    fn = lambda: torch.mm(t, b)  # noqa: E731
+                else:
+                    X, Yt = torch.from_numpy(self.X), torch.from_numpy(self.Y).T.contiguous()
+                    fn = lambda: torch.sparse.sampled_addmm(t, X, Yt, beta=0.0)  # noqa: E731
+                with torch.no_grad():
+                    return statistics.median(_time_call(fn, timing))
+            except (RuntimeError, NotImplementedError):
+                return math.inf
+
+    def time_default(self, timing: Timing = Timing()) -> float:
+        """The default CSR kernel (serial rows, no splits)."""
+        return self.run(default_config(self.op, self.dense), timing).median
