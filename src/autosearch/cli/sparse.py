@@ -58,6 +58,8 @@ def collect(
     seed: int = typer.Option(0, "--seed", help="Plan seed (matrix i is a function of seed and i)."),
     start: int = typer.Option(0, "--start", help="First matrix index of the plan."),
     budget_minutes: float = typer.Option(0.0, "--budget-minutes", help="Stop starting new matrices after this long."),
+    max_rows: int = typer.Option(30000, "--max-rows", help="Largest generated matrix (rows, log-uniform from 1000)."),
+    max_nnz: int = typer.Option(300_000, "--max-nnz", help="Cap on a generated matrix's nonzeros."),
     threads: Optional[int] = THREADS_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
@@ -86,7 +88,19 @@ def collect(
         def tick(i: int, name: str) -> None:
             bar.update(task, advance=1, description=f"{name[:40]:40s}")
 
-        rep = run_collect(store, matrices, configs, _ops(ops), dense, seed, budget_minutes, start=start, progress=tick)
+        rep = run_collect(
+            store,
+            matrices,
+            configs,
+            _ops(ops),
+            dense,
+            seed,
+            budget_minutes,
+            start=start,
+            progress=tick,
+            max_rows=max_rows,
+            max_nnz=max_nnz,
+        )
     if json_out:
         console.print_json(json.dumps(asdict(rep)))
         return

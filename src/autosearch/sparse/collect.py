@@ -122,6 +122,8 @@ def collect(
     timing: Timing = Timing(repeat=3, min_repeat_ms=3.0),
     start: int = 0,
     progress: Callable[[int, str], None] | None = None,
+    max_rows: int = 30000,
+    max_nnz: int = 300_000,
 ) -> CollectReport:
     """Measure up to `n_configs` applicable configurations of each op on matrices start..n-1."""
     for op in ops:
@@ -136,7 +138,7 @@ def collect(
         if budget_minutes and time.perf_counter() - t0 > budget_minutes * 60:
             rep.stopped_by_budget = True
             break
-        spec = plan_matrix(i, seed, families)
+        spec = plan_matrix(i, seed, families, rows=(1000, max_rows), max_nnz=max_nnz)
         a = generate(spec)
         for op in ops:
             mb = MatrixBench(op, a, dense, seed=spec.seed)
