@@ -144,7 +144,7 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
         send(("start_build", idx))
         try:
             b, source, feat, compile_s = _build_one(spec, job["target"], params, compile_, job.get("autoscheduler", "Adams2019"))
-        except Exception as exc:  # noqa: BLE001 - reported to the parent as this candidate's failure
+        except Exception as exc:
             send(("build_failed", idx, _err(exc)))
             continue
         send(("built", idx, source, feat, compile_s))
@@ -156,7 +156,7 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
                 b.iters = max(1, min(10000, math.ceil(min_time_s / max(warm, 1e-7))))
                 b.run(b.iters)
                 built[idx] = b
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 send(("run_failed", idx, _err(exc)))
     order = list(built)
     for r in range(rounds):
@@ -165,7 +165,7 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
             send(("start_run", idx))
             try:
                 send(("lat", idx, built[idx].run(built[idx].iters)))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 send(("run_failed", idx, _err(exc)))
                 order.remove(idx)
                 break
