@@ -246,19 +246,27 @@ def autoschedule_and_benchmark(
     permit_failed_unroll: bool = True,
     per_iter_min: bool = False,
     on_event: Callable[[str, int], None] | None = None,
-    autoscheduler: str = "Adams2019",
+    autoscheduler: str | Sequence[str] = "Adams2019",
+    libraries: Sequence[str] | None = None,
 ) -> list[CandidateResult]:
     """Autoschedule `spec` once per parameter set and (if `benchmark`) time every schedule.
 
     Returns one `CandidateResult` per parameter set, in order; failures never raise. The work
     runs in a `python -m` worker process (never a re-import of the caller's `__main__`), which
-    dies with this process; its log folder is removed before returning.
+    dies with this process; its log folder is removed before returning. `autoscheduler` names
+    one for all parameter sets or one per set (so Mullapudi2016, Li2018 and Adams2019 schedules
+    can be timed interleaved in one worker); `libraries[i]`, when not empty, is a path prefix
+    where candidate i is also written as a static library and header (`prefix.a`, `prefix.h`).
     """
     if int(threads) < 1:
         raise InputError(f"threads must be >= 1, got {threads!r}")
     if int(repeats) < 1:
         raise InputError(f"repeats must be >= 1, got {repeats!r}")
-    validated = [validate_params(p, autoscheduler) for p in param_sets]
+    names = [autoscheduler] * len(param_sets) if isinstance(autoscheduler, str) else list(autoscheduler)
+    libs = list(libraries) if libraries is not None else [""] * len(param_sets)
+    if len(names) != len(param_sets) or len(libs) != len(param_sets):
+        raise InputError(f"{len(param_sets)} parameter sets but {len(names)} autoschedulers and {len(libs)} libraries")
+    validated = [validate_params(p, a) for p, a in zip(param_sets, names)]
     target = target or host_target()
     results = [CandidateResult(i, p) for i, p in enumerate(validated)]
     sess = _Session(results, benchmark, on_event)
@@ -272,7 +280,7 @@ def autoschedule_and_benchmark(
                 results[i].latencies = results[i].latencies[: sess.rounds_done]
             log_path = os.path.join(log_dir, f"worker{attempts}.log")
             job = {"spec": [spec.kind, spec.name, spec.params_json], "target": target,
-                   "cands": [(i, validated[i]) for i in pending], "autoscheduler": autoscheduler,
+                   "cands": [(i, validated[i], names[i], str(libs[i] or "")) for i in pending],
                    "rounds": (int(repeats) - sess.rounds_done) if benchmark else 0, "min_time_s": float(min_time_s),
                    "compile": bool(benchmark), "log_path": log_path, "per_iter_min": bool(per_iter_min)}
             proc, conn = _start_worker(job, threads, permit_failed_unroll)

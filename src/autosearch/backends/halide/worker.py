@@ -101,7 +101,7 @@ class _Built:
 
 
 def _build_one(spec: PipelineSpec, target_str: str, params: dict[str, str], compile_: bool,
-               autoscheduler: str = "Adams2019") -> tuple[Any, str, bytes, float]:
+               autoscheduler: str = "Adams2019", library: str = "") -> tuple[Any, str, bytes, float]:
     import halide as hl
 
     from autosearch.backends.halide.pipelines import build_pipeline
@@ -113,6 +113,9 @@ def _build_one(spec: PipelineSpec, target_str: str, params: dict[str, str], comp
     target = hl.Target(target_str)
     res = pipe.apply_autoscheduler(target, hl.AutoschedulerParams(autoscheduler, params))
     source, feat = str(res.schedule_source), bytes(res.featurization)
+    if library:  # also write the scheduled pipeline as a static library + header (prefix.a, prefix.h)
+        name = os.path.basename(library)
+        pipe.compile_to_static_library(library, [param for param, _ in defn.inputs], name, target)
     if not compile_:
         return None, source, feat, 0.0
     t0 = time.perf_counter()
@@ -140,10 +143,10 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
     spec = PipelineSpec(*job["spec"])
     rounds, min_time_s, compile_ = int(job["rounds"]), float(job["min_time_s"]), bool(job["compile"])
     built: dict[int, _Built] = {}
-    for idx, params in job["cands"]:
+    for idx, params, autoscheduler, library in job["cands"]:
         send(("start_build", idx))
         try:
-            b, source, feat, compile_s = _build_one(spec, job["target"], params, compile_, job.get("autoscheduler", "Adams2019"))
+            b, source, feat, compile_s = _build_one(spec, job["target"], params, compile_, autoscheduler, library)
         except Exception as exc:
             send(("build_failed", idx, _err(exc)))
             continue

@@ -1,0 +1,47 @@
+"""`autotune`: Halide's autotune loop on one pipeline (tiny), resumable, best schedule kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autosearch.backends.halide.weights import Weights
+from autosearch.errors import InputError
+from autosearch.halide.autotune import autotune
+
+
+def test_autotune_loop_keeps_the_best_schedule_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    kw = {"pipeline_params": {"width": 48, "height": 32}, "threads": 1, "repeats": 1, "beam_size": 2}
+    res = autotune("blur", out, 2, 3, **kw)
+    assert [b.batch_id for b in res.batches] == [1, 2] and res.resumed_from == 0
+    assert all(b.ok >= 1 for b in res.batches)
+    assert res.best_ms == pytest.approx(min(b.batch_best_ms for b in res.batches), rel=1e-6)
+    assert res.batches[-1].best_so_far_ms == pytest.approx(res.best_ms, rel=1e-6)
+    assert Weights.load(out / "weights" / "batch_1.weights") == Weights.baseline()
+    assert Weights.load(out / "weights" / "batch_2.weights") != Weights.baseline()  # retrained on batch 1
+    assert res.batches[0].train_s > 0
+    assert (out / "best.schedule.h").read_text().strip()
+    assert res.best["rebuilt_identically"] and (out / "best" / "blur.a").stat().st_size > 0
+    assert (out / "convergence.png").stat().st_size > 0
+    assert json.loads((out / "autotune.json").read_text())["best_ms"] == res.best_ms
+
+    # a kill during batch 2 leaves it without done.json: resuming samples batch 2 again, not batch 1
+    first = sorted((out / "samples" / "batch_1_0").rglob("*.sample"))
+    stamps = [p.stat().st_mtime_ns for p in first]
+    (out / "samples" / "batch_2_0" / "done.json").unlink()
+    res2 = autotune("blur", out, 3, 3, **kw)
+    assert res2.resumed_from == 1 and [b.batch_id for b in res2.batches] == [1, 2, 3]
+    assert [p.stat().st_mtime_ns for p in first] == stamps
+    assert (out / "samples" / "batch_3_0" / "done.json").exists()
+
+
+def test_autotune_refuses_another_pipeline_in_the_same_folder(tmp_path):
+    (tmp_path / "pipeline.json").write_text(json.dumps({"kind": "builtin", "name": "matmul"}))
+    with pytest.raises(InputError, match="another pipeline"):
+        autotune("blur", tmp_path, 1, 2, threads=1)
+    with pytest.raises(InputError, match="not 'random'"):
+        autotune("random", tmp_path / "r", 1, 2)
+    with pytest.raises(InputError, match="batches"):
+        autotune("blur", tmp_path / "b", 0, 2)
