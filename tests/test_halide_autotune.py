@@ -45,3 +45,12 @@ def test_autotune_refuses_another_pipeline_in_the_same_folder(tmp_path):
         autotune("random", tmp_path / "r", 1, 2)
     with pytest.raises(InputError, match="batches"):
         autotune("blur", tmp_path / "b", 0, 2)
+
+
+def test_cli_autotune_bad_input_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from autosearch.cli.halide import app
+
+    res = CliRunner().invoke(app, ["autotune", "random", "--batches", "1", "--out", str(tmp_path / "o"), "--db", ""])
+    assert res.exit_code == 2 and "not 'random'" in res.output and "Traceback" not in res.output

@@ -1,4 +1,5 @@
-"""`autosearch halide ...`: sample schedules, retrain the Adams2019 weights, print a schedule.
+"""`autosearch halide ...`: sample schedules, retrain the Adams2019 weights, autotune one pipeline,
+print a schedule.
 
 Every command takes `--json` for a machine-readable summary; a user-caused failure prints one
 line on stderr and exits with status 2.
@@ -25,7 +26,9 @@ app = typer.Typer(
 )
 from autosearch.cli.common import console, err, one_line_errors, parse_params
 
-PIPELINE_ARG = typer.Argument(..., help="'random', a builtin (blur, matmul, conv_layer, unsharp) or a .py file.")
+PIPELINE_ARG = typer.Argument(
+    ..., help="'random', a builtin or classic app (blur, matmul, unsharp, harris, bilateral_grid, ...) or a .py file."
+)
 PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
 THREADS_OPT = typer.Option(None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: all cores.")
 JSON_OPT = typer.Option(False, "--json", help="Print a JSON summary.")
@@ -163,3 +166,35 @@ def schedule(
     console.print(res.schedule_source, highlight=False, markup=False)
     if runtime_ms is not None:
         console.print(f"runtime: {runtime_ms:.4g} ms (min of {repeats})")
+
+
+@app.command()
+@one_line_errors
+def autotune(
+    pipeline: str = PIPELINE_ARG,
+    batches: int = typer.Option(..., "--batches", help="Batches K (the loop runs until the folder holds K)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Schedules per batch (1 beam search + greedy probes)."),
+    out: Path = typer.Option(Path("./autotune"), "--out", help="Run folder (resumes what is there)."),
+    param: Optional[list[str]] = PARAM_OPT,
+    threads: Optional[int] = THREADS_OPT,
+    repeats: int = typer.Option(5, "--repeats", help="Interleaved benchmark rounds per sample (min is kept)."),
+    lr: float = typer.Option(1e-4, "--lr", help="Retraining learning rate (Halide's loop: 1e-4)."),
+    db: str = typer.Option("autosearch.db", "--db", help="SQLite records database ('' to skip)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Autotune one pipeline with Halide's sample-retrain loop; keep the best schedule (source + library)."""
+    from autosearch.halide.autotune import autotune as run
+
+    res = run(pipeline, out, batches, batch_size, pipeline_params=parse_params(param), threads=threads,
+              repeats=repeats, learning_rate=lr, store=db or None, progress=not json_out)
+    if json_out:
+        console.print_json(json.dumps(res.to_dict()))
+        return
+    table = Table(title=f"autotune {res.pipeline} in {res.out_dir}")
+    for col in ("batch", "ok", "failed", "beam search", "batch best", "best so far", "sample s", "train s"):
+        table.add_column(col)
+    for b in res.batches:
+        table.add_row(str(b.batch_id), str(b.ok), str(b.failed), _fmt_ms(b.beam_ms), _fmt_ms(b.batch_best_ms),
+                      _fmt_ms(b.best_so_far_ms), f"{b.sample_s:.1f}", f"{b.train_s:.2f}")
+    console.print(table)
+    console.print(f"best: {_fmt_ms(res.best_ms)} -> {res.best.get('schedule')} and {res.best.get('library') or '(no library)'}")

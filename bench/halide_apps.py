@@ -1,0 +1,194 @@
+"""Anchors side by side on the classic Halide apps: Mullapudi2016, Li2018, Adams2019 with the stock
+weights (one shot), and Adams2019 after `autotune` with K batches (Halide's sample-retrain loop);
+plus the training speed of our PyTorch trainer against Halide's `adams2019_retrain_cost_model`.
+
+Method: every app is autotuned (resumable: rerunning continues in --out-dir); then, per app, the
+five schedules are rebuilt in one worker and timed interleaved (order rotated every round), each
+round the mean over iterations lasting --min-time, median over --repeats rounds. The autotuned
+schedule for K batches is the fastest sample of batches 1..K, rebuilt exactly from its weights
+and parameters. Same thread count everywhere. Prints a table and one SUMMARY line; writes JSON.
+
+    .venv/bin/python bench/halide_apps.py --batch-size 8 --batches 4,8 --threads 1 --out-dir /tmp/halide_apps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from autosearch.backends.halide.apps import APPS  # noqa: E402 - after the sys.path line, for a plain checkout
+from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark  # noqa: E402
+from autosearch.backends.halide.pipelines import resolve_pipeline  # noqa: E402
+from autosearch.backends.halide.sample_io import load_from_dir  # noqa: E402
+from autosearch.backends.halide.sampling import batch_params  # noqa: E402
+from autosearch.backends.halide.toolchain import tool_path  # noqa: E402
+from autosearch.backends.halide.weights import Weights  # noqa: E402
+from autosearch.halide.autotune import autotune  # noqa: E402
+from autosearch.models.adams2019 import Adams2019Trainer, group_samples  # noqa: E402
+
+T0 = time.time()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.time() - T0:7.0f}s] {msg}", flush=True)
+
+
+def best_of_batches(samples_dir: Path, k: int, threads: int) -> tuple[dict, float]:
+    """Parameters (with the weights used) of the fastest sample in batches 1..k."""
+    best = None
+    for s in load_from_dir(samples_dir):
+        bdir = Path(s.path).parent.parent
+        b, i = int(bdir.name.split("_")[1]), int(Path(s.path).parent.name)
+        if b <= k and (best is None or s.runtime_ms < best[0]):
+            best = (s.runtime_ms, b, i, bdir)
+    if best is None:
+        raise SystemExit(f"no samples in batches 1..{k} of {samples_dir}")
+    ms, b, i, bdir = best
+    return batch_params(i + 1, b, threads, str(bdir / "used.weights"))[i], ms
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def run_autotune(args: argparse.Namespace, apps: list[str], kmax: int) -> dict[str, dict]:
+    out = {}
+    for name in apps:
+        t = time.time()
+        res = autotune(name, Path(args.out_dir) / name, kmax, args.batch_size, pipeline_params=APPS[name].params,
+                       threads=args.threads, repeats=args.sample_repeats, min_time_s=args.sample_min_time)
+        out[name] = {"batches": [vars(b) for b in res.batches], "best_ms": res.best_ms, "resumed_from": res.resumed_from}
+        log(f"autotuned {name}: {len(res.batches)} batches, best {res.best_ms:.4g} ms ({time.time() - t:.0f} s this call)")
+    return out
+
+
+def compare(args: argparse.Namespace, name: str, ks: list[int], tuned: dict) -> dict:
+    spec = resolve_pipeline(name, APPS[name].params)
+    th = args.threads
+    labels = ["Mullapudi2016", "Li2018", "Adams2019 stock"]
+    params: list[dict] = [{"parallelism": th}, {"parallelism": th}, {"parallelism": th, "beam_size": 32}]
+    scheds = ["Mullapudi2016", "Li2018", "Adams2019"]
+    cost = {}
+    for k in ks:
+        p, _ms = best_of_batches(Path(args.out_dir) / name / "samples", k, th)
+        labels.append(f"Adams2019 autotune K={k}")
+        params.append(p)
+        scheds.append("Adams2019")
+        bs = [b for b in tuned["batches"] if b["batch_id"] <= k]
+        cost[k] = {"sample_s": sum(b["sample_s"] for b in bs), "train_s": sum(b["train_s"] for b in bs if b["batch_id"] < k)}
+    t = time.time()
+    res = autoschedule_and_benchmark(spec, params, autoscheduler=scheds, threads=th, repeats=args.repeats,
+                                     min_time_s=args.min_time)
+    row = {"app": name, "ms": {}, "errors": {}, "compare_s": time.time() - t, "autotune_cost": cost}
+    for lab, r in zip(labels, res):
+        if r.status == "ok" and r.latencies:
+            row["ms"][lab] = statistics.median(r.latencies) * 1000.0
+        else:
+            row["errors"][lab] = f"{r.status}: {r.error[:200]}"
+    return row
+
+
+def training_speed(args: argparse.Namespace, apps: list[str]) -> dict:
+    """Same samples, same epochs, same rate: Halide's tool vs ours (both from the stock weights)."""
+    files = [str(p) for name in apps for p in sorted((Path(args.out_dir) / name / "samples").rglob("*.sample"))]
+    samples = [s for name in apps for s in load_from_dir(Path(args.out_dir) / name / "samples")]
+    groups = group_samples(samples, min_schedules=8)  # Halide's tool skips pipelines with < 8 schedules
+    n = sum(g.size for g in groups)
+    with tempfile.TemporaryDirectory() as tmp:
+        init = Path(tmp) / "init.weights"
+        Weights.baseline().save(init)
+        env = dict(os.environ, HL_NUM_THREADS=str(args.threads))
+        t = time.perf_counter()
+        proc = subprocess.run(
+            [str(tool_path("adams2019_retrain_cost_model")), f"--epochs={args.train_epochs}", f"--rates={args.lr}",
+             f"--initial_weights={init}", f"--weights_out={Path(tmp) / 'out.weights'}", "--num_cores=32",
+             f"--best_benchmark={Path(tmp) / 'b.txt'}", f"--best_schedule={Path(tmp) / 'b.h'}"],
+            input="\n".join(files) + "\n", capture_output=True, text=True, env=env, check=False,
+        )
+        halide_s = time.perf_counter() - t
+    losses = [float(x) for x in re.findall(r"Loss: ([0-9.eE+-]+)", proc.stdout)]
+    import torch
+
+    torch.set_num_threads(args.threads)
+    t = time.perf_counter()
+    ours = Adams2019Trainer(args.lr, args.train_epochs, num_cores=32).fit(Weights.baseline(), groups)
+    ours_s = time.perf_counter() - t
+    return {
+        "schedules": n, "pipelines": len(groups), "epochs": args.train_epochs, "threads": args.threads,
+        "halide_s": halide_s, "halide_rc": proc.returncode, "halide_last_loss": losses[-1] if losses else None,
+        "halide_first_loss": losses[0] if losses else None, "halide_tail": proc.stdout[-300:] if proc.returncode else "",
+        "ours_s": ours_s, "ours_first_loss": ours.losses[0], "ours_last_loss": ours.losses[-1],
+        "halide_samples_per_s": n * args.train_epochs / halide_s, "ours_samples_per_s": n * args.train_epochs / ours_s,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--apps", default=",".join(sorted(APPS)))
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--batches", default="4,8", help="K values; the loop runs to the largest")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds of the final comparison (median)")
+    ap.add_argument("--min-time", type=float, default=0.02, help="seconds one measurement lasts (final comparison)")
+    ap.add_argument("--sample-repeats", type=int, default=3)
+    ap.add_argument("--sample-min-time", type=float, default=0.005)
+    ap.add_argument("--train-epochs", type=int, default=50)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--out-dir", default="/tmp/halide_apps")
+    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "halide_apps.json"))
+    args = ap.parse_args()
+    apps = [a for a in args.apps.split(",") if a]
+    ks = sorted(int(k) for k in args.batches.split(","))
+    log(f"apps {apps}; autotune to K={ks[-1]} batches of {args.batch_size}; {args.threads} thread(s); cpu count {os.cpu_count()}")
+    tuned = run_autotune(args, apps, ks[-1])
+    rows = []
+    for name in apps:
+        rows.append(compare(args, name, ks, tuned[name]))
+        log(f"compared {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rows[-1]["ms"].items()) + (f"; errors {rows[-1]['errors']}" if rows[-1]["errors"] else ""))
+    speed = training_speed(args, apps)
+    labels = ["Mullapudi2016", "Li2018", "Adams2019 stock"] + [f"Adams2019 autotune K={k}" for k in ks]
+    print()
+    print(f"| app | {' | '.join(labels)} | autotune K={ks[-1]} / stock | sample s (K={ks[-1]}) | train s (K={ks[-1]}) |")
+    print("|---" * (len(labels) + 4) + "|")
+    for r in rows:
+        cells = [f"{r['ms'][lab]:.4g}" if lab in r["ms"] else "fail" for lab in labels]
+        st, at = r["ms"].get("Adams2019 stock"), r["ms"].get(labels[-1])
+        c = r["autotune_cost"][ks[-1]]
+        print(f"| {r['app']} | {' | '.join(cells)} | {at / st:.3f} | {c['sample_s']:.0f} | {c['train_s']:.1f} |"
+              if st and at else f"| {r['app']} | {' | '.join(cells)} | - | - | - |")
+    gm = {}
+    for lab in labels:
+        gm[lab] = geomean([r["ms"][lab] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]]
+                          ) / geomean([r["ms"]["Adams2019 stock"] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]])
+    print("| **geomean / Adams2019 stock** | " + " | ".join(f"{gm[lab]:.3f}" for lab in labels) + " | | | |")
+    print()
+    print(f"training speed ({speed['schedules']} schedules of {speed['pipelines']} pipelines, {speed['epochs']} epochs, "
+          f"lr {args.lr}, {args.threads} thread(s)): Halide tool {speed['halide_s']:.2f} s "
+          f"({speed['halide_samples_per_s']:.0f} samples/s, loss {speed['halide_first_loss']} -> {speed['halide_last_loss']}); "
+          f"ours {speed['ours_s']:.2f} s ({speed['ours_samples_per_s']:.0f} samples/s, loss {speed['ours_first_loss']:.4g} -> {speed['ours_last_loss']:.4g})")
+    auto = gm[labels[-1]]
+    print(f"SUMMARY adams2019-stock/mullapudi2016 geomean runtime = {1 / gm['Mullapudi2016']:.3f} "
+          f"(paper ~0.5); autotune K={ks[-1]} / stock = {auto:.3f} over {len(rows)} apps (goal <= 0.909: "
+          f"{'met' if auto <= 0.909 else 'not met'}); torch/halide training samples/s = "
+          f"{speed['ours_samples_per_s'] / speed['halide_samples_per_s']:.2f}")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "geomean_vs_stock": gm, "training": speed,
+                                           "autotune": tuned, "wall_s": time.time() - T0}, indent=1) + "\n")
+    log(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
