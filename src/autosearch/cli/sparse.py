@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
+from rich.table import Table
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from autosearch.sparse.matrices import MatrixSpec
+    from autosearch.sparse.search import TuneResult
 
 __all__ = ["app"]
 
@@ -111,3 +118,199 @@ def collect(
     )
     if rep.reasons:
         console.print("rejections: " + ", ".join(f"{k} x{v}" for k, v in sorted(rep.reasons.items())))
+
+
+@app.command()
+@one_line_errors
+def train(
+    out: Path = typer.Argument(..., help="Model directory to write (config.json + model.safetensors)."),
+    db: Path = DB_OPT,
+    model: str = typer.Option(
+        "AutoSparseNet", "--model", help="WACONet, AutoSparseNet, AutoSparseNet_WACONet or AutoSparseNet_Full."
+    ),
+    op: str = typer.Option("spmm", "--op", help="Operator to train on (ignored by AutoSparseNet_Full: all)."),
+    placement: str = typer.Option("token", "--placement", help="Matrix embedding: 'token' or 'concat'."),
+    layers: int = typer.Option(1, "--layers", help="Transformer layers (1 or 2)."),
+    epochs: int = typer.Option(20, "--epochs"),
+    seed: int = typer.Option(0, "--seed"),
+    holdout_family: str = typer.Option("community", "--holdout-family", help="Family never trained on ('' = none)."),
+) -> None:
+    """Train a sparse cost model on the store's sparse records (held-out matrices excluded)."""
+    from autosearch.sparse.models import save_model
+    from autosearch.sparse.records import load_groups
+    from autosearch.sparse.train import fit, split_groups
+    from autosearch.store.db import Store
+
+    ops = None if model == "AutoSparseNet_Full" else _ops(op)
+    with Store(db, readonly=True) as store:
+        groups = load_groups(store, ops=ops, min_configs=4)
+    tr, te = split_groups(groups, holdout_family or None)
+    hyper = {} if model == "WACONet" else {"placement": placement, "layers": layers}
+    res = fit(model, tr, None, epochs=epochs, seed=seed, **hyper)
+    save_model(res.model, out, {"trained_on": op if ops else "all", "train_groups": len(tr), "epochs": epochs,
+                                "seed": seed, "holdout_family": holdout_family})  # fmt: skip
+    console.print(
+        f"{model} on {len(tr)} groups ({len(te)} held out): loss {res.losses[0]:.4f} -> {res.losses[-1]:.4f} in "
+        f"{res.seconds:.0f} s, peak memory {res.peak_rss_mb:.0f} MB; saved {out}"
+    )
+
+
+@app.command("eval")
+@one_line_errors
+def eval_(
+    model_dir: Path = typer.Argument(..., help="A directory written by `autosearch sparse train`."),
+    db: Path = DB_OPT,
+    op: str = typer.Option("spmv,spmm,sddmm", "--ops", help="Operators to evaluate on."),
+    holdout_family: str = typer.Option("community", "--holdout-family"),
+    all_groups: bool = typer.Option(False, "--all", help="Evaluate on every group, not only the held-out ones."),
+) -> None:
+    """Top-1 / top-5 / pairwise of a model on the held-out groups (seed notes' top-k definition)."""
+    from autosearch.sparse.models import load_model
+    from autosearch.sparse.records import load_groups
+    from autosearch.sparse.train import evaluate, split_groups
+    from autosearch.store.db import Store
+
+    m, _cfg = load_model(model_dir)
+    with Store(db, readonly=True) as store:
+        groups = load_groups(store, ops=_ops(op), min_configs=4)
+    test = groups if all_groups else split_groups(groups, holdout_family or None)[1]
+    t = Table("op", "groups", "top-1", "top-5", "pairwise", "kendall")
+    for o in _ops(op):
+        gs = [g for g in test if g.op == o]
+        if gs:
+            r = evaluate(m, gs)
+            t.add_row(
+                o, str(len(gs)), f"{r['top1']:.3f}", f"{r['top5']:.3f}", f"{r['pairwise']:.3f}", f"{r['kendall']:.3f}"
+            )
+    console.print(t)
+
+
+@app.command()
+@one_line_errors
+def tune(
+    matrix: Path = typer.Argument(..., help="A Matrix Market (.mtx) file."),
+    op: str = typer.Option("spmm", "--op", help="spmv, spmm or sddmm."),
+    dense: int = typer.Option(64, "-N", "--dense", help="SpMM columns of B / SDDMM inner dimension."),
+    model_dir: Optional[Path] = typer.Option(None, "--model", help="Sparse cost model (none: random search)."),
+    trials: int = typer.Option(20, "--trials", help="Configurations measured at most."),
+    eps: float = typer.Option(0.15, "--eps", help="Share of each round measured at random."),
+    online: bool = typer.Option(True, "--online/--no-online", help="Fine-tune the model on this matrix's results."),
+    out: Path = typer.Option(Path("sparse-best.json"), "--out", help="Where the best configuration is saved."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Also write every measured configuration to this store."),
+    seed: int = typer.Option(0, "--seed"),
+    threads: Optional[int] = THREADS_OPT,
+) -> None:
+    """Co-search format + schedule for one matrix; print the best and its speed-up over each baseline."""
+    from autosearch.errors import InputError
+    from autosearch.sparse.baselines import side_by_side
+    from autosearch.sparse.matrices import MatrixSpec, load_mtx
+    from autosearch.sparse.measure import MatrixBench
+    from autosearch.sparse.models import load_model
+    from autosearch.sparse.search import tune as run_tune
+    from autosearch.sparse.space import default_config
+
+    (o,) = _ops(op) if "," not in op else (None,)
+    if o is None:
+        raise InputError("--op takes one operator")
+    if trials < 1:
+        raise InputError("--trials must be >= 1")
+    _threads(threads)
+    a = load_mtx(matrix)
+    model = load_model(model_dir)[0] if model_dir else None
+    if model is None:
+        err.print("no --model: random search over the same space")
+    mb = MatrixBench(o, a, dense)
+    first = [default_config(o, mb.dense)]  # the default CSR kernel is always a candidate
+    res = run_tune(a, o, dense, model=model, trials=trials, eps=eps, online=online, seed=seed, bench=mb, first=first)
+    if res.best is None:
+        raise InputError(f"no configuration ran on {matrix} ({res.rejected} rejected as not applicable)")
+    times = side_by_side(mb, res.best, None)
+    t = Table("kernel", "ms", "speed-up of best")
+    for k in ("ours", "default_csr", "scipy", "torch"):
+        t.add_row(k, f"{times[k] * 1e3:.4f}", f"{times[k] / times['ours']:.2f}x")
+    console.print(f"{matrix.name}: {a.shape[0]}x{a.shape[1]}, nnz {a.nnz}; {o} N={mb.dense}; "
+                  f"{len(res.measured)} measured in {res.seconds:.1f} s")  # fmt: skip
+    console.print(f"best: {res.best.short()}  {res.best.to_json()}")
+    console.print(t)
+    out.write_text(json.dumps({"matrix": str(matrix), "op": o, "dense": mb.dense, "config": json.loads(res.best.to_json()),
+                               "times_s": times, "measured": len(res.measured)}, indent=1))  # fmt: skip
+    console.print(f"saved {out}")
+    if db is not None:
+        _save_tune_records(db, o, mb.dense, MatrixSpec("mtx", a.shape[0], a.shape[1], path=str(matrix)), a, res)
+
+
+def _save_tune_records(db: Path, op: str, dense: int, spec: MatrixSpec, a: sp.csr_matrix, res: TuneResult) -> None:
+    """The measured configurations of a tune run, as records of the (op, matrix) workload."""
+    import math
+
+    from autosearch.sparse.records import sparse_target, workload_record
+    from autosearch.store.db import MeasurementRecord, Store
+
+    tgt = sparse_target()
+    wl = workload_record(op, dense, spec, a)
+    recs = [
+        MeasurementRecord(
+            wl.key,
+            tgt[0],
+            tgt[1],
+            c.to_json(),
+            "ok" if math.isfinite(t) else "run_error",
+            [t] if math.isfinite(t) else [],
+            source="tune",
+        )
+        for c, t in res.measured
+    ]
+    with Store(db) as store:
+        store.add_workload(wl)
+        store.add_measurements(recs)
+
+
+@app.command()
+@one_line_errors
+def check(
+    matrix: Optional[Path] = typer.Argument(None, help="A .mtx file (default: a small generated matrix)."),
+    op: str = OPS_OPT,
+    n: int = typer.Option(20, "--n", help="Random configurations per operator."),
+    dense: int = typer.Option(16, "-N", "--dense"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Run random configurations once and compare each result with scipy (what the property test does)."""
+    import numpy as np
+
+    from autosearch.sparse.matrices import MatrixSpec, generate, load_mtx
+    from autosearch.sparse.measure import MatrixBench, config_reason
+    from autosearch.sparse.space import sample_config
+
+    a = load_mtx(matrix) if matrix else generate(MatrixSpec("powerlaw", 500, 400, 6.0, seed))
+    rng = np.random.default_rng(seed)
+    bad = 0
+    for o in _ops(op):
+        mb = MatrixBench(o, a, dense)
+        ok = rej = 0
+        for _ in range(n):
+            c = sample_config(rng, o, dense)
+            if config_reason(c, a):
+                rej += 1
+                continue
+            why = mb.check(c)
+            if why:
+                bad += 1
+                err.print(f"{o} {c.to_json()}: {why}")
+            else:
+                ok += 1
+        console.print(f"{o}: {ok} configurations match scipy, {rej} not applicable to this matrix")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+@one_line_errors
+def plots(
+    results: Path = typer.Argument(..., help="A bench/sparse.py results JSON."),
+    out_dir: Path = typer.Option(Path("."), "--out-dir"),
+) -> None:
+    """Draw the seed's figures (loss curves, top-k bars, search time, convergence, time breakdown)."""
+    from autosearch.sparse.plots import plot_all
+
+    for p in plot_all(results, out_dir):
+        console.print(str(p))
