@@ -153,7 +153,8 @@ def main() -> None:
     apps = [a for a in args.apps.split(",") if a]
     ks = sorted(int(k) for k in args.batches.split(","))
     log(f"apps {apps}; autotune to K={ks[-1]} batches of {args.batch_size}; {args.threads} thread(s); cpu count {os.cpu_count()}")
-    tuned = run_autotune(args, apps, ks[-1])
+    for k in ks:  # every app to the smallest K first: a run cut short still has a complete table at that K
+        tuned = run_autotune(args, apps, k)
     rows = []
     for name in apps:
         rows.append(compare(args, name, ks, tuned[name]))

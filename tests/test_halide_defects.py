@@ -4,6 +4,7 @@ on the code before its fix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -130,10 +131,8 @@ def test_sigterm_on_a_halide_run_takes_its_worker_down(tmp_path):
         if parent.poll() is None:
             parent.kill()
         for p in _children(parent.pid) + [p for p in locals().get("workers", []) if psutil.pid_exists(p)]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.mark.parametrize("name", ["../../x", "a/b", "..", ".hidden", "", "x y"])

@@ -155,6 +155,13 @@ class Adams2019Net(nn.Module):
     Parameters carry Halide's buffer names and Halide's index order (`head1_filter[c, x, y]`).
     """
 
+    head1_filter: nn.Parameter
+    head1_bias: nn.Parameter
+    head2_filter: nn.Parameter
+    head2_bias: nn.Parameter
+    conv1_filter: nn.Parameter
+    conv1_bias: nn.Parameter
+
     def __init__(self, num_cores: int = 32, weights: ParamSet | None = None) -> None:
         super().__init__()
         self.num_cores = int(num_cores)
@@ -325,7 +332,7 @@ def group_samples(samples: Sequence[SampleLike], min_schedules: int = 2) -> list
     for pid in sorted(by_pid):
         group = by_pid[pid]
         stages = group[0].num_stages
-        bad = [s.path for s in group if s.num_stages != stages]
+        bad = [str(getattr(s, "path", "")) for s in group if s.num_stages != stages]
         if bad:
             raise InputError(
                 f"pipeline_id {pid}: samples disagree on the number of stages ({bad[0]}); pipeline ids must be unique per pipeline"
@@ -662,7 +669,7 @@ class Adams2019Model(CostModel):
         model = cls._from_params(config)
         try:
             arrays = load_file(os.path.join(path, config["weights"]))
-        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for truncated files
+        except Exception as exc:
             raise InputError(f"{path}: cannot read Adams2019 weights ({type(exc).__name__}: {exc})") from None
         Adams2019Net(int(model.num_cores), arrays)  # checks names and shapes
         model.params_ = {k: np.asarray(v, np.float32) for k, v in arrays.items()}

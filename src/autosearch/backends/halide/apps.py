@@ -16,7 +16,7 @@ Adams2019 schedule runs in ~1-100 ms on one core), `AppInfo.small` the sizes of 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,15 @@ class AppInfo:
     small: dict[str, Any]
     reference: Callable[..., np.ndarray]  # (input arrays in PipelineDef.inputs order, **params) -> output
     about: str
+
+
+def _total(parts: Iterable[np.ndarray]) -> np.ndarray:
+    """Sum of arrays (typed: the builtin `sum` starts from the int 0)."""
+    it = iter(parts)
+    out = np.array(next(it), dtype=np.float64)
+    for p in it:
+        out = out + p
+    return out
 
 
 def _hl() -> Any:
@@ -138,14 +147,14 @@ def _stencil_chain_ref(inp: np.ndarray, width: int, height: int, stages: int) ->
     cur = np.pad(inp.astype(np.float64), 2 * stages, mode="edge")
     for _ in range(stages):
         h, w = cur.shape[0] - 4, cur.shape[1] - 4
-        cur = sum(_TAPS[i] * _TAPS[j] / 81.0 * cur[j : j + h, i : i + w] for i in range(5) for j in range(5))
+        cur = _total(_TAPS[i] * _TAPS[j] / 81.0 * cur[j : j + h, i : i + w] for i in range(5) for j in range(5))
     return cur
 
 
 # -- harris ----------------------------------------------------------------------------------
 def _harris(width: int, height: int) -> PipelineDef:
     hl = _hl()
-    x, y, c = hl.Var("x"), hl.Var("y"), hl.Var("c")
+    x, y = hl.Var("x"), hl.Var("y")
     inp = hl.ImageParam(hl.Float(32), 3, "input")
     cl = hl.BoundaryConditions.repeat_edge(inp)
     gray = hl.Func("gray")
@@ -180,7 +189,7 @@ def _harris_ref(inp: np.ndarray, width: int, height: int) -> np.ndarray:
     iy = ((at(-1, 1) - at(-1, -1)) + 2 * (at(0, 1) - at(0, -1)) + (at(1, 1) - at(1, -1))) / 12
 
     def box(a: np.ndarray) -> np.ndarray:
-        return sum(a[j : j + height, i : i + width] for i in range(3) for j in range(3))
+        return _total(a[j : j + height, i : i + width] for i in range(3) for j in range(3))
 
     sxx, syy, sxy = box(ix * ix), box(iy * iy), box(ix * iy)
     return sxx * syy - sxy * sxy - 0.04 * (sxx + syy) ** 2
@@ -296,7 +305,7 @@ def _nl_means_ref(inp: np.ndarray, width: int, height: int, patch_radius: int, s
         for ox in range(-sr, sr + 1):
             shifted = p[:, sr + oy : sr + oy + height + 2 * pr, sr + ox : sr + ox + width + 2 * pr]
             d = ((base - shifted) ** 2).sum(axis=0)
-            bd = sum(d[j : j + height, i : i + width] for i in range(2 * pr + 1) for j in range(2 * pr + 1))
+            bd = _total(d[j : j + height, i : i + width] for i in range(2 * pr + 1) for j in range(2 * pr + 1))
             wgt = np.exp(-bd / (sigma * sigma))
             num += wgt * shifted[:, pr : pr + height, pr : pr + width]
             den += wgt
@@ -357,19 +366,20 @@ def _bilateral_grid_ref(inp: np.ndarray, width: int, height: int, s_sigma: int, 
             xs = np.clip(gx * s + np.arange(s) - s // 2, 0, width - 1)
             vals = np.clip(inp32[np.ix_(ys, xs)], 0, 1).ravel()
             zis = (vals * np.float32(1.0 / r_sigma) + np.float32(0.5)).astype(np.int32)
-            for v, zz in zip(vals, zis):
-                hist[0, zz + 2, gy + pad, gx + pad] += v
+            for val, zz in zip(vals, zis):
+                hist[0, zz + 2, gy + pad, gx + pad] += val
                 hist[1, zz + 2, gy + pad, gx + pad] += 1
     taps = (1.0, 4.0, 6.0, 4.0, 1.0)
-    bz = sum(t * np.roll(hist, 2 - k, axis=1) for k, t in enumerate(taps))  # hist[z + k - 2]
-    bx = sum(t * np.roll(bz, 2 - k, axis=3) for k, t in enumerate(taps))
-    by = sum(t * np.roll(bx, 2 - k, axis=2) for k, t in enumerate(taps))
-    v = np.clip(inp32, 0, 1)
-    zv = v * np.float32(1.0 / r_sigma)
+    bz = _total(t * np.roll(hist, 2 - k, axis=1) for k, t in enumerate(taps))  # hist[z + k - 2]
+    bx = _total(t * np.roll(bz, 2 - k, axis=3) for k, t in enumerate(taps))
+    by = _total(t * np.roll(bx, 2 - k, axis=2) for k, t in enumerate(taps))
+    v: np.ndarray = np.clip(inp32, 0, 1)
+    zv: np.ndarray = v * np.float32(1.0 / r_sigma)
     zi = zv.astype(np.int32)
-    zf = zv - zi
+    zf: np.ndarray = zv - zi
     yy, xx = np.mgrid[0:height, 0:width]
-    xf, yf = (xx % s) / s, (yy % s) / s
+    xf: np.ndarray = (xx % s) / s
+    yf: np.ndarray = (yy % s) / s
     xi, yi = xx // s + pad, yy // s + pad
     out = []
     for ch in range(2):
@@ -392,8 +402,8 @@ def _unsharp_ref(inp: np.ndarray, width: int, height: int) -> np.ndarray:
     p = np.pad(inp.astype(np.float64), ((0, 0), (2, 2), (2, 2)), mode="edge")
     gray = 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]
     k = (0.0625, 0.25, 0.375, 0.25, 0.0625)
-    by = sum(k[i] * gray[i : i + height, :] for i in range(5))  # (h, w + 4)
-    bx = sum(k[i] * by[:, i : i + width] for i in range(5))
+    by = _total(k[i] * gray[i : i + height, :] for i in range(5))  # (h, w + 4)
+    bx = _total(k[i] * by[:, i : i + width] for i in range(5))
     g = gray[2 : 2 + height, 2 : 2 + width]
     ratio = (2 * g - bx) / (g + 1e-3)
     return ratio[None] * inp

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class _HalideArray:
         self.buf.dim = ctypes.cast(self.dims, ctypes.POINTER(_Dim))
 
     @property
-    def ref(self) -> ctypes._Pointer:  # type: ignore[type-arg]
+    def ref(self) -> ctypes._Pointer[Any]:
         return ctypes.pointer(self.buf)
 
 

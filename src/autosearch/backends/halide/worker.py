@@ -15,6 +15,7 @@ Halide run never leaves a worker spinning.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import os
@@ -53,10 +54,8 @@ def _die_with_parent(parent_pid: int) -> None:
         import ctypes
         import signal
 
-        try:
+        with contextlib.suppress(OSError, AttributeError):  # no prctl: the watchdog below still works
             ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-        except (OSError, AttributeError):
-            pass
 
     def watch() -> None:
         while True:
