@@ -19,13 +19,12 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
 WORKLOADS = ["batch_matmul/1x128x128x128", "conv2d_nhwc/1x56x56x64/k1s1p0/64", "softmax/256x256"]
 
 _OURS = """
 import json, sys, time, resource
-from autosearch.backends.tvm.collect import collect
+from autosearch.search.collect import collect
 from autosearch.backends.tvm.measure import EvaluatorSettings
 from autosearch.backends.tvm.target import host_target
 from autosearch.store import Store

@@ -10,11 +10,9 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
-from autosearch.backends.tvm.features import EXTRACTOR, FEATURE_WIDTH
+from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
 from autosearch.store import Store
-
 from conftest import TINY_WORKLOADS
 
 CLI = [sys.executable, "-c", "from autosearch.cli import main; main()"]
@@ -37,8 +35,8 @@ def test_collect_fills_store_with_features(collected_db):
 def test_collect_resumes_and_tops_up(collected_db, host, tmp_path):
     import shutil
 
-    from autosearch.backends.tvm.collect import collect
     from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.search.collect import collect
     from autosearch.workloads import resolve_workloads
 
     db = tmp_path / "copy.db"
@@ -75,7 +73,7 @@ def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
     proc.wait()
     with Store(db) as s:  # opens: not corrupt
         before = list(s.measurements())
-        assert len(before) % 4 == 0 and len(before) < 16 or len(before) == 16
+        assert (len(before) % 4 == 0 and len(before) < 16) or len(before) == 16
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     with Store(db, readonly=True) as s:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autosearch.backends.tvm.features import EXTRACTOR
 from autosearch.errors import InputError
+from autosearch.features.per_store import EXTRACTOR, featurize_trace
 from autosearch.store import Store
 from autosearch.store.metaschedule_json import export_json_database, import_json_database
 
@@ -22,7 +22,7 @@ def test_export_then_import_is_identical(collected_db, tmp_path):
     # TVM itself reads what we wrote.
     assert len(ms.database.JSONDatabase(path_workload=str(wf), path_tuning_record=str(rf))) == out.records
     with Store(tmp_path / "back.db") as dst:
-        got = import_json_database(dst, wf, rf)
+        got = import_json_database(dst, wf, rf, featurize=featurize_trace, extractor=EXTRACTOR)
         assert got.records == out.records
         back = sorted((m.workload_key, m.schedule_hash, m.status, m.median) for m in dst.measurements())
         assert back == original
@@ -40,7 +40,7 @@ def test_broken_line_names_file_and_line_and_writes_nothing(collected_db, tmp_pa
     rf.write_text("\n".join(lines) + "\n")
     with Store(tmp_path / "t.db") as dst:
         with pytest.raises(InputError, match=r"r\.json:3: broken JSON line"):
-            import_json_database(dst, wf, rf)
+            import_json_database(dst, wf, rf, featurize=featurize_trace, extractor=EXTRACTOR)
         assert list(dst.measurements()) == []
 
 

@@ -5,13 +5,23 @@ from __future__ import annotations
 import pytest
 
 
+def _free_port() -> int:
+    """A port nobody listens on now (the OS picks it), so parallel runs never collide."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture
 def local_tracker():
     from tvm.rpc.server import Server
     from tvm.rpc.tracker import Tracker
 
-    tracker = Tracker(host="127.0.0.1", port=9190, port_end=9290, silent=True)
-    server = Server(host="127.0.0.1", port=9300, port_end=9400, tracker_addr=(tracker.host, tracker.port),
+    tp, sp = _free_port(), _free_port()
+    tracker = Tracker(host="127.0.0.1", port=tp, port_end=tp + 1, silent=True)
+    server = Server(host="127.0.0.1", port=sp, port_end=sp + 1, tracker_addr=(tracker.host, tracker.port),
                     key="autosearch-test", silent=True)
     yield tracker.host, tracker.port, "autosearch-test"
     server.terminate()
@@ -19,8 +29,8 @@ def local_tracker():
 
 
 def test_collect_through_rpc_tracker(local_tracker, host, tmp_path):
-    from autosearch.backends.tvm.collect import collect
     from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.search.collect import collect
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 

@@ -153,11 +153,13 @@ def test_online_model_needs_a_prior_and_a_trainable_kind() -> None:
 
 
 def test_prior_plus_online_model_spec() -> None:
-    from autosearch.search.tune import make_cost_model
+    from autosearch.search.model_spec import make_cost_model
 
-    _, ad, label = make_cost_model("pretrained+xgb")
+    tm = make_cost_model("pretrained+xgb")
+    ad, label = tm.adapter, tm.label
     assert label == "pretrained+xgb" and ad.online_kind == "xgb" and ad.pretrained and ad.online_model is None
-    _, ad, label = make_cost_model("pretrained")  # no '+': no online model
+    tm = make_cost_model("pretrained")
+    ad, label = tm.adapter, tm.label  # no '+': no online model
     assert label == "pretrained" and ad.online_kind is None
     with pytest.raises(InputError, match="after '\\+' must be one of"):
         make_cost_model("pretrained+tvm-xgb")
@@ -168,8 +170,9 @@ def test_prior_plus_online_model_spec() -> None:
 def test_model_directory_with_a_plus_in_its_name_is_a_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import shutil
 
-    from autosearch.search.tune import make_cost_model, pretrained_dir
+    from autosearch.search.model_spec import make_cost_model, pretrained_dir
 
     d = shutil.copytree(pretrained_dir(), tmp_path / "mine+xgb")
-    _, ad, label = make_cost_model(str(d))
+    tm = make_cost_model(str(d))
+    ad, label = tm.adapter, tm.label
     assert label == "mine+xgb" and ad.online_kind is None

@@ -59,7 +59,7 @@ def test_summary_is_complete(tuned: dict) -> None:
 
 
 def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:
-    from autosearch.backends.tvm.features import EXTRACTOR
+    from autosearch.features.per_store import EXTRACTOR
     from autosearch.store import Store
 
     with Store(tuned["db"], readonly=True) as st:
@@ -94,7 +94,7 @@ def test_best_schedule_script_runs(tuned: dict, capsys: pytest.CaptureFixture[st
 
 def test_convergence_plot(tuned: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "conv.png"
-    code, out, err = _run(capsys, ["report-tuning", str(tuned["out"]), "--out", str(png)])
+    code, _, err = _run(capsys, ["report-tuning", str(tuned["out"]), "--out", str(png)])
     assert code == 0, err
     assert png.stat().st_size > 1000
 
@@ -102,15 +102,17 @@ def test_convergence_plot(tuned: dict, tmp_path: Path, capsys: pytest.CaptureFix
 def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
-    from autosearch.search.tune import TuneSettings, resolve_tune_workload, tune
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.tune import TuneSettings, tune
     from autosearch.store import Store
+    from autosearch.workloads.module import resolve_workload_spec
 
     def stop(_r):  # type: ignore[no-untyped-def]
         raise KeyboardInterrupt
 
     with Store(tmp_path / "i.db") as st:
         r = tune(
-            resolve_tune_workload(WL), host_target(), "random",
+            resolve_workload_spec(WL), host_target(), make_cost_model("random"),
             TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1),
             store=st, evaluator=EvaluatorSettings(1, 2, 1), out_dir=tmp_path / "o", progress=False, on_round=stop,
         )
@@ -172,7 +174,7 @@ def test_no_tunable_design_space(capsys: pytest.CaptureFixture[str], tmp_path: P
 def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import shutil
 
-    from autosearch.search.tune import pretrained_dir
+    from autosearch.search.model_spec import pretrained_dir
 
     d = tmp_path / "m"
     shutil.copytree(pretrained_dir(), d)

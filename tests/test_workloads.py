@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from autosearch.errors import WorkloadError
+from autosearch.store import WorkloadRecord
 from autosearch.workloads import (
     Workload,
     families,
@@ -23,7 +24,7 @@ from autosearch.workloads import (
     random_program,
     resolve_workloads,
 )
-from autosearch.workloads.random_programs import MAX_ELEMENTS, MAX_REDUCTIONS, MAX_WORK, _REDUCTIONS, random_plan
+from autosearch.workloads.random_programs import _REDUCTIONS, MAX_ELEMENTS, MAX_REDUCTIONS, MAX_WORK, random_plan
 
 BENCHMARK_FAMILIES = ["C1D", "C2D", "C3D", "GMM", "GRP", "DIL", "DEP", "T2D", "CAP", "NRM", "SFM", "CBR", "TBG", "C2D_WIN_NHWC"]
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -124,7 +125,7 @@ def test_flops_record_and_pickle():
     gmm = get_workload("batch_matmul/1x128x128x128")
     assert gmm.flops == pytest.approx(2 * 128**3)
     assert get_workload("bert/dense/128x768/3072").flops == pytest.approx(2 * 128 * 768 * 3072)
-    rec = gmm.record()
+    rec = WorkloadRecord.from_workload(gmm)
     assert (rec.key, rec.name, rec.family, rec.backend, rec.flops) == (gmm.key, gmm.name, "GMM", "tvm", gmm.flops)
     assert "def main" in rec.ir and rec.params == gmm.params
     back = pickle.loads(pickle.dumps(random_program(5)))

@@ -8,7 +8,7 @@ The source is `bash data/collect_reference.sh` (real measurements on this projec
 import sys
 from pathlib import Path
 
-from autosearch.backends.tvm.features import EXTRACTOR
+from autosearch.features.per_store import EXTRACTOR
 from autosearch.store import MeasurementRecord, Store
 
 src_path, dst_path = sys.argv[1], Path(sys.argv[2])

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from functools import wraps
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 
 from autosearch.errors import AutosearchError, InputError
 
-__all__ = ["console", "err", "one_line_errors", "parse_params"]
+__all__ = ["console", "emit_json", "err", "finite_json", "one_line_errors", "parse_params"]
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -49,3 +50,23 @@ def parse_params(items: Optional[list[str]]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[k.strip()] = v
     return out
+
+
+def finite_json(obj: Any) -> Any:
+    """`obj` with every NaN / infinity replaced by None: `--json` output must be valid JSON."""
+    import math
+
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return finite_json(obj.item())
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON document on stdout (strict: no NaN, no Infinity)."""
+    console.print_json(json.dumps(finite_json(obj), allow_nan=False))

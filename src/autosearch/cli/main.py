@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from autosearch.cli.common import console, emit_json, err
 from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
 
@@ -24,7 +25,6 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Inspect, import and export the records database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-from autosearch.cli.common import console, err
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
 
@@ -49,7 +49,7 @@ def target(
         with Store(db) as store:
             info["descriptor"] = device_descriptor(store, tgt, refresh=refresh)
     if json_out:
-        console.print_json(json.dumps(info))
+        emit_json(info)
         return
     table = Table(title="target", show_header=False)
     for k, v in info.items():
@@ -73,7 +73,7 @@ def workloads(
             raise AutosearchError(f"unknown family {family!r}; families: {', '.join(fams)}")
         fams = match
     if json_out:
-        console.print_json(json.dumps({k: [w.name for w in v] for k, v in fams.items()}))
+        emit_json({k: [w.name for w in v] for k, v in fams.items()})
         return
     table = Table(title=f"{sum(len(v) for v in fams.values())} workloads in {len(fams)} families (+ random:N)")
     table.add_column("family")
@@ -114,9 +114,9 @@ def collect(
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
 ) -> None:
     """Measure random schedules of workloads into the database (resumable: re-run to continue)."""
-    from autosearch.backends.tvm.collect import collect as run_collect
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import canonical_target, parse_target
+    from autosearch.search.collect import collect as run_collect
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 
@@ -154,7 +154,7 @@ def db_stats(db: Path = DB_OPT, json_out: bool = typer.Option(False, "--json", h
     with Store(db, readonly=True) as store:
         rows = store.stats()
     if json_out:
-        console.print_json(json.dumps(rows))
+        emit_json(rows)
         return
     table = Table(title=f"{db}: {len(rows)} workload groups")
     for col in ("workload", "family", "records", "ok", "failed", "best", "GFLOP/s", "spread", "features"):
@@ -176,11 +176,15 @@ def db_import(
     features: bool = typer.Option(True, "--features/--no-features", help="Recompute PerStoreFeature."),
 ) -> None:
     """Import a MetaSchedule JSONDatabase (workload + tuning-record files) into the store."""
+    from autosearch.features.per_store import EXTRACTOR, featurize_trace
     from autosearch.store import Store
     from autosearch.store.metaschedule_json import import_json_database
 
     with Store(db) as store:
-        n = import_json_database(store, workload_file, record_file, with_features=features)
+        n = import_json_database(
+            store, workload_file, record_file,
+            featurize=featurize_trace if features else None, extractor=EXTRACTOR if features else None,
+        )
     console.print(f"imported {n.records} records of {n.workloads} workloads ({n.failed} failed runs) into {db}")
 
 

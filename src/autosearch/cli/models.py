@@ -16,14 +16,15 @@ import typer
 from rich.table import Table
 
 from autosearch.errors import InputError
+from autosearch.training.batch import DEFAULT_EXTRACTOR
 
 __all__ = ["app", "train_command_data"]
 
-from autosearch.cli.common import console, err, one_line_errors, parse_params
+from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_params
 
 SPLIT_FILE = "split.json"
 REPORT_FILE = "train_report.json"
-_EXTRACTOR = "per-store-feature:tvm-0.27"
+_EXTRACTOR = ":".join(DEFAULT_EXTRACTOR)
 
 
 def _csv(items: Optional[list[str]]) -> list[str]:
@@ -90,23 +91,9 @@ def train(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Train a cost model on the training workloads; report held-out metrics; save it to --out."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from autosearch.training.trainer import evaluate, valid_carve_out
 
-    from autosearch.models import make_model
-    from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
-
-    kw = parse_params(param)
-    if loss is not None:
-        if model != "mlp":
-            raise InputError("--loss applies to --model mlp only")
-        kw["loss"] = loss
-    if epochs is not None:
-        key = {"mlp": "epochs", "tvm-mlp": "epochs", "xgb": "n_rounds", "lgbm-rank": "n_rounds"}.get(model)
-        if key is None:
-            raise InputError(f"--epochs does not apply to {model} (it stops on its own criterion)")
-        kw[key] = epochs
-    kw.setdefault("seed", seed) if model != "tvm-xgb" else None
-    cost_model = make_model(model, **kw)
+    cost_model = _new_model(model, loss, epochs, parse_params(param), seed)
     ds, sp, (tr, te) = train_command_data(db, _extractor(extractor), target, _csv(holdout), fraction, seed, split, max_groups)
     fit_set, valid = valid_carve_out(tr, valid_fraction, seed)
     if not json_out:
@@ -114,33 +101,7 @@ def train(
             f"{ds.n_groups} groups, {ds.n_candidates} candidates; train {fit_set.n_groups} groups"
             f" (+{valid.n_groups if valid else 0} for early stopping{', then refit on all' if refit else ''}), held out {te.n_groups}"
         )
-    total = getattr(cost_model, "epochs", None) or getattr(cost_model, "n_rounds", None)
-    with Progress(
-        TextColumn(f"[bold]{model}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[info]}"), console=err, disable=json_out, transient=False,
-    ) as bar:
-        task = bar.add_task(model, total=total if "progress" in inspect.signature(cost_model.fit).parameters else None, info="")
-
-        def progress(epoch: int, rec: dict[str, float]) -> None:
-            info = "  ".join(f"{k.replace('valid_', 'val ')} {v:.3f}" for k, v in rec.items() if k != "epoch")
-            bar.update(task, completed=epoch + 1, info=info)
-
-        fit_kw = {"progress": progress} if "progress" in inspect.signature(cost_model.fit).parameters else {}
-        if refit and not model.startswith("tvm-"):
-            bar.update(task, info="early stopping on the carve-out, then refit on all training workloads")
-            report = fit_refit(cost_model, tr, valid_fraction, seed, **fit_kw)
-            done = getattr(cost_model, "epochs", None) or getattr(cost_model, "n_rounds", None)
-            bar.update(task, total=done, completed=done, info=f"refit on {tr.n_groups} groups for {(report.best_epoch or 0) + 1} epochs/rounds")
-        elif fit_kw:
-            report = cost_model.fit(fit_set, valid, **fit_kw)  # type: ignore[call-arg]
-        elif model.startswith("tvm-"):  # TVM selects (or not) on its own: it gets every training group
-            bar.update(task, info="training (TVM's own loop)")
-            report = cost_model.fit(tr)
-            bar.update(task, total=1, completed=1, info="done")
-        else:
-            bar.update(task, info="training")
-            report = cost_model.fit(fit_set, valid)
-            bar.update(task, total=1, completed=1, info=f"{len(report.history)} evaluations, best at round {report.best_epoch}")
+    report = _fit_with_progress(cost_model, model, tr, fit_set, valid, refit, valid_fraction, seed, show=not json_out)
     cost_model.save(out)
     sp.save(Path(out) / SPLIT_FILE)
     (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
@@ -151,7 +112,7 @@ def train(
         "held_out": res.mean if res else None, "candidates_per_s": res.candidates_per_s if res else None,
     }
     if json_out:
-        console.print_json(json.dumps(summary, default=float))
+        emit_json(summary)
         return
     if res is not None:
         m = res.mean
@@ -160,6 +121,67 @@ def train(
             f"  kendall {_fmt(m['kendall'])}  |  trained in {report.train_time_s:.1f} s, {res.candidates_per_s:,.0f} predictions/s"
         )
     console.print(f"saved {model} model to {out}")
+
+
+def _new_model(model: str, loss: Optional[str], epochs: Optional[int], kw: dict[str, Any], seed: int) -> Any:
+    """An untrained model of `model` with the CLI's hyper-parameters, checked before any data is read."""
+    from autosearch.models import make_model, model_class
+
+    if loss is not None:
+        if model != "mlp":
+            raise InputError("--loss applies to --model mlp only")
+        kw["loss"] = loss
+    if epochs is not None:
+        if epochs < 1:
+            raise InputError(f"--epochs must be at least 1, got {epochs}")
+        key = model_class(model).length_param
+        if key is None:
+            raise InputError(f"--epochs does not apply to {model} (it stops on its own criterion)")
+        kw[key] = epochs
+    if model != "tvm-xgb":
+        kw.setdefault("seed", seed)
+    return make_model(model, **kw)
+
+
+def _fit_with_progress(
+    cost_model: Any, model: str, tr: Any, fit_set: Any, valid: Any, refit: bool, valid_fraction: float, seed: int,
+    *, show: bool,
+) -> Any:
+    """Train with a progress bar over epochs / rounds; returns the TrainReport."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from autosearch.training.trainer import fit_refit
+
+    length = cost_model.length_param
+    reports_progress = "progress" in inspect.signature(cost_model.fit).parameters
+    with Progress(
+        TextColumn(f"[bold]{model}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"), console=err, disable=not show, transient=False,
+    ) as bar:
+        task = bar.add_task(model, total=getattr(cost_model, length) if length and reports_progress else None, info="")
+
+        def progress(epoch: int, rec: dict[str, float]) -> None:
+            info = "  ".join(f"{k.replace('valid_', 'val ')} {v:.3f}" for k, v in rec.items() if k != "epoch")
+            bar.update(task, completed=epoch + 1, info=info)
+
+        fit_kw = {"progress": progress} if reports_progress else {}
+        if refit and not model.startswith("tvm-"):
+            bar.update(task, info="early stopping on the carve-out, then refit on all training workloads")
+            report = fit_refit(cost_model, tr, valid_fraction, seed, **fit_kw)
+            done = getattr(cost_model, length) if length else None
+            bar.update(task, total=done, completed=done, info=f"refit on {tr.n_groups} groups for {(report.best_epoch or 0) + 1} epochs/rounds")
+        elif fit_kw:
+            report = cost_model.fit(fit_set, valid, **fit_kw)
+        elif model.startswith("tvm-"):  # TVM selects (or not) on its own: it gets every training group
+            bar.update(task, info="training (TVM's own loop)")
+            report = cost_model.fit(tr)
+            bar.update(task, total=1, completed=1, info="done")
+        else:
+            bar.update(task, info="training")
+            report = cost_model.fit(fit_set, valid)
+            bar.update(task, total=1, completed=1, info=f"{len(report.history)} evaluations, best at round {report.best_epoch}")
+    return report
+
 
 @app.command("eval")
 @one_line_errors
@@ -186,7 +208,7 @@ def eval_(
     ds = load_dataset(resolve_db(db), extractor=m.extractor, target=target, workloads=wl or None)
     res = evaluate(m, ds)
     if json_out:
-        console.print_json(json.dumps({"model": str(model), "kind": m.kind, **res.to_dict()}, default=float))
+        emit_json({"model": str(model), "kind": m.kind, **res.to_dict()})
         return
     console.print(_metrics_table(f"{m.kind} on {ds.n_groups} {scope}", res.per_group, res.mean))
     console.print(f"prediction throughput: {res.candidates_per_s:,.0f} candidates/s")

@@ -13,7 +13,7 @@ from autosearch.errors import InputError
 
 __all__ = ["app"]
 
-from autosearch.cli.common import console, err, one_line_errors
+from autosearch.cli.common import console, emit_json, err, one_line_errors
 from autosearch.formatting import format_seconds
 
 
@@ -66,33 +66,38 @@ def tune(
     retrain_fraction: float = typer.Option(0.2, "--retrain-fraction", help="Retrain when new results reach this share of what the model was trained on."),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Measure the untuned schedule and the PyTorch reference."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary instead of tables."),
+    search: str = typer.Option("evolutionary", "--search", help="evolutionary (MetaSchedule's) or gradient (relaxed knobs, Adam)."),
+    explore: str = typer.Option("none", "--explore", help="none, or trust: a trained model's share of each round follows how well it ordered the last rounds."),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.tune import TuneSettings, resolve_tune_workload, safe_name
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.results import safe_name
+    from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.search.tune import tune as run_tune
     from autosearch.store import Store
+    from autosearch.workloads.module import resolve_workload_spec
 
     settings = TuneSettings(
         trials=trials, trials_per_round=trials_per_round, eps_greedy=eps_greedy, population=population,
-        genetic_num_iters=genetic_iters, seed=seed, retrain_fraction=retrain_fraction,
+        genetic_num_iters=genetic_iters, seed=seed, retrain_fraction=retrain_fraction, search=search,
     )
     settings.validate()
-    wl = resolve_tune_workload(workload, module)
+    wl = resolve_workload_spec(workload, module)
     tgt = parse_target(target)
     evaluator = EvaluatorSettings(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    label = model if "/" not in model and not Path(model).exists() else Path(model).name
-    out_dir = out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(label)}-s{seed}"
+    tune_model = make_cost_model(model, seed=seed, retrain_fraction=retrain_fraction, explore=explore)
+    out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:
         err.print(f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}")
     with Store(db) as store:
         r = run_tune(
-            wl, tgt, model, settings, store=store, evaluator=evaluator, out_dir=out_dir,
+            wl, tgt, tune_model, settings, store=store, evaluator=evaluator, out_dir=out_dir,
             baseline=baseline, reference=baseline, console=err, progress=not json_out,
         )
     if json_out:
-        console.print_json(json.dumps(r.summary()))
+        emit_json(r.summary())
     else:
         _print_result(r)
     if r.interrupted:
@@ -103,6 +108,7 @@ def tune(
 @one_line_errors
 def apply(
     path: Path = typer.Argument(..., help="A `tune` output directory or its best.json."),
+    module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC of a schedule tuned on a user module (its code is run)."),
     measure: bool = typer.Option(False, "--measure", help="Build and time the schedule on --target."),
     target: Optional[str] = typer.Option(None, "--target", help="Default: the target it was tuned on."),
     show: bool = typer.Option(True, "--show/--no-show", help="Print the scheduled TIR."),
@@ -113,13 +119,13 @@ def apply(
     from autosearch.search.apply import apply_best, load_best, measure_schedule
 
     best = load_best(path)
-    wl, sch = apply_best(best)
+    wl, sch = apply_best(best, module=module)
     info: dict[str, Any] = {"workload": wl.name, "workload_key": wl.key, "saved_latency_s": best.get("best_latency_s")}
     if measure:
         tgt = parse_target(target if target is not None else json.loads(best["target"]) if best.get("target") else None)
         info["measured_latency_s"] = measure_schedule(sch, tgt)
     if json_out:
-        console.print_json(json.dumps(info))
+        emit_json(info)
         return
     if show:
         console.print(sch.mod.script(), highlight=False, markup=False)
@@ -145,6 +151,7 @@ def tune_model(
 ) -> None:
     """Import a PyTorch model, tune its tasks under one budget, build, check, time vs. PyTorch."""
     from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.model_spec import make_cost_model
     from autosearch.search.network import parse_shapes, tune_network
     from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
@@ -155,9 +162,10 @@ def tune_model(
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
-        r = tune_network(spec, shapes, tgt, model, settings, store=store, console=err, progress=not json_out)
+        make_cost_model(model, seed=seed)  # a bad --model fails before the network is imported
+        r = tune_network(spec, shapes, tgt, lambda: make_cost_model(model, seed=seed), settings, store=store, console=err, progress=not json_out)
     if json_out:
-        console.print_json(json.dumps(r.summary()))
+        emit_json(r.summary())
         return
     t = Table(title=f"{spec}: {len(r.tasks)} tasks, {r.trials} trials measured with {r.model}")
     for col in ("task", "weight", "trials", "best", "untuned"):

@@ -4,46 +4,7 @@ Implementations are imported lazily, so importing `autosearch.models` costs noth
 TVM anchors load TVM only when asked for.
 """
 
-from __future__ import annotations
-
-import importlib
-import os
-from typing import Any
-
-from autosearch.errors import InputError
 from autosearch.models.base import DEFAULT_EXTRACTOR, CostModel, FeatureBatch, TrainReport
+from autosearch.models.registry import KINDS, load_model, make_model, model_class
 
-__all__ = ["KINDS", "CostModel", "FeatureBatch", "TrainReport", "DEFAULT_EXTRACTOR", "load_model", "make_model", "model_class"]
-
-#: kind -> (module, class)
-KINDS: dict[str, tuple[str, str]] = {
-    "xgb": ("autosearch.models.xgb", "XGBPackSum"),
-    "lgbm-rank": ("autosearch.models.lgbm_rank", "LGBMRank"),
-    "mlp": ("autosearch.models.mlp", "SegmentSumMLP"),
-    "tvm-xgb": ("autosearch.models.tvm_anchors", "TVMXGBAnchor"),
-    "tvm-mlp": ("autosearch.models.tvm_anchors", "TVMMLPAnchor"),
-}
-
-
-def model_class(kind: str) -> type[CostModel]:
-    """The class implementing `kind`."""
-    if kind not in KINDS:
-        raise InputError(f"unknown model kind {kind!r}; choose one of {', '.join(KINDS)}")
-    mod, name = KINDS[kind]
-    return getattr(importlib.import_module(mod), name)
-
-
-def make_model(kind: str, **kw: Any) -> CostModel:
-    """A fresh, untrained model of `kind` with the given hyper-parameters."""
-    cls = model_class(kind)
-    try:
-        return cls(**kw)
-    except TypeError as exc:
-        raise InputError(f"bad hyper-parameter for {kind}: {exc}") from None
-
-
-def load_model(path: str | os.PathLike[str]) -> CostModel:
-    """Load a model directory written by `CostModel.save`."""
-    from autosearch.models.io import load_model as _load
-
-    return _load(path)
+__all__ = ["DEFAULT_EXTRACTOR", "KINDS", "CostModel", "FeatureBatch", "TrainReport", "load_model", "make_model", "model_class"]

@@ -1,94 +1,25 @@
-"""The one interface every cost model implements, and the batch it scores.
+"""The one interface every cost model implements (the batch it scores is `training.batch`).
 
-A candidate schedule is described by a variable number of feature rows (one per buffer store for
-TVM's PerStoreFeature), so a batch is the rows of all candidates stacked plus offsets that say
-where each candidate starts. Scores are "higher = faster"; only their order within one workload
-matters to search.
+Scores are "higher = faster"; only their order within one workload matters to search.
 """
 
 from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from autosearch.errors import InputError
+from autosearch.models.io import LABEL_SCHEME, read_config, write_config
+from autosearch.training.batch import DEFAULT_EXTRACTOR, FeatureBatch
 
 if TYPE_CHECKING:
     from autosearch.training.dataset import Dataset
 
 __all__ = ["DEFAULT_EXTRACTOR", "LABEL_SCHEME", "CostModel", "FeatureBatch", "TrainReport"]
-
-#: The feature extractor our TVM backend writes (autosearch.backends.tvm.features.EXTRACTOR).
-#: Spelled out here because models must not import the TVM backend.
-DEFAULT_EXTRACTOR: tuple[str, str] = ("per-store-feature", "tvm-0.27")
-#: How labels are made from latencies (DESIGN.md); saved with every model.
-LABEL_SCHEME = "min_latency/latency per (workload, target); failed = 0"
-
-
-@dataclass(frozen=True)
-class FeatureBatch:
-    """Rows of many candidates: `rows[offsets[i]:offsets[i+1]]` belong to candidate i."""
-
-    rows: np.ndarray  # float32 (R, F)
-    offsets: np.ndarray  # int64 (N + 1,), offsets[0] = 0, offsets[-1] = R
-
-    @classmethod
-    def from_list(cls, mats: Sequence[np.ndarray], n_features: int | None = None) -> FeatureBatch:
-        """Stack one (rows, F) matrix per candidate; an empty matrix is a candidate with no rows."""
-        if len(mats) == 0:
-            return cls(np.zeros((0, n_features or 0), np.float32), np.zeros(1, np.int64))
-        arrs = [np.asarray(m, dtype=np.float32) for m in mats]
-        width = n_features if n_features is not None else next((a.shape[1] for a in arrs if a.ndim == 2 and a.size), 0)
-        arrs = [a.reshape(-1, width) if a.size == 0 else a for a in arrs]
-        for i, a in enumerate(arrs):
-            if a.ndim != 2:
-                raise InputError(f"candidate {i} features must be a 2-D matrix, got shape {a.shape}")
-        lens = np.array([a.shape[0] for a in arrs], dtype=np.int64)
-        offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        return cls(np.concatenate(arrs, axis=0), offsets)
-
-    @property
-    def n_candidates(self) -> int:
-        return int(self.offsets.shape[0] - 1)
-
-    @property
-    def n_features(self) -> int:
-        return int(self.rows.shape[1])
-
-    def segment_ids(self) -> np.ndarray:
-        """Candidate index of every row (int64, length R)."""
-        return np.repeat(np.arange(self.n_candidates, dtype=np.int64), np.diff(self.offsets))
-
-    def select(self, idx: np.ndarray) -> FeatureBatch:
-        """The sub-batch of the given candidates, in that order."""
-        idx = np.asarray(idx, dtype=np.int64)
-        starts, ends = self.offsets[idx], self.offsets[idx + 1]
-        lens = ends - starts
-        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        if len(idx) == 0:
-            return FeatureBatch(self.rows[:0], offsets)
-        row_idx = np.repeat(starts - offsets[:-1], lens) + np.arange(offsets[-1])
-        return FeatureBatch(self.rows[row_idx], offsets)
-
-    def validate(self, n_features: int | None = None) -> None:
-        """Raise InputError naming what is wrong with this batch (shape, width, NaN/inf)."""
-        if self.rows.ndim != 2:
-            raise InputError(f"feature rows must be a 2-D matrix, got shape {self.rows.shape}")
-        o = self.offsets
-        if o.ndim != 1 or o.size < 1 or o[0] != 0 or o[-1] != self.rows.shape[0] or np.any(np.diff(o) < 0):
-            raise InputError("feature batch offsets must start at 0, never decrease and end at the row count")
-        if n_features is not None and self.rows.shape[1] != n_features:
-            raise InputError(f"features have width {self.rows.shape[1]} but the model expects {n_features}")
-        if self.rows.size and not np.isfinite(self.rows).all():
-            bad = int((~np.isfinite(self.rows)).any(axis=1).sum())
-            raise InputError(f"features contain NaN or inf values in {bad} row(s)")
 
 
 @dataclass
@@ -117,6 +48,11 @@ class CostModel(abc.ABC):
     """
 
     kind: ClassVar[str] = ""
+    #: The one file `save` writes and `_from_dir` reads; config.json must name exactly this file.
+    weights_file: ClassVar[str] = ""
+    #: The hyper-parameter that says how long training runs (epochs / boosting rounds); None when
+    #: the model stops on its own criterion. `--epochs` and refitting after early stopping set it.
+    length_param: ClassVar[str | None] = None
     #: Constructor arguments saved in config.json ("params") and given back to the constructor by `load`.
     hyper: ClassVar[tuple[str, ...]] = ()
     extractor: tuple[str, str] = DEFAULT_EXTRACTOR
@@ -145,12 +81,20 @@ class CostModel(abc.ABC):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CostModel:
-        """Load a model directory written by `save` (checks kind, format version and files)."""
-        from autosearch.models.io import load_model
+        """Load a model directory written by `save` (checks kind, format version, file and checksum).
 
-        model = load_model(path)
-        if cls.kind and model.kind != cls.kind:
-            raise InputError(f"{path} holds a {model.kind!r} model, not {cls.kind!r}")
+        Call it on the concrete class; `autosearch.models.load_model` dispatches on the saved kind."""
+        if not cls.kind:
+            raise InputError("CostModel.load needs a concrete model class: use autosearch.models.load_model(path)")
+        cfg = read_config(path)
+        if cfg["kind"] != cls.kind:
+            raise InputError(f"{path} holds a {cfg['kind']!r} model, not {cls.kind!r}")
+        if cls.weights_file and cfg["weights"] != cls.weights_file:
+            raise InputError(f"{path}: a {cls.kind} model keeps its weights in {cls.weights_file}, "
+                             f"config.json names {cfg['weights']!r}")
+        model = cls._from_dir(str(path), cfg)
+        model.extractor = (cfg["extractor"][0], cfg["extractor"][1])
+        model.n_features = cfg["n_features"]
         return model
 
     def predict(self, batch: FeatureBatch) -> np.ndarray:
@@ -174,8 +118,6 @@ class CostModel(abc.ABC):
 
     def _write_config(self, path: str | os.PathLike[str], weights: str) -> None:
         """config.json next to the weights file `save` just wrote."""
-        from autosearch.models.io import write_config
-
         params = {k: getattr(self, k) for k in self.hyper}
         write_config(path, self.kind, weights, n_features=self.n_features, extractor=list(self.extractor), params=params)
 

@@ -15,11 +15,13 @@ from typing import Any
 
 from autosearch.errors import InputError
 
-__all__ = ["FORMAT_VERSION", "load_model", "prepare_dir", "read_config", "write_config"]
+__all__ = ["FORMAT_VERSION", "LABEL_SCHEME", "prepare_dir", "read_config", "write_config"]
 
 #: Bump when a saved directory can no longer be read by this code.
 FORMAT_VERSION = 1
 CONFIG = "config.json"
+#: How labels are made from latencies (DESIGN.md); saved with every model.
+LABEL_SCHEME = "min_latency/latency per (workload, target); failed = 0"
 
 
 def prepare_dir(path: str | os.PathLike[str]) -> Path:
@@ -46,7 +48,6 @@ def write_config(path: str | os.PathLike[str], kind: str, weights: str, **fields
     XGBoost may silently read a partial model; checking first turns both into one clear line.
     """
     from autosearch import __version__
-    from autosearch.models.base import LABEL_SCHEME
 
     d = prepare_dir(path)
     cfg = {
@@ -88,24 +89,34 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{d} was saved in model format {ver} (autosearch {cfg.get('autosearch_version', '?')}); "
             f"this autosearch reads format {FORMAT_VERSION}: retrain or use the matching version"
         )
-    for key in ("kind", "weights", "n_features", "extractor"):
-        if key not in cfg:
-            raise InputError(f"{f} lacks the field {key!r}")
+    _check_fields(f, cfg)
     w = d / cfg["weights"]
     if not w.is_file():
         raise InputError(f"{d} is incomplete: weights file {cfg['weights']} is missing")
-    if cfg.get("weights_sha256") and _sha256(w) != cfg["weights_sha256"]:
+    if _sha256(w) != cfg["weights_sha256"]:
         raise InputError(f"{w} is truncated or corrupt: its checksum does not match config.json")
     return cfg
 
 
-def load_model(path: str | os.PathLike[str]):  # type: ignore[no-untyped-def]
-    """Load any model directory, dispatching on its `kind`."""
-    from autosearch.models import model_class
-
-    cfg = read_config(path)
-    cls = model_class(cfg["kind"])
-    model = cls._from_dir(str(path), cfg)
-    model.extractor = tuple(cfg["extractor"])
-    model.n_features = int(cfg["n_features"])
-    return model
+def _check_fields(f: Path, cfg: dict[str, Any]) -> None:
+    """Every field a loader reads has the type it expects, and the weights file is inside the
+    directory: config.json is input like any other file."""
+    for key in ("kind", "weights", "weights_sha256", "n_features", "extractor"):
+        if key not in cfg:
+            raise InputError(f"{f} lacks the field {key!r}")
+    if not isinstance(cfg["kind"], str):
+        raise InputError(f"{f}: 'kind' must be a string, got {json.dumps(cfg['kind'])[:60]}")
+    w = cfg["weights"]
+    if not isinstance(w, str) or not w or w != Path(w).name or w.startswith("."):
+        raise InputError(f"{f}: 'weights' must be a plain file name inside the model directory, got {json.dumps(w)[:60]}")
+    sha = cfg["weights_sha256"]
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise InputError(f"{f}: 'weights_sha256' must be 64 hex digits")
+    n = cfg["n_features"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InputError(f"{f}: 'n_features' must be a positive integer, got {json.dumps(n)[:60]}")
+    ext = cfg["extractor"]
+    if not (isinstance(ext, list) and len(ext) == 2 and all(isinstance(x, str) for x in ext)):
+        raise InputError(f"{f}: 'extractor' must be [name, version], got {json.dumps(ext)[:60]}")
+    if not isinstance(cfg.get("params", {}), dict):
+        raise InputError(f"{f}: 'params' must be an object")

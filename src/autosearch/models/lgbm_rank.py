@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 
 __all__ = ["LGBMRank", "pool_candidates"]
@@ -39,6 +39,8 @@ class LGBMRank(CostModel):
     """LightGBM `lambdarank` over pooled candidate features; higher score = faster."""
 
     kind = "lgbm-rank"
+    weights_file: ClassVar[str] = "model.txt"
+    length_param: ClassVar[str | None] = "n_rounds"
     hyper = (
         "n_rounds", "learning_rate", "num_leaves", "min_data_in_leaf", "feature_fraction", "levels",
         "patience", "update_rounds", "nthread", "seed",
@@ -130,7 +132,7 @@ class LGBMRank(CostModel):
         if self.booster is None:
             raise InputError("cannot save an untrained lgbm-rank model")
         self.booster.save_model(str(prepare_dir(path) / "model.txt"))
-        self._write_config(path, "model.txt")
+        self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> LGBMRank:
@@ -146,7 +148,7 @@ class LGBMRank(CostModel):
         try:
             booster = lgb.Booster(model_file=f)
         except lgb.basic.LightGBMError as exc:
-            raise InputError(f"{f} is truncated or corrupt: {str(exc).splitlines()[0][:200]}") from None
+            raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
         if booster.num_feature() != 2 * int(config["n_features"]):
             raise InputError(f"{f} is truncated or corrupt: it has {booster.num_feature()} inputs, config says {2 * int(config['n_features'])}")
         model.booster = booster

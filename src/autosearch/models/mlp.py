@@ -18,13 +18,13 @@ import copy
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 
 __all__ = ["SegmentSumMLP", "SegmentSumNet"]
@@ -32,6 +32,8 @@ __all__ = ["SegmentSumMLP", "SegmentSumNet"]
 
 class SegmentSumNet(nn.Module):
     """rows (R, F) + segment ids (R,) -> one score per candidate."""
+
+    scale: torch.Tensor  # a registered buffer: 1 / max |column| on the training set
 
     def __init__(self, n_features: int, hidden: int = 256, n_residual: int = 2) -> None:
         super().__init__()
@@ -52,6 +54,8 @@ class SegmentSumMLP(CostModel):
     """Segment-sum MLP trained with `mse`, `pairwise` (RankNet) or `lambdarank` loss."""
 
     kind = "mlp"
+    weights_file: ClassVar[str] = "model.safetensors"
+    length_param: ClassVar[str | None] = "epochs"
     hyper = (
         "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch",
         "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed", "members",
@@ -104,6 +108,7 @@ class SegmentSumMLP(CostModel):
         for member in range(self.members):
             tag = (lambda e, r, m=member: progress(e, {**r, "member": m})) if progress and self.members > 1 else progress
             reports.append(self._fit_member(train, valid, loss_fn, self.seed + member, tag))
+            assert self.net is not None  # _fit_member always builds one
             nets.append(self.net)
         self.nets = nets
         report = reports[0]
@@ -226,6 +231,18 @@ class SegmentSumMLP(CostModel):
                 return self._predict_chunks(batch)
         return self._predict_chunks(batch)
 
+    def predict_members(self, batch: FeatureBatch) -> np.ndarray:
+        """(members, candidates) scores of every member: their spread is the ensemble's uncertainty."""
+        if not self.nets:
+            raise InputError("mlp model is not trained: call fit() or load() first")
+        batch.validate(self.n_features)
+        rows = torch.from_numpy(np.ascontiguousarray(batch.rows, dtype=np.float32))
+        seg = torch.from_numpy(batch.segment_ids())
+        for net in self.nets:
+            net.eval()
+        with torch.no_grad(), _threads(1):
+            return torch.stack([net(rows, seg, batch.n_candidates) for net in self.nets]).double().numpy()
+
     def _predict_chunks(self, batch: FeatureBatch) -> np.ndarray:
         out = np.empty(batch.n_candidates, dtype=np.float64)
         step = 8192
@@ -245,7 +262,7 @@ class SegmentSumMLP(CostModel):
             raise InputError("cannot save an untrained mlp model")
         state = {f"m{i}.{k}": v.contiguous() for i, net in enumerate(self.nets) for k, v in net.state_dict().items()}
         save_file(state, str(prepare_dir(path) / "model.safetensors"))
-        self._write_config(path, "model.safetensors")
+        self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> SegmentSumMLP:
@@ -256,7 +273,7 @@ class SegmentSumMLP(CostModel):
         try:
             state = load_file(f)
         except Exception as exc:  # safetensors raises its own error types for truncated headers/data
-            raise InputError(f"{f} is truncated or corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+            raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
         if not any(k.startswith("m0.") for k in state):  # written before ensembles: one network
             state = {f"m0.{k}": v for k, v in state.items()}
         nets = []
@@ -266,7 +283,7 @@ class SegmentSumMLP(CostModel):
             try:
                 net.load_state_dict(part)
             except RuntimeError as exc:
-                raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
+                raise InputError(f"{f} does not match its config.json: {one_line(exc)}") from None
             nets.append(net)
         model.nets, model.net = nets, nets[0]
         return model

@@ -25,11 +25,11 @@ import os
 import random
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 
 __all__ = ["TVMMLPAnchor", "TVMXGBAnchor"]
@@ -60,6 +60,7 @@ class TVMXGBAnchor(CostModel):
     """
 
     kind = "tvm-xgb"
+    weights_file: ClassVar[str] = "model.json"
     hyper = ("max_depth", "eta", "gamma", "min_child_weight", "early_stopping_rounds", "nthread", "seed")
 
     def __init__(
@@ -136,7 +137,7 @@ class TVMXGBAnchor(CostModel):
         if self.tvm_model is None or self.tvm_model.booster is None:
             raise InputError("cannot save an untrained tvm-xgb model")
         self.tvm_model.booster.save_model(str(prepare_dir(path) / "model.json"))
-        self._write_config(path, "model.json")
+        self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> TVMXGBAnchor:
@@ -180,6 +181,8 @@ class TVMMLPAnchor(CostModel):
     """
 
     kind = "tvm-mlp"
+    weights_file: ClassVar[str] = "model.safetensors"
+    length_param: ClassVar[str | None] = "epochs"
     hyper = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip", "hidden", "seed")
 
     def __init__(
@@ -264,7 +267,7 @@ class TVMMLPAnchor(CostModel):
             raise InputError("cannot save an untrained tvm-mlp model")
         state = {k: v.contiguous() for k, v in self.trainer.state.model.state_dict().items()}
         save_file(state, str(prepare_dir(path) / "model.safetensors"))
-        self._write_config(path, "model.safetensors")
+        self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> TVMMLPAnchor:
@@ -275,10 +278,10 @@ class TVMMLPAnchor(CostModel):
         try:
             state = load_file(f)
         except Exception as exc:  # safetensors' own error types
-            raise InputError(f"{f} is truncated or corrupt: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+            raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
         model.trainer = model._make(int(config["n_features"]))
         try:
             model.trainer.state.model.load_state_dict(state)
         except RuntimeError as exc:
-            raise InputError(f"{f} does not match its config.json: {str(exc).splitlines()[0][:200]}") from None
+            raise InputError(f"{f} does not match its config.json: {one_line(exc)}") from None
         return model

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 from autosearch.training.trainer import selection_key
 
@@ -91,6 +91,8 @@ class XGBPackSum(CostModel):
     """XGBoost pack-sum regressor of normalised throughput; higher score = faster."""
 
     kind = "xgb"
+    weights_file: ClassVar[str] = "model.json"
+    length_param: ClassVar[str | None] = "n_rounds"
     hyper = (
         "max_depth", "eta", "gamma", "min_child_weight", "subsample", "colsample_bytree", "n_rounds",
         "eval_every", "patience", "stop_on", "objective", "weight_floor", "update_rounds", "nthread", "seed",
@@ -170,7 +172,7 @@ class XGBPackSum(CostModel):
         if self.booster is None:
             raise InputError("cannot save an untrained xgb model")
         self.booster.save_model(str(prepare_dir(path) / "model.json"))
-        self._write_config(path, "model.json")
+        self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> XGBPackSum:
@@ -181,7 +183,7 @@ class XGBPackSum(CostModel):
         try:
             booster.load_model(os.path.join(path, "model.json"))
         except xgb.core.XGBoostError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+            first = one_line(exc)
             raise InputError(f"{path}/model.json is truncated or corrupt: {first[:200]}") from None
         booster.set_param({"nthread": 1})
         model.booster = booster

@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["plot_loss_curves", "plot_pred_vs_measured", "plot_topk_bars"]
 
 
-def _plt():  # type: ignore[no-untyped-def]
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -25,7 +27,7 @@ def _plt():  # type: ignore[no-untyped-def]
     return plt
 
 
-def _save(fig, path: str | os.PathLike[str]) -> Path:  # type: ignore[no-untyped-def]
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -90,7 +92,7 @@ def plot_topk_bars(results: Mapping[str, Mapping[str, float]], path: str | os.Pa
 
 
 def plot_pred_vs_measured(
-    scores: Sequence[float], latencies: Sequence[float], path: str | os.PathLike[str], title: str = ""
+    scores: ArrayLike, latencies: ArrayLike, path: str | os.PathLike[str], title: str = ""
 ) -> Path:
     """Predicted score vs. measured normalised throughput for one workload; failed runs at 0."""
     from autosearch.training.metrics import kendall_tau, labels_from_latency

@@ -31,12 +31,14 @@ retrains): it starts at 0.5 and moves to whichever model predicts the run's fres
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from autosearch.errors import InputError
+from autosearch.search.explore import EXPLORE_MODES, TrustGate
 
 __all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
@@ -92,11 +94,15 @@ class ModelAdapter:
         timer: Callable[[str], Any] | None = None,
         online: str | None = None,
         online_warmup: int = 32,
+        explore: str = "none",
+        trust0: float = 0.3,
     ) -> None:
         if model is None and kind is None:
             raise InputError("ModelAdapter needs a trained model or a model kind to train from scratch")
         if online is not None and (model is None or online not in ONLINE_KINDS):
             raise InputError(f"an online model needs a trained prior and a kind among {', '.join(ONLINE_KINDS)}, got {online!r}")
+        if explore not in EXPLORE_MODES:
+            raise InputError(f"explore must be one of {', '.join(EXPLORE_MODES)}, got {explore!r}")
         if retrain_fraction < 0:
             raise InputError(f"retrain_fraction must be >= 0, got {retrain_fraction}")
         self.model = model
@@ -119,6 +125,7 @@ class ModelAdapter:
         self.online_weight = 0.0
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
         self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
+        self.gate = TrustGate(trust0=trust0, seed=seed) if explore == "trust" else None
 
     # -- helpers -----------------------------------------------------------------------------
     def _section(self, name: str) -> Any:
@@ -143,14 +150,29 @@ class ModelAdapter:
 
     # -- scoring -----------------------------------------------------------------------------
     def score(self, feats: Sequence[np.ndarray]) -> np.ndarray:
-        """float64 score per candidate (higher = faster); always finite."""
-        from autosearch.models.base import FeatureBatch
-
+        """float64 score per candidate (higher = faster); always finite. With `explore="trust"`,
+        the model's scores are blended with noise by how much the evidence says to trust it."""
         n = len(feats)
         if n == 0:
             return np.zeros(0, dtype=np.float64)
         if self.model is None:
             return self.rng.uniform(size=n)
+        scores = self._model_scores(feats)
+        if self.gate is None:
+            return scores
+        spread = None
+        members = getattr(self.model, "predict_members", None)
+        if callable(members) and getattr(self.model, "members", 1) > 1:
+            from autosearch.training.batch import FeatureBatch
+
+            with self._section("predict"):
+                spread = np.asarray(members(FeatureBatch.from_list(list(feats))), dtype=np.float64).std(axis=0)
+        return self.gate.mix(scores, spread)
+
+    def _model_scores(self, feats: Sequence[np.ndarray]) -> np.ndarray:
+        """The prior's (or the prior + online blend's) scores, finite, without exploration."""
+        from autosearch.training.batch import FeatureBatch
+
         with self._section("predict"):
             batch = FeatureBatch.from_list(list(feats))
             scores = np.asarray(self.model.predict(batch), dtype=np.float64)
@@ -171,12 +193,14 @@ class ModelAdapter:
         """Record measured results (latency None = failed); retrain if the rule says so."""
         if len(feats) != len(latencies):
             raise InputError(f"{len(feats)} feature matrices but {len(latencies)} latencies")
+        if self.gate is not None and self.model is not None and len(feats):
+            self.gate.judge(self._model_scores(feats), latencies)  # before the model learns them
         for f, lat in zip(feats, latencies):
             ok = lat is not None and np.isfinite(lat) and lat > 0
             for store in (self.groups, self.pending):
                 g = store.setdefault(group, _Group())
                 g.feats.append(np.asarray(f, dtype=np.float32))
-                g.lats.append(float(lat) if ok else None)
+                g.lats.append(float(lat) if ok and lat is not None else None)
         if not self.should_retrain():
             self.n_skipped += 1
             return False
@@ -248,6 +272,7 @@ class ModelAdapter:
         # one thread: a few hundred rows, and XGBoost's OpenMP threads spin when another process
         # holds a core (measured: 256 candidates, 0.7 s with 1 thread, 14 s with 2 in that case)
         kw: dict[str, Any] = {"nthread": 1} if self.online_kind == "xgb" else {}
+        assert self.online_kind is not None  # should_retrain() is False without an online model
         model = make_model(self.online_kind, seed=self.seed, **kw)
         with contextlib.redirect_stdout(io.StringIO()):
             model.fit(ds)
@@ -280,7 +305,7 @@ class ModelAdapter:
                 from autosearch.models import make_model
 
                 kw = dict(self.model_kw)
-                model = make_model(self.kind, **kw)
+                model = make_model(str(self.kind), **kw)
             else:  # a pretrained model without cheap updates: refit on this run's data would forget
                 model = self.model  # pretraining, so keep it as it is
                 self.pending.clear()
@@ -297,10 +322,10 @@ class ModelAdapter:
 
 
 def group_key(mod: Any) -> str:
-    """The group of a TuneContext's module: its structural hash, as 16 hex digits."""
-    import tvm_ffi
+    """The group of a TuneContext's module: its structural key (16 hex digits)."""
+    from autosearch.workloads.base import structural_key
 
-    return f"{int(tvm_ffi.structural_hash(mod)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+    return structural_key(mod)
 
 
 def _median(run_secs: Any) -> float | None:
@@ -320,7 +345,7 @@ def _ms_class() -> Any:
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
-    from autosearch.backends.tvm.features import extract_features
+    from autosearch.features.per_store import extract_features
 
     @derived_object
     class AutosearchCostModel(PyCostModel):

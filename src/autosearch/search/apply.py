@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 
 __all__ = ["apply_best", "load_best", "measure_schedule", "write_script"]
 
@@ -37,21 +37,36 @@ def load_best(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _workload(best: dict[str, Any]) -> Any:
-    from autosearch.search.tune import resolve_tune_workload
+def _workload(best: dict[str, Any], module: str | None) -> Any:
+    """The workload a saved schedule belongs to. A user module is code: it is imported only when the
+    user names it again (`--module`), never because a JSON file says so."""
+    from autosearch.workloads.module import resolve_workload_spec
 
-    if best.get("module"):
-        return resolve_tune_workload(best["workload_name"], best["module"])
-    return resolve_tune_workload(best["workload_name"])
+    saved = best.get("module")
+    if saved is not None and not isinstance(saved, str):
+        raise InputError("best.json: the field 'module' must be a string")
+    if saved and module is None:
+        raise InputError(
+            f"{best['workload_name']} was tuned on a user module ({saved}); importing it runs its code, so "
+            "pass --module with that FILE.py:FUNC to confirm"
+        )
+    if module is not None:
+        return resolve_workload_spec(best["workload_name"], module)
+    return resolve_workload_spec(best["workload_name"])
 
 
-def apply_best(path_or_best: str | os.PathLike[str] | dict[str, Any], workload: Any = None) -> tuple[Any, Any]:
-    """(workload, tvm.s_tir.Schedule) with the saved trace replayed on the workload's program."""
+def apply_best(
+    path_or_best: str | os.PathLike[str] | dict[str, Any], workload: Any = None, *, module: str | None = None,
+) -> tuple[Any, Any]:
+    """(workload, tvm.s_tir.Schedule) with the saved trace replayed on the workload's program.
+
+    The workload's key must equal the saved one, so a `--module` that builds another program
+    than the one tuned is refused."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
     best = path_or_best if isinstance(path_or_best, dict) else load_best(path_or_best)
-    wl = workload if workload is not None else _workload(best)
+    wl = workload if workload is not None else _workload(best, module)
     if wl.key != best["workload_key"]:
         raise InputError(
             f"{best['workload_name']} now has key {wl.key}, the schedule was tuned for {best['workload_key']}: "
@@ -60,8 +75,8 @@ def apply_best(path_or_best: str | os.PathLike[str] | dict[str, Any], workload: 
     sch = Schedule(wl.mod())
     try:
         Trace.apply_json_to_schedule(best["trace"], sch)
-    except Exception as exc:  # noqa: BLE001 - TVM errors
-        raise InputError(f"the saved trace does not apply to {wl.name}: {str(exc).strip().splitlines()[0][:200]}") from None
+    except Exception as exc:
+        raise InputError(f"the saved trace does not apply to {wl.name}: {one_line(exc)}") from None
     return wl, sch
 
 
@@ -71,8 +86,8 @@ def measure_schedule(sch: Any, target: Any, evaluator: Any = None) -> float | No
     from tvm.s_tir.meta_schedule import MeasureCandidate
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+    from autosearch.backends.tvm.build import build_in_process
     from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
-    from autosearch.search.tune import build_in_process
 
     m = Measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
@@ -80,18 +95,22 @@ def measure_schedule(sch: Any, target: Any, evaluator: Any = None) -> float | No
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 
-_SCRIPT = '''"""Best schedule of {name} found by `autosearch tune` ({model}, {trials} trials): {latency}.
+_SCRIPT = '''"""Best schedule found by `autosearch tune` (standalone: needs only apache-tvm and numpy).
 
-Standalone: needs only apache-tvm and numpy.  Run:  python best_schedule.py
-Target: {target}
+Run:  python best_schedule.py
 """
 
 import numpy as np
 import tvm
 import tvm.script
 
-TARGET = {target_json}
-TIR = {tir!r}
+# Every value below is a Python literal written by autosearch (repr), never code.
+WORKLOAD = {name}
+MODEL = {model}
+TRIALS = {trials}
+TUNED_LATENCY_S = {latency}
+TARGET = {target}
+TIR = {tir}
 
 
 def main() -> None:
@@ -107,7 +126,7 @@ def main() -> None:
     ]
     timer = exe.mod.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
     secs = sorted(timer(*args).results)
-    print(f"{name}: median {{secs[len(secs) // 2] * 1e6:.1f}} us over {{len(secs)}} repeats")
+    print(f"{{WORKLOAD}}: median {{secs[len(secs) // 2] * 1e6:.1f}} us over {{len(secs)}} repeats")
 
 
 if __name__ == "__main__":
@@ -120,10 +139,13 @@ def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Pat
     best = load_best(best_path)
     _, sch = apply_best(best, workload)
     lat = best.get("best_latency_s")
+    target = best.get("target") or "llvm"
     text = _SCRIPT.format(
-        name=best["workload_name"], model=best.get("model", "?"), trials=best.get("trials_measured", "?"),
-        latency=f"{lat * 1e6:.1f} us" if lat else "-", target=best.get("target", ""),
-        target_json=json.dumps(best.get("target", "llvm")), tir=sch.mod.script(),
+        name=repr(str(best["workload_name"])), model=repr(str(best.get("model", "?"))),
+        trials=repr(int(best.get("trials_measured") or 0)),
+        latency=repr(float(lat)) if isinstance(lat, (int, float)) else "None",
+        target=repr(json.loads(target) if isinstance(target, str) and target.startswith("{") else str(target)),
+        tir=repr(sch.mod.script()),
     )
     out = Path(best_path)
     out = (out if out.is_dir() else out.parent) / "best_schedule.py"

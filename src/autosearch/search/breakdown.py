@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["SECTIONS", "TimeBreakdown"]
 
@@ -40,7 +41,7 @@ class TimeBreakdown:
         if name not in self.seconds:
             self.seconds[name] = 0.0
             self.calls[name] = 0
-        frame = [name, time.perf_counter(), 0.0]
+        frame: list[Any] = [name, time.perf_counter(), 0.0]
         self._stack.append(frame)
         try:
             yield
@@ -51,6 +52,10 @@ class TimeBreakdown:
             self.calls[name] += 1
             if self._stack:
                 self._stack[-1][2] += elapsed
+
+    def elapsed(self) -> float:
+        """Wall seconds since the breakdown started."""
+        return time.perf_counter() - self._t0
 
     def stop(self) -> None:
         """Freeze the total; time not inside any section is reported as `other`."""

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from autosearch.errors import InputError, WorkloadError
+from autosearch.errors import InputError, WorkloadError, one_line
+from autosearch.search.model_spec import TuneModel
 
 __all__ = ["NetworkResult", "import_torch_model", "parse_shapes", "split_budget", "tune_network"]
 
@@ -71,7 +73,7 @@ def import_torch_model(spec: str, shapes: Sequence[tuple[int, ...]]) -> tuple[An
     """(nn.Module in eval mode, example inputs) from `file.py:make_model`."""
     import torch
 
-    from autosearch.search.tune import load_module_object
+    from autosearch.workloads.module import load_module_object
 
     obj, _ = load_module_object(spec)
     if not isinstance(obj, torch.nn.Module):
@@ -160,7 +162,7 @@ def tune_network(
     spec: str,
     shapes: Sequence[tuple[int, ...]],
     target: Any,
-    model: str = "pretrained",
+    model: Callable[[], TuneModel],
     settings: Any = None,
     *,
     store: Any = None,
@@ -179,14 +181,15 @@ def tune_network(
     from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tasks
     from tvm.s_tir.schedule import Trace
 
-    from autosearch.search.tune import ModuleWorkload, TuneSettings, _first_line, tune
+    from autosearch.search.tune import TuneSettings, tune
+    from autosearch.workloads.module import ModuleWorkload
 
     t_start = time.perf_counter()
     settings = settings or TuneSettings(trials=128)
     settings.validate()
     console = console or Console(stderr=True)
     net, inputs = import_torch_model(spec, shapes)
-    result = NetworkResult(spec=spec, model=model)
+    result = NetworkResult(spec=spec, model="")
     with torch.no_grad():
         expected = net(*inputs)
     expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).detach().numpy()
@@ -194,8 +197,8 @@ def tune_network(
     try:
         ep = torch.export.export(net, tuple(inputs))
         mod = from_exported_program(ep, keep_params_as_input=True)
-    except Exception as exc:  # noqa: BLE001 - export / frontend errors of many kinds
-        raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {_first_line(exc)}") from None
+    except Exception as exc:
+        raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
     mod, params = relax.frontend.detach_params(mod)
     values = list(params.get("main", [])) if params else []
     fparams = list(mod["main"].params)
@@ -232,7 +235,9 @@ def tune_network(
             continue
         s = TuneSettings(**{**settings.__dict__, "trials": n})
         try:
-            r = tune(wl, target, model, s, store=store, evaluator=evaluator, baseline=True, reference=False,
+            task_model = model()
+            result.model = task_model.label
+            r = tune(wl, target, task_model, s, store=store, evaluator=evaluator, baseline=True, reference=False,
                      console=console, progress=progress)
         except WorkloadError as exc:
             info["note"] = str(exc)

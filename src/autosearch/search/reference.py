@@ -9,7 +9,8 @@ Operators without a PyTorch equivalent (capsule conv, winograd, random programs)
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

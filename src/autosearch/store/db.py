@@ -8,7 +8,6 @@ than misread.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import StoreError
+from autosearch.hashing import schedule_hash
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -92,11 +92,6 @@ CREATE TABLE IF NOT EXISTS devices (
 """
 
 
-def schedule_hash(schedule_text: str) -> str:
-    """Hash that identifies a schedule within a (workload, target) group."""
-    return hashlib.sha256(schedule_text.encode()).hexdigest()[:32]
-
-
 @dataclass(frozen=True)
 class WorkloadRecord:
     """A program to be scheduled, as it is written to the store."""
@@ -108,6 +103,15 @@ class WorkloadRecord:
     params: dict[str, Any]
     ir: str
     flops: float | None = None
+
+    @classmethod
+    def from_workload(cls, wl: Any, backend: str = "tvm") -> WorkloadRecord:
+        """The row of a `Workload` (or anything with its name, family, params, key, flops, mod())."""
+        params = dict(wl.params)
+        if getattr(wl, "source", ""):
+            params.setdefault("module", wl.source)
+        return cls(key=wl.key, name=wl.name, family=wl.family, backend=backend, params=params,
+                   ir=wl.mod().script(), flops=wl.flops)
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,11 @@ def _check_sqlite_file(path: Path) -> None:
         raise StoreError(f"{path} is not an SQLite database (bad header); refusing to touch it")
 
 
+def _is_write_refusal(exc: sqlite3.OperationalError) -> bool:
+    msg = str(exc).lower()
+    return "readonly" in msg or "read-only" in msg or "unable to open" in msg or "permission" in msg
+
+
 class Store:
     """The records database. Open with `Store(path)`; use as a context manager to close it.
 
@@ -212,15 +221,36 @@ class Store:
             raise StoreError(f"no database at {self.path}")
         _check_sqlite_file(self.path)
         try:
-            if readonly:
-                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._conn = sqlite3.connect(self.path, timeout=30)
+            self._conn = self._connect_ro() if readonly else self._connect_rw()
             self._conn.row_factory = sqlite3.Row
             self._init(readonly)
+        except sqlite3.OperationalError as exc:
+            if not readonly and _is_write_refusal(exc):
+                raise StoreError(
+                    f"{self.path} cannot be written ({exc}): it is on read-only media or lacks write permission; "
+                    "commands that only read (train, eval, db stats, db export) open it read-only"
+                ) from None
+            raise StoreError(f"{self.path} cannot be opened: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is corrupt or not an autosearch database: {exc}") from None
+
+    def _connect_rw(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(self.path, timeout=30)
+
+    def _connect_ro(self) -> sqlite3.Connection:
+        """Read-only, by URI: the path is percent-encoded (a '#' or '?' in a file name is not a URI
+        part). A WAL database on read-only media cannot create its -shm file: `immutable=1` then."""
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=30)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _init(self, readonly: bool) -> None:
@@ -231,7 +261,11 @@ class Store:
             raise StoreError(f"{self.path} is an SQLite database but not an autosearch one (no meta table)")
         if "meta" in tables:
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            version = int(row[0]) if row else 0
+            try:
+                version = int(row[0]) if row else 0
+            except (TypeError, ValueError):
+                raise StoreError(f"{self.path} has schema version {str(row[0])[:40]!r}, not a number; "
+                                 "not an autosearch database") from None
             if version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} was written by a newer autosearch (schema {version} > {SCHEMA_VERSION}); upgrade autosearch"
@@ -287,7 +321,7 @@ class Store:
         return self._workload_row(r) if r else None
 
     def workloads(self, backend: str | None = None) -> list[WorkloadRow]:
-        sql, args = "SELECT * FROM workloads", ()
+        sql, args = "SELECT * FROM workloads", tuple[str, ...]()
         if backend:
             sql, args = sql + " WHERE backend=?", (backend,)
         return [self._workload_row(r) for r in self._conn.execute(sql + " ORDER BY id", args)]
@@ -324,7 +358,7 @@ class Store:
                         json.dumps(rec.extra, sort_keys=True), now,
                     ),
                 )
-                mid = int(cur.lastrowid) if cur.rowcount == 1 else None
+                mid = int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid is not None else None
                 ids.append(mid)
                 if mid is not None and features is not None and features[i] is not None:
                     self._insert_feature(mid, extractor, features[i])  # type: ignore[arg-type]

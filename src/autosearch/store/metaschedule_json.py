@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 
-__all__ = ["FAILED_RUN_SECS", "TransferCount", "export_json_database", "import_json_database"]
+__all__ = ["FAILED_RUN_SECS", "Featurizer", "TransferCount", "export_json_database", "import_json_database"]
 
 #: MetaSchedule's convention for a failed run in a tuning record.
 FAILED_RUN_SECS = 1e10
@@ -38,14 +39,23 @@ def _validate_lines(path: Path, kind: str) -> None:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_int=_bounded_int)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: broken JSON line ({exc.msg}); nothing was imported") from None
+            except ValueError as exc:  # a number too long to be one (Python refuses > 4300 digits)
+                raise InputError(f"{path}:{lineno}: {one_line(exc, 80)}; nothing was imported") from None
             ok = isinstance(obj, list) and len(obj) == 2
             if ok and kind == "tuning-record":
                 ok = isinstance(obj[0], int) and isinstance(obj[1], list) and len(obj[1]) >= 2
             if not ok:
                 raise InputError(f"{path}:{lineno}: not a MetaSchedule {kind} entry; nothing was imported")
+
+
+def _bounded_int(text: str) -> int:
+    """JSON integers as TVM writes them; a number of hundreds of digits is corrupt input."""
+    if len(text.lstrip("-")) > 30:
+        raise ValueError(f"a {len(text)}-digit number is not a MetaSchedule value")
+    return int(text)
 
 
 def _func_of(mod: Any) -> Any:
@@ -59,16 +69,25 @@ def _key_index() -> dict[str, Any]:
     return {w.key: w for w in list_workloads()}
 
 
-def import_json_database(store: Any, workload_file: Path, record_file: Path, *, with_features: bool = True) -> TransferCount:
-    """Add every tuning record to the store (source `import:<file>`); known workloads keep their names."""
-    import tvm_ffi
+#: Computes one candidate's feature matrix from (IRModule, target, trace JSON text).
+Featurizer = Callable[[Any, Any, str], Any]
+
+
+def import_json_database(
+    store: Any, workload_file: Path, record_file: Path, *,
+    featurize: Featurizer | None = None, extractor: tuple[str, str] | None = None,
+) -> TransferCount:
+    """Add every tuning record to the store (source `import:<file>`); known workloads keep their names.
+
+    `featurize` (with its `extractor` id) adds features in the same transaction; the store layer
+    does not know any extractor itself, so the caller (the CLI) passes one in.
+    """
     from tvm.s_tir import meta_schedule as ms
 
-    from autosearch.backends.tvm.features import EXTRACTOR, candidate_from_trace, extract_features
     from autosearch.backends.tvm.space import to_plain_json
     from autosearch.backends.tvm.target import device_fingerprint
-    from autosearch.store.db import MeasurementRecord
-    from autosearch.workloads import Workload
+    from autosearch.store.db import MeasurementRecord, WorkloadRecord
+    from autosearch.workloads.base import Workload, structural_key
 
     workload_file, record_file = Path(workload_file), Path(record_file)
     _validate_lines(workload_file, "workload")
@@ -85,17 +104,16 @@ def import_json_database(store: Any, workload_file: Path, record_file: Path, *, 
     seen_workloads: dict[str, Any] = {}
     batch: list[MeasurementRecord] = []
     feats: list[Any] = []
-    contexts: dict[tuple[str, str], Any] = {}
     for rec in records:
         mod = rec.workload.mod
         func = _func_of(mod)
-        key = f"{int(tvm_ffi.structural_hash(func)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+        key = structural_key(func)
         if key not in seen_workloads:
             wl = known.get(key) or Workload(
                 name=f"imported/{key}", family="imported", params={"source": str(workload_file)},
                 _builder=functools.partial(lambda f: f, func),
             )
-            store.add_workload(wl.record())
+            store.add_workload(WorkloadRecord.from_workload(wl))
             seen_workloads[key] = wl
             count.workloads += 1
         if rec.target is None:
@@ -112,14 +130,10 @@ def import_json_database(store: Any, workload_file: Path, record_file: Path, *, 
             )
         )
         count.failed += 0 if ok else 1
-        feat = None
-        if with_features:
-            ctx_key = (key, str(target))
-            if ctx_key not in contexts:
-                contexts[ctx_key] = ms.TuneContext(mod=tvm_mod(func), target=target)
-            feat = extract_features(contexts[ctx_key], [candidate_from_trace(tvm_mod(func), text)])[0]
-        feats.append(feat)
-    ids = store.add_measurements(batch, feats if with_features else None, EXTRACTOR if with_features else None)
+        if featurize is not None:
+            feats.append(featurize(tvm_mod(func), target, text))
+    with_features = featurize is not None and extractor is not None
+    ids = store.add_measurements(batch, feats if with_features else None, extractor if with_features else None)
     count.records = sum(i is not None for i in ids)
     return count
 
@@ -148,12 +162,11 @@ def _rebuild(row: Any) -> Any:
 
 def export_json_database(store: Any, workload_file: Path, record_file: Path) -> TransferCount:
     """Write every TVM record of the store as a MetaSchedule JSONDatabase (failed runs as 1e10 s)."""
+    import tvm
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Trace
-
-    import tvm
 
     for p in (workload_file, record_file):
         if Path(p).exists():

@@ -12,11 +12,13 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.models.base import DEFAULT_EXTRACTOR, FeatureBatch
+from autosearch.training.batch import DEFAULT_EXTRACTOR, FeatureBatch
 from autosearch.training.metrics import labels_from_latency
 
 __all__ = ["Dataset", "GroupInfo", "load_dataset", "resolve_db"]
@@ -254,18 +256,21 @@ def load_dataset(
         return b.finish()
 
 
-def _iter(store, extractor, target, keys) -> Iterator:  # type: ignore[no-untyped-def]
+def _iter(store: Any, extractor: tuple[str, str], target: str | None, keys: Any) -> Iterator[Any]:
     if keys is not None and not keys:
         return iter(())
     return store.iter_features(extractor=tuple(extractor), target=target, workload_keys=keys)
 
 
 def resolve_db(path: str | os.PathLike[str]) -> str:
-    """The path of a readable store: a `.xz` file is decompressed once to the temp folder.
+    """The path of a readable store: a `.xz` file is decompressed once into the user's cache.
 
     Why: the reference dataset is committed compressed; the decompressed copy is reused while the
-    archive is unchanged (keyed by its size and mtime).
+    archive is unchanged (keyed by its path, size and mtime). The cache is a private folder
+    (`$XDG_CACHE_HOME/autosearch`, mode 0700, ours, not a link), never a guessable name in the
+    shared temp folder, and the copy is written to a fresh file and renamed into place.
     """
+    import hashlib
     import lzma
     import shutil
     import tempfile
@@ -277,14 +282,37 @@ def resolve_db(path: str | os.PathLike[str]) -> str:
     if not p.is_file():
         raise InputError(f"no database at {p}")
     st = p.stat()
-    out = Path(tempfile.gettempdir()) / f"autosearch-{p.stem}-{st.st_size}-{int(st.st_mtime)}"
+    tag = hashlib.sha256(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    cache = _private_cache_dir()
+    out = cache / f"{p.stem}-{tag}"
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        raise InputError(f"{out} is not a regular file: remove it (the .xz cache never follows links)")
     if not out.exists():
-        tmp = out.with_suffix(".part")
+        fd, tmp_name = tempfile.mkstemp(prefix=".part-", dir=cache)
+        tmp = Path(tmp_name)
         try:
-            with lzma.open(p) as src, open(tmp, "wb") as dst:
+            with lzma.open(p) as src, os.fdopen(fd, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
         except (lzma.LZMAError, EOFError) as exc:
             tmp.unlink(missing_ok=True)
             raise InputError(f"{p} is not a valid .xz archive: {exc}") from None
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         tmp.replace(out)
     return str(out)
+
+
+def _private_cache_dir() -> Path:
+    """`$XDG_CACHE_HOME/autosearch` (default ~/.cache/autosearch), created 0700; refused if it is a
+    link or belongs to someone else."""
+    from pathlib import Path
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    d = base / "autosearch"
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if d.is_symlink() or not d.is_dir():
+        raise InputError(f"{d} must be a directory, not a link: remove it")
+    if hasattr(os, "getuid") and d.stat().st_uid != os.getuid():
+        raise InputError(f"{d} belongs to another user: set XDG_CACHE_HOME to a folder of yours")
+    return d

@@ -6,6 +6,8 @@ few groups side by side; padding keeps every loss one vectorised expression.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -74,7 +76,7 @@ def lambdarank_loss(
 LOSSES = {"mse": mse_loss, "pairwise": pairwise_loss, "lambdarank": lambdarank_loss}
 
 
-def get_loss(name: str):  # type: ignore[no-untyped-def]
+def get_loss(name: str) -> Callable[..., torch.Tensor]:
     """The loss function called `name` (mse, pairwise, lambdarank)."""
     from autosearch.errors import InputError
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "GroupMetrics",
@@ -23,7 +24,7 @@ __all__ = [
 ]
 
 
-def _as_arrays(scores: Sequence[float], latencies: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _as_arrays(scores: ArrayLike, latencies: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     lat = np.asarray(latencies, dtype=np.float64).reshape(-1)
     if s.shape != lat.shape:
@@ -32,7 +33,7 @@ def _as_arrays(scores: Sequence[float], latencies: Sequence[float]) -> tuple[np.
     return s, lat
 
 
-def labels_from_latency(latencies: Sequence[float]) -> np.ndarray:
+def labels_from_latency(latencies: ArrayLike) -> np.ndarray:
     """Normalised throughput within a group: min_latency / latency; failed runs get 0."""
     lat = np.asarray(latencies, dtype=np.float64).reshape(-1)
     ok = np.isfinite(lat) & (lat > 0)
@@ -42,7 +43,7 @@ def labels_from_latency(latencies: Sequence[float]) -> np.ndarray:
     return out
 
 
-def top_k_score(scores: Sequence[float], latencies: Sequence[float], k: int) -> float:
+def top_k_score(scores: ArrayLike, latencies: ArrayLike, k: int) -> float:
     """best true latency / min true latency among the k best-predicted (1 = the best was picked)."""
     s, lat = _as_arrays(scores, latencies)
     if not np.isfinite(lat).any():
@@ -52,7 +53,7 @@ def top_k_score(scores: Sequence[float], latencies: Sequence[float], k: int) -> 
     return float(lat.min() / picked) if np.isfinite(picked) else 0.0
 
 
-def pairwise_accuracy(scores: Sequence[float], latencies: Sequence[float]) -> float:
+def pairwise_accuracy(scores: ArrayLike, latencies: ArrayLike) -> float:
     """Fraction of pairs with different true latency that the scores order correctly."""
     s, lat = _as_arrays(scores, latencies)
     y = labels_from_latency(lat)
@@ -64,7 +65,7 @@ def pairwise_accuracy(scores: Sequence[float], latencies: Sequence[float]) -> fl
     return float((dy[mask] == ds[mask]).mean())
 
 
-def kendall_tau(scores: Sequence[float], latencies: Sequence[float]) -> float:
+def kendall_tau(scores: ArrayLike, latencies: ArrayLike) -> float:
     """Kendall tau-b between scores and normalised throughput."""
     from scipy.stats import kendalltau
 
@@ -75,7 +76,7 @@ def kendall_tau(scores: Sequence[float], latencies: Sequence[float]) -> float:
     return float(kendalltau(s, y).statistic)
 
 
-def rmse(predicted_throughput: Sequence[float], latencies: Sequence[float]) -> float:
+def rmse(predicted_throughput: ArrayLike, latencies: ArrayLike) -> float:
     """RMSE between predicted and measured normalised throughput (both in [0, 1])."""
     p, lat = _as_arrays(predicted_throughput, latencies)
     return float(np.sqrt(np.mean((p - labels_from_latency(lat)) ** 2)))
@@ -85,7 +86,7 @@ class GroupMetrics(dict):
     """Metrics of one group: top1, top5, pairwise, kendall, rmse, n."""
 
 
-def group_metrics(scores: Sequence[float], latencies: Sequence[float]) -> GroupMetrics:
+def group_metrics(scores: ArrayLike, latencies: ArrayLike) -> GroupMetrics:
     """Every metric for one group. RMSE uses scores rescaled to [0, 1] by the group's max."""
     s, lat = _as_arrays(scores, latencies)
     span = s.max() - s.min() if s.size else 0.0

@@ -9,16 +9,28 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.models.base import CostModel
+from autosearch.training.batch import FeatureBatch
 from autosearch.training.dataset import Dataset
 from autosearch.training.metrics import group_metrics, mean_metrics
 
-__all__ = ["STOP_ON", "fit_refit", "selection_key", "EvalResult", "evaluate", "group_minibatches", "prediction_throughput", "quick_metrics", "valid_carve_out"]
+
+class CostModel(Protocol):
+    """What evaluation needs of a model (models.base.CostModel implements it); a Protocol, so that
+    this layer, below the models, does not import them."""
+
+    kind: ClassVar[str]
+    length_param: ClassVar[str | None]
+
+    def fit(self, train: Dataset, valid: Dataset | None = None) -> Any: ...
+
+    def predict(self, batch: FeatureBatch) -> np.ndarray: ...
+
+__all__ = ["STOP_ON", "EvalResult", "evaluate", "fit_refit", "group_minibatches", "prediction_throughput", "quick_metrics", "selection_key", "valid_carve_out"]
 
 
 @dataclass
@@ -105,7 +117,7 @@ def fit_refit(model: CostModel, train: Dataset, valid_fraction: float = 0.15, se
     fit, valid = valid_carve_out(train, valid_fraction, seed)
     t0 = time.perf_counter()
     report = model.fit(fit, valid, **fit_kw)
-    budget = {"mlp": "epochs", "xgb": "n_rounds", "lgbm-rank": "n_rounds"}.get(model.kind)
+    budget = model.length_param
     if valid is None or report.best_epoch is None or budget is None:
         return report
     setattr(model, budget, report.best_epoch + 1)

@@ -26,7 +26,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from autosearch.workloads.registry import Workload
+from autosearch.workloads.base import Workload
 
 __all__ = ["benchmark_workloads", "network_workloads"]
 
@@ -250,7 +250,7 @@ def benchmark_workloads() -> list[Workload]:
 
 def _resnet50_convs() -> list[tuple[int, ...]]:
     """conv2d_nhwc args (N, H, W, CI, CO, k, stride, pad) of every ResNet-50 v1.5 conv layer."""
-    convs = [(1, 224, 224, 3, 64, 7, 2, 3)]
+    convs: list[tuple[int, ...]] = [(1, 224, 224, 3, 64, 7, 2, 3)]
     size, cin = 56, 64
     for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
         cout = width * 4
@@ -268,8 +268,8 @@ def _resnet50_convs() -> list[tuple[int, ...]]:
 
 def _mobilenetv2_layers() -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
     """(conv2d_nhwc args, depthwise_conv2d_nhwc args) of every MobileNet-V2 1.0 layer."""
-    convs = [(1, 224, 224, 3, 32, 3, 2, 1)]  # stem
-    dws = []
+    convs: list[tuple[int, ...]] = [(1, 224, 224, 3, 32, 3, 2, 1)]  # stem
+    dws: list[tuple[int, ...]] = []
     size, cin = 112, 32
     for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
         for i in range(n):

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autosearch.errors import WorkloadError
-from autosearch.workloads.registry import RANDOM_FAMILY, Workload
+from autosearch.workloads.base import RANDOM_FAMILY, Workload
 
 __all__ = [
     "MAX_ELEMENTS",
@@ -255,9 +255,9 @@ class _Planner:
                 attrs = {"kernel": 2, "stride": 2, "pad": 0}
             else:
                 attrs = {"kernel": 3, "stride": 1, "pad": 1}
-            k, s, p = attrs["kernel"], attrs["stride"], attrs["pad"]
-            out = (shape[0], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1, shape[3])
-            return [(op, (cur,), out, attrs, _prod(out) * k * k)]
+            kp, sp, pp = int(attrs["kernel"]), int(attrs["stride"]), int(attrs["pad"])
+            out = (shape[0], (shape[1] + 2 * pp - kp) // sp + 1, (shape[2] + 2 * pp - kp) // sp + 1, shape[3])
+            return [(op, (cur,), out, attrs, _prod(out) * kp * kp)]
         raise AssertionError(kind)  # pragma: no cover
 
     def step(self, cur: int, ops_left: int) -> int:
@@ -338,7 +338,9 @@ def random_plan(seed: int) -> RandomPlan:
 def _unary(op: str, x: Any, attrs: dict, name: str) -> Any:
     from tvm import te, tirx
 
-    f32 = lambda v: tirx.const(v, "float32")  # noqa: E731
+    def f32(v: float) -> Any:
+        return tirx.const(v, "float32")
+
     fns = {
         "relu": lambda v: te.max(v, f32(0.0)),
         "tanh": te.tanh,
@@ -388,7 +390,7 @@ def _padded(x: Any, p: int, pad_value: Any, name: str) -> Any:
     return value
 
 
-def _build_node(node: Node, args: list[Any], name: str) -> Any:  # noqa: C901 - one branch per op
+def _build_node(node: Node, args: list[Any], name: str) -> Any:
     from tvm import te, tirx
 
     op, attrs = node.op, node.attrs

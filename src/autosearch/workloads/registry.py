@@ -28,17 +28,10 @@ from __future__ import annotations
 import difflib
 import re
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 from autosearch.errors import WorkloadError
-
-if TYPE_CHECKING:  # pragma: no cover
-    import tvm
-    from tvm.tirx import PrimFunc
-
-    from autosearch.store import WorkloadRecord
+from autosearch.workloads.base import RANDOM_FAMILY, Workload
 
 __all__ = [
     "Workload",
@@ -47,86 +40,6 @@ __all__ = [
     "list_workloads",
     "resolve_workloads",
 ]
-
-#: Family of the random program generator (never part of `list_workloads`).
-RANDOM_FAMILY = "random"
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One program to be scheduled: a readable unique name, a family and its shape parameters.
-
-    `prim_func()` rebuilds the program from the private builder each call (milliseconds); the
-    structural-hash `key` and the `flops` estimate are computed once and cached.
-    """
-
-    name: str
-    family: str
-    params: dict[str, Any] = field(hash=False)
-    #: Zero-argument callable returning a `PrimFunc` (picklable: a partial of a module function).
-    _builder: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
-    #: One human-readable line describing the program (operator, layout, op list of a random one).
-    description: str = field(default="", compare=False, repr=False)
-    _cache: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
-
-    def prim_func(self) -> PrimFunc:
-        """The program as a fresh TIR `PrimFunc` (`tvm.tirx.PrimFunc` in TVM 0.27)."""
-        if self._builder is None:
-            raise WorkloadError(f"workload '{self.name}' has no builder")
-        return self._builder()
-
-    def mod(self) -> tvm.IRModule:
-        """The program as an `IRModule` whose only function is ``main``."""
-        import tvm
-
-        return tvm.IRModule({"main": self.prim_func()})
-
-    @property
-    def key(self) -> str:
-        """Stable structural hash of the program: 16 lowercase hex digits."""
-        if "key" not in self._cache:
-            import tvm_ffi
-
-            h = int(tvm_ffi.structural_hash(self.prim_func())) & 0xFFFF_FFFF_FFFF_FFFF
-            self._cache["key"] = f"{h:016x}"
-        return self._cache["key"]
-
-    @property
-    def flops(self) -> float | None:
-        """Floating-point operations of one run (TVM's `estimate_tir_flops`); None if unknown or 0."""
-        if "flops" not in self._cache:
-            self._cache["flops"] = _estimate_flops(self.mod())
-        return self._cache["flops"]
-
-    def record(self) -> WorkloadRecord:
-        """The row written to the store's `workloads` table."""
-        from autosearch.store import WorkloadRecord
-
-        return WorkloadRecord(
-            key=self.key,
-            name=self.name,
-            family=self.family,
-            backend="tvm",
-            params=dict(self.params),
-            ir=self.mod().script(),
-            flops=self.flops,
-        )
-
-
-def _estimate_flops(mod: Any) -> float | None:
-    try:
-        from tvm.s_tir.analysis import estimate_tir_flops
-    except ImportError:  # pragma: no cover - other TVM layouts
-        try:
-            from tvm.tir.analysis import estimate_tir_flops  # type: ignore[no-redef]
-        except ImportError:
-            return None
-    try:
-        value = float(estimate_tir_flops(mod))
-    except Exception:  # noqa: BLE001 - TVM raises TVMError subclasses of many kinds
-        return None
-    return value if value > 0 else None
-
 
 # -- the registry ------------------------------------------------------------------------------
 

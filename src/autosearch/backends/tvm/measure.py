@@ -1,40 +1,20 @@
-"""Build and run candidates through MetaSchedule's Builder / Runner.
+"""Run built candidates on the device through MetaSchedule's Runner (local or RPC).
 
-Why a custom build function: the stock `default_build` imports `tvm.s_tir.tensor_intrin` in every
-fresh builder worker (the pool is rebuilt for every batch), ~13 s per batch on this machine. Only
-schedules that tensorize need those intrinsics registered, so `fast_build` skips the import and
-`Measurer` sends tensorizing candidates to the stock builder instead.
+Building goes through `autosearch.backends.tvm.build.PoolBuilder`, the one builder of collection
+and tuning; this module times what it built and turns every outcome into a `MeasureResult`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
+from autosearch.backends.tvm.build import pool_builder
 from autosearch.errors import InputError
 
-__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "fast_build", "uses_tensor_intrin"]
-
-
-def fast_build(mod: Any, target: Any, _params: Any) -> Any:
-    """`default_build` without the tensor-intrinsics import (runs inside a builder worker)."""
-    from tvm.driver import build as tvm_build
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    return tvm_build(mod, target=target)
-
-
-def uses_tensor_intrin(trace: Any) -> bool:
-    """True when a schedule's trace tensorizes (then its build needs the intrinsics registered)."""
-    for inst in trace.insts:
-        name = inst.kind.name
-        if name in ("Tensorize", "Blockize"):
-            return True
-        if name == "Annotate" and any("tensorize" in str(a) for a in inst.attrs):
-            return True
-    return False
+__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +74,6 @@ class Measurer:
         rpc: tuple[str, int, str] | None = None,
         runner_restart: int = 256,
     ) -> None:
-        from tvm.s_tir.meta_schedule.builder import LocalBuilder
         from tvm.s_tir.meta_schedule.runner import RPCConfig, RPCRunner
 
         from autosearch.backends.tvm.target import is_gpu
@@ -102,10 +81,7 @@ class Measurer:
         self.target = target
         self.evaluator = evaluator or EvaluatorSettings()
         self.device_type = "cuda" if is_gpu(target) else "cpu"
-        workers = build_workers or 2
-        self._fast_builder = LocalBuilder(max_workers=workers, timeout_sec=build_timeout, f_build=fast_build)
-        self._stock_builder: Any = None
-        self._build_args = (workers, build_timeout)
+        self.builder = pool_builder(build_timeout, build_workers)
         if rpc is not None:
             host, port, key = rpc
             self.runner = RPCRunner(
@@ -133,27 +109,15 @@ class Measurer:
             self.runner = self._local_runner(self._run_timeout)
             self._ran = 0
 
-    def _stock(self) -> Any:
-        if self._stock_builder is None:
-            from tvm.s_tir.meta_schedule.builder import LocalBuilder
-
-            workers, timeout = self._build_args
-            self._stock_builder = LocalBuilder(max_workers=workers, timeout_sec=timeout)
-        return self._stock_builder
+    def close(self) -> None:
+        """Stop the runner's worker now rather than in a garbage collector's `__del__` at exit."""
+        pool = getattr(self.runner, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False)
 
     def build(self, candidates: Sequence[Any]) -> list[Any]:
-        """BuilderResults in candidate order (tensorizing ones go to the stock builder)."""
-        from tvm.s_tir.meta_schedule.builder import BuilderInput
-
-        results: list[Any] = [None] * len(candidates)
-        slow = {i for i, c in enumerate(candidates) if uses_tensor_intrin(c.sch.trace)}
-        fast = [i for i in range(len(candidates)) if i not in slow]
-        for idx, get_builder in ((fast, lambda: self._fast_builder), (sorted(slow), self._stock)):
-            if idx:
-                outs = get_builder().build([BuilderInput(candidates[i].sch.mod, self.target) for i in idx])
-                for i, out in zip(idx, outs):
-                    results[i] = out
-        return results
+        """BuilderResults in candidate order, from the process-wide `PoolBuilder`."""
+        return self.builder.build(list(candidates), self.target)
 
     def measure(self, candidates: Sequence[Any]) -> list[MeasureResult]:
         """Build then run every candidate; failures are results, never exceptions."""

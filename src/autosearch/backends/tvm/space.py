@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from autosearch.errors import WorkloadError
-from autosearch.store import schedule_hash
+from autosearch.errors import WorkloadError, one_line
+from autosearch.hashing import schedule_hash
 
 __all__ = ["TaskSpace", "to_plain_json", "trace_json"]
 
@@ -42,6 +42,9 @@ class TaskSpace:
     def __init__(self, mod: Any, target: Any, *, seed: int = 0, num_threads: int = 2, name: str = "task") -> None:
         from tvm.s_tir import meta_schedule as ms
 
+        from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+
+        register_tensor_intrinsics(target)
         self.mod = mod
         self.target = target
         self.context = ms.TuneContext(
@@ -56,7 +59,7 @@ class TaskSpace:
         try:
             self.spaces = self.context.generate_design_space()
         except Exception as exc:
-            raise WorkloadError(f"MetaSchedule cannot build a design space for {name}: {str(exc).splitlines()[0]}") from None
+            raise WorkloadError(f"MetaSchedule cannot build a design space for {name}: {one_line(exc)}") from None
         if not self.spaces:
             raise WorkloadError(f"{name} has no tunable design space on {target.kind.name}")
         self._started = False

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from autosearch.errors import TargetError
+from autosearch.errors import TargetError, one_line
 from autosearch.hostinfo import cpu_model_name
 
 __all__ = [
@@ -81,7 +81,7 @@ def parse_target(spec: str | dict[str, Any] | None = None):
     if isinstance(spec, str):
         text = spec.strip()
         if text in PRESETS and PRESETS[text] != "host":
-            spec = PRESETS[text]  # type: ignore[assignment]
+            spec = PRESETS[text]
         elif text.startswith("{"):
             try:
                 spec = json.loads(text)
@@ -96,7 +96,7 @@ def parse_target(spec: str | dict[str, Any] | None = None):
         try:
             target = tvm.target.Target(spec)
         except Exception as exc:  # TVM raises its own error types
-            raise TargetError(f"TVM does not know target {spec!r}: {str(exc).splitlines()[0]}") from None
+            raise TargetError(f"TVM does not know target {spec!r}: {one_line(exc)}") from None
         if target.kind.name == "cuda" and target.host is None:
             target = tvm.target.Target(target, host=host_target())
         return target
@@ -112,7 +112,7 @@ def parse_target(spec: str | dict[str, Any] | None = None):
     try:
         return tvm.target.Target(cfg, host=host) if host is not None else tvm.target.Target(cfg)
     except Exception as exc:
-        raise TargetError(f"invalid target {json.dumps(spec)[:120]}: {str(exc).splitlines()[0]}") from None
+        raise TargetError(f"invalid target {json.dumps(spec)[:120]}: {one_line(exc)}") from None
 
 
 def is_gpu(target) -> bool:

@@ -7,11 +7,12 @@ definition must never be fed another; and since traces are stored, any feature c
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["EXTRACTOR", "FEATURE_WIDTH", "candidate_from_trace", "extract_features"]
+__all__ = ["EXTRACTOR", "FEATURE_WIDTH", "candidate_from_trace", "extract_features", "featurize_trace"]
 
 #: (name, version) under which features are stored; bump the version if the definition changes.
 EXTRACTOR = ("per-store-feature", "tvm-0.27")
@@ -48,3 +49,21 @@ def candidate_from_trace(mod: Any, trace_json: str | list[Any]) -> Any:
     sch = Schedule(mod)
     Trace.apply_json_to_schedule(obj, sch)
     return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+_CONTEXTS: dict[tuple[str, str], Any] = {}
+
+
+def featurize_trace(mod: Any, target: Any, trace_json: str) -> np.ndarray:
+    """Features of one stored schedule: replay its trace on `mod`, extract (one context per module)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.workloads.base import structural_key
+
+    key = (structural_key(mod), str(target))
+    if key not in _CONTEXTS:
+        from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+
+        register_tensor_intrinsics(target)
+        _CONTEXTS[key] = ms.TuneContext(mod=mod, target=target)
+    return extract_features(_CONTEXTS[key], [candidate_from_trace(mod, trace_json)])[0]

@@ -1,0 +1,147 @@
+"""Build candidate schedules into loadable modules, in a worker pool that outlives one batch.
+
+Why not MetaSchedule's LocalBuilder: it starts a fresh pool for every batch, and each worker
+imports TVM (~13 s per batch on a loaded 2-core machine); the stock `default_build` also imports
+`tvm.s_tir.tensor_intrin` in every worker, which only tensorizing schedules need. Why not in the
+calling process: a rare schedule sends TVM's lowering into a practically endless recursion (seen
+on softmax: > 8 minutes for one build), and only a worker process can be killed after `timeout`
+seconds (the candidate is then a `timeout` result). Collection and tuning share this one builder.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Any
+
+from autosearch.errors import one_line
+
+__all__ = ["PoolBuilder", "build_in_process", "close_builders", "fast_build", "pool_builder"]
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """`default_build` without the tensor-intrinsics import (runs inside a builder worker)."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)
+
+
+def _pool_build(mod: Any, target: Any) -> tuple[str, float]:
+    """Build + export one candidate inside a builder worker: (artifact path, seconds it took)."""
+    import tempfile
+    import time
+
+    from tvm.support.tar import tar
+
+    t0 = time.perf_counter()
+    try:
+        rt = fast_build(mod, target, None)
+    except Exception:
+        import tvm.s_tir.tensor_intrin  # noqa: F401 - importing registers the intrinsics
+
+        rt = fast_build(mod, target, None)
+    path = os.path.join(tempfile.mkdtemp(prefix="autosearch-build-"), "tvm_tmp_mod." + tar.output_format)
+    rt.export_library(path, fcompile=tar)
+    return path, time.perf_counter() - t0
+
+
+class PoolBuilder:
+    """Builds candidates in a worker pool that lives as long as the tuning process.
+
+    Why not MetaSchedule's LocalBuilder: it starts a fresh pool for every batch, and each worker
+    imports TVM (~13 s per batch on a loaded 2-core machine). Why not in the tuning process
+    itself: a rare schedule sends TVM's lowering into a practically endless recursion (seen here
+    on softmax: > 8 minutes for one build), and only a worker process can be killed after
+    `timeout` seconds (the candidate is then a `timeout` result).
+    """
+
+    def __init__(self, max_workers: int | None = None, timeout: float = 60.0) -> None:
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        self.timeout = timeout
+        self.pool = PopenPoolExecutor(max_workers=max_workers or min(2, os.cpu_count() or 1), timeout=timeout)
+        self.seconds: list[float] = []  # build time of every successful build, in order
+
+    def adaptive_timeout(self, factor: float = 6.0, floor: float = 10.0, window: int = 64) -> float:
+        """A cap for the next builds: `factor` x the median of recent successful builds, at least
+        `floor` s, at most the pool's timeout. A schedule that builds 6x slower than its siblings
+        (huge unrolls) is a `timeout` result the model learns from, not minutes of waiting."""
+        if len(self.seconds) < 8:
+            return self.timeout
+        med = float(sorted(self.seconds[-window:])[len(self.seconds[-window:]) // 2])
+        return min(self.timeout, max(floor, factor * med))
+
+    def build(self, candidates: list[Any], target: Any, timeout: float | None = None) -> list[Any]:
+        """BuilderResults in candidate order; a build longer than `timeout` (default: the pool's)
+        is killed and becomes a `timeout` result."""
+        from tvm.s_tir.meta_schedule.builder import BuilderResult
+        from tvm.support.popen_pool import StatusKind
+
+        out = []
+        mods = [c.sch.mod for c in candidates]
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
+        self.pool._timeout = limit  # read per task by TVM's pool (`send`), so a cap applies to this batch
+        try:
+            results = list(self.pool.map_with_error_catching(lambda m: _pool_build(m, target), mods))
+        except RuntimeError as exc:
+            # Ctrl-C reaches the workers too; TVM's pool re-raises their KeyboardInterrupt wrapped
+            # in a RuntimeError. The caller must see an interrupt, not a build failure.
+            if "KeyboardInterrupt" in str(exc) or isinstance(exc.__cause__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            raise
+        for res in results:
+            if isinstance(res.value, KeyboardInterrupt):
+                raise KeyboardInterrupt
+            if res.status == StatusKind.COMPLETE:
+                path, secs = res.value
+                self.seconds.append(float(secs))
+                out.append(BuilderResult(path, None))
+            elif res.status == StatusKind.TIMEOUT:
+                out.append(BuilderResult(None, f"Timeout: build killed after {limit:g} s"))
+            else:
+                out.append(BuilderResult(None, f"build failed: {one_line(res.value) if isinstance(res.value, BaseException) else str(res.value).strip().splitlines()[-1][:300]}"))
+        return out
+
+
+    def close(self) -> None:
+        """Kill the workers now. TVM's pool otherwise shuts down in `__del__`, which may run on one
+        of its own threads at exit ("cannot join current thread")."""
+        self.pool.shutdown(wait=False)
+
+
+_BUILDERS: dict[tuple[float, int | None], PoolBuilder] = {}
+
+
+@atexit.register
+def close_builders() -> None:
+    """Close every process-wide builder (at exit, or before forking work elsewhere)."""
+    while _BUILDERS:
+        _BUILDERS.popitem()[1].close()
+
+
+def pool_builder(timeout: float = 60.0, max_workers: int | None = None) -> PoolBuilder:
+    """The process-wide PoolBuilder for these settings (its workers start once)."""
+    key = (timeout, max_workers)
+    if key not in _BUILDERS:
+        _BUILDERS[key] = PoolBuilder(max_workers=max_workers, timeout=timeout)
+    return _BUILDERS[key]
+
+
+def build_in_process(candidates: list[Any], target: Any) -> list[Any]:
+    """BuilderResults built in this process (no isolation, no timeout: for single trusted
+    schedules such as a saved best one; tuning uses `PoolBuilder`)."""
+    from tvm.s_tir.meta_schedule.builder import BuilderResult
+
+    out = []
+    for c in candidates:
+        try:
+            out.append(BuilderResult(_pool_build(c.sch.mod, target)[0], None))
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            out.append(BuilderResult(None, f"{type(exc).__name__}: {one_line(exc)}"))
+    return out
+
+

@@ -1,0 +1,74 @@
+"""Register only the tensor intrinsics a target can use, before the first TuneContext of a process.
+
+Why: `TuneContext()` imports `tvm.s_tir.tensor_intrin`, whose package imports the intrinsics of
+every target TVM knows (CUDA, ROCm, Hexagon, Arm, x86, RISC-V). That import is most of the first
+design space's cost (~12-20 s on a quiet 2-core machine, minutes on a loaded one); an x86 CPU
+needs only the x86 ones (VNNI / AVX-512 dot products for int8), which take ~2 s. For an x86 LLVM
+target we register the package without running its `__init__` and import `x86` alone; any other
+target (CUDA, Arm, ...) gets the full import. Later imports of other submodules still work.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from typing import Any
+
+__all__ = ["register_tensor_intrinsics"]
+
+_PKG = "tvm.s_tir.tensor_intrin"
+#: Whether this process registered the package without running its __init__ (x86 only).
+_STATE = {"partial": False}
+
+
+def _is_x86_cpu(target: Any) -> bool:
+    if target.kind.name != "llvm":
+        return False
+    triple = str(target.attrs.get("mtriple", "") or "")
+    if triple:
+        return triple.startswith(("x86_64", "i686", "i386"))
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64", "i686", "i386")
+
+
+def register_tensor_intrinsics(target: Any) -> None:
+    """Make the intrinsics `target` may tensorize with known to TVM, as cheaply as possible."""
+    if _PKG in sys.modules:
+        if _is_x86_cpu(target):
+            importlib.import_module(f"{_PKG}.x86")
+        else:
+            _full_package()
+        return
+    if not _is_x86_cpu(target):
+        importlib.import_module(_PKG)
+        return
+    import tvm.s_tir
+
+    spec = importlib.util.find_spec(_PKG)
+    if spec is None or spec.submodule_search_locations is None:  # another TVM layout: do what TVM does
+        importlib.import_module(_PKG)
+        return
+    pkg = types.ModuleType(_PKG, "Intrinsics for tensorization (x86 registered by autosearch; others on import).")
+    pkg.__path__ = list(spec.submodule_search_locations)
+    pkg.__spec__ = spec
+    pkg.__package__ = _PKG
+    sys.modules[_PKG] = pkg
+    tvm.s_tir.tensor_intrin = pkg
+    importlib.import_module(f"{_PKG}.x86")
+    _STATE["partial"] = True
+
+
+def _full_package() -> None:
+    """A non-x86 target after the partial registration: import every submodule the package would."""
+    if not _STATE["partial"]:
+        return
+    from tvm.runtime import enabled
+
+    importlib.import_module(f"{_PKG}.cuda")
+    if enabled("llvm"):
+        for name in ("arm_cpu", "x86", "rocm", "hexagon", "riscv_cpu"):
+            importlib.import_module(f"{_PKG}.{name}")
+    _STATE["partial"] = False

@@ -1,0 +1,117 @@
+"""A user's own program as a workload: `--module FILE.py:FUNC` returning a TIR PrimFunc or IRModule.
+
+Loading such a module *executes its code*: that is the point of `--module`, and the reason a saved
+result never names a module that is imported without the user asking for it again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autosearch.errors import AutosearchError, InputError, one_line
+from autosearch.workloads.base import estimate_flops, structural_key
+
+__all__ = ["ModuleWorkload", "load_module_object", "resolve_workload_spec"]
+
+
+@dataclass
+class ModuleWorkload:
+    """A user's PrimFunc / IRModule (from `--module file.py:func`) behaving like a `Workload`."""
+
+    name: str
+    ir_module: Any
+    source: str = ""
+    family: str = "custom"
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def mod(self) -> Any:
+        return self.ir_module
+
+    @property
+    def key(self) -> str:
+        return structural_key(self.ir_module["main"])
+
+    @property
+    def flops(self) -> float | None:
+        return estimate_flops(self.ir_module)
+
+
+def load_module_object(spec: str) -> tuple[Any, str]:
+    """Call `file.py:func` (or import `pkg.module:func`) and return (its result, absolute spec)."""
+    import importlib
+    import importlib.util
+
+    if ":" not in spec:
+        raise InputError(f"--module must be FILE.py:FUNCTION, got {spec!r}")
+    path, _, func = spec.rpartition(":")
+    if not func.isidentifier():
+        raise InputError(f"--module {spec!r}: {func!r} is not a function name")
+    p = Path(path)
+    if path.endswith(".py") or os.sep in path:
+        if not p.is_file():
+            raise InputError(f"module file {path} does not exist")
+        name = f"_autosearch_user_{abs(hash(str(p.resolve()))):x}"
+        try:
+            sp = importlib.util.spec_from_file_location(name, p)
+            if sp is None or sp.loader is None:
+                raise InputError(f"cannot import {path} as a Python file")
+            module = importlib.util.module_from_spec(sp)
+            sp.loader.exec_module(module)
+        except AutosearchError:
+            raise
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise InputError(f"importing {path} failed: {type(exc).__name__}: {one_line(exc)}") from None
+        full = f"{p.resolve()}:{func}"
+    else:
+        try:
+            module = importlib.import_module(path)
+        except Exception as exc:
+            raise InputError(f"cannot import module {path}: {type(exc).__name__}: {one_line(exc)}") from None
+        full = spec
+    fn = getattr(module, func, None)
+    if fn is None:
+        raise InputError(f"{path} has no attribute {func!r}")
+    if not callable(fn):
+        return fn, full
+    try:
+        return fn(), full
+    except Exception as exc:
+        raise InputError(f"{spec} raised {type(exc).__name__}: {one_line(exc)}") from None
+
+
+def _as_irmodule(obj: Any, spec: str) -> Any:
+    import tvm
+    from tvm.tirx import PrimFunc
+
+    if isinstance(obj, PrimFunc):
+        return tvm.IRModule({"main": obj})
+    if isinstance(obj, tvm.IRModule):
+        funcs = [gv for gv, f in obj.functions.items() if isinstance(f, PrimFunc)]
+        if len(funcs) != 1 or len(obj.functions) != 1:
+            raise InputError(f"{spec} returned an IRModule with {len(obj.functions)} functions: give one PrimFunc")
+        gv = funcs[0]
+        return obj if gv.name_hint == "main" else tvm.IRModule({"main": obj[gv]})
+    raise InputError(f"{spec} returned {type(obj).__name__}, not a TIR PrimFunc or IRModule")
+
+
+def resolve_workload_spec(spec: str | None, module: str | None = None) -> Any:
+    """A registry name, `random:SEED` / `random/SEED`, or a `--module file.py:func` workload."""
+    from autosearch.workloads import get_workload
+
+    if module is not None:
+        obj, full = load_module_object(module)
+        mod = _as_irmodule(obj, module)
+        name = spec or f"custom/{Path(module.rpartition(':')[0]).stem}.{module.rpartition(':')[2]}"
+        return ModuleWorkload(name=name, ir_module=mod, source=full)
+    if not spec:
+        raise InputError("name a workload (e.g. batch_matmul/1x128x128x128, random:3) or pass --module FILE.py:FUNC")
+    m = re.fullmatch(r"random[:/](\d+)", spec.strip())
+    if m:
+        return get_workload(f"random/{m.group(1)}")
+    return get_workload(spec)

@@ -1,0 +1,57 @@
+"""Registering only the x86 tensor intrinsics (backends/tvm/intrinsics.py) must not change any design
+space: the traces MetaSchedule generates are the same as with TVM's full import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+_SCRIPT = r"""
+import json, sys
+partial = sys.argv[1] == "partial"
+from autosearch.backends.tvm.target import host_target
+from autosearch.workloads import get_workload
+target = host_target()
+if partial:
+    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics(target)
+from tvm.s_tir import meta_schedule as ms
+out = {}
+for name in sys.argv[2:]:
+    ctx = ms.TuneContext(mod=get_workload(name).mod(), target=target, space_generator="post-order-apply",
+                         search_strategy="evolutionary", task_name=name)
+    out[name] = [str(s.trace) for s in ctx.generate_design_space()]
+print(json.dumps({"spaces": out, "full": "tvm.s_tir.tensor_intrin.cuda" in sys.modules}))
+"""
+
+WORKLOADS = ["batch_matmul/1x128x128x128", "conv2d_nhwc/1x56x56x64/k1s1p0/64", "softmax/256x256"]
+
+
+def _spaces(mode: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode, *WORKLOADS], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_partial_registration_gives_the_same_design_spaces() -> None:
+    partial, full = _spaces("partial"), _spaces("full")
+    assert not partial["full"] and full["full"]  # the partial run really skipped the CUDA intrinsics
+    assert partial["spaces"] == full["spaces"]
+
+
+def test_partial_registration_registers_x86_only() -> None:
+    code = (
+        "import sys; from autosearch.backends.tvm.target import host_target;"
+        "from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics;"
+        "register_tensor_intrinsics(host_target());"
+        "import tvm.s_tir.tensor_intrin as ti; from tvm.s_tir import TensorIntrin;"
+        "TensorIntrin.get('dot_16x4_vnni');"
+        "print('cuda' if 'tvm.s_tir.tensor_intrin.cuda' in sys.modules else 'x86-only')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("x86-only")

@@ -1,0 +1,85 @@
+"""Exploration that follows the evidence (search/explore.py): trust rises and falls with what the
+model got right on results it had not seen, and the search's scores follow the trust."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autosearch.errors import InputError
+from autosearch.search.adapter import ModelAdapter
+from autosearch.search.explore import TrustGate, zscore
+from autosearch.training.metrics import kendall_tau
+
+
+def test_trust_follows_pairwise_accuracy_on_unseen_results() -> None:
+    gate = TrustGate(trust0=0.3, floor=0.5, span=0.2, window=3)
+    assert gate.trust == 0.3  # no evidence yet
+    lat = np.linspace(1.0, 2.0, 16)
+    gate.judge(-lat, list(lat))  # a model that orders them perfectly (higher score = faster)
+    assert gate.trust == 1.0
+    for _ in range(3):
+        gate.judge(lat, list(lat))  # ... then exactly backwards three rounds in a row
+    assert gate.trust == 0.0
+    assert gate.judge(lat, [None] * 15 + [1.0]) is None  # too few successes: no evidence
+    with pytest.raises(InputError):
+        TrustGate(trust0=1.5)
+
+
+def test_mix_is_the_model_at_full_trust_and_noise_at_none() -> None:
+    scores = np.arange(50, dtype=np.float64)
+    full = TrustGate(trust0=1.0, kappa=0.0)
+    assert np.allclose(full.mix(scores), zscore(scores))
+    none = TrustGate(trust0=0.0, kappa=0.0, seed=1)
+    lat = 100.0 - scores  # higher score = faster
+    tau = kendall_tau(none.mix(scores), lat)  # ranks of pure noise carry no order of the model
+    assert abs(tau) < 0.3
+    half = TrustGate(trust0=0.5, kappa=0.0, seed=1)
+    assert kendall_tau(half.mix(scores), lat) > 0.3
+
+
+def test_uncertainty_bonus_lifts_candidates_the_ensemble_disagrees_on() -> None:
+    gate = TrustGate(trust0=1.0, kappa=1.0)
+    scores = np.zeros(4)
+    spread = np.array([0.0, 0.0, 0.0, 1.0])
+    assert int(np.argmax(gate.mix(scores, spread))) == 3
+
+
+class _Prior:
+    """A trained 'model' whose score is a fixed linear read of the first feature."""
+
+    kind = "fake"
+    n_features = 2
+    extractor = ("x", "1")
+
+    def __init__(self, sign: float) -> None:
+        self.sign = sign
+
+    def predict(self, batch):  # type: ignore[no-untyped-def]
+        return self.sign * np.add.reduceat(batch.rows[:, 0], batch.offsets[:-1])
+
+    def update(self, ds):  # type: ignore[no-untyped-def]
+        pass
+
+
+def _round(rng: np.random.Generator, n: int = 16) -> tuple[list[np.ndarray], list[float]]:
+    x = rng.uniform(1, 2, n)
+    return [np.array([[v, 0.0]], np.float32) for v in x], list(x)  # latency = feature 0
+
+
+@pytest.mark.parametrize(("sign", "trusted"), [(-1.0, True), (1.0, False)])
+def test_adapter_trusts_a_right_prior_and_explores_past_a_wrong_one(sign: float, trusted: bool) -> None:
+    rng = np.random.default_rng(0)
+    ad = ModelAdapter(_Prior(sign), explore="trust", seed=0)
+    for _ in range(3):
+        feats, lat = _round(rng)
+        ad.observe("g", feats, lat)
+    assert (ad.gate.trust == 1.0) if trusted else (ad.gate.trust == 0.0)
+    feats, lat = _round(rng, 64)
+    tau = kendall_tau(ad.score(feats), lat)  # scores vs latency: a right order gives tau near 1
+    assert (tau > 0.9) if trusted else (abs(tau) < 0.35)
+
+
+def test_explore_mode_is_checked() -> None:
+    with pytest.raises(InputError, match="explore must be one of"):
+        ModelAdapter(_Prior(1.0), explore="ucb-ish")
