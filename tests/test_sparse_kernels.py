@@ -25,13 +25,13 @@ _MATS = [
 
 
 def test_random_configurations_match_scipy() -> None:
-    """30 random configurations (10 per operator), each on a random small matrix it applies to."""
+    """24 random configurations (8 per operator), each on a random small matrix it applies to."""
     rng = np.random.default_rng(2024)
     benches: dict[tuple[str, int], MatrixBench] = {}
     seen_formats: set[str] = set()
     checked = 0
     for op, dense in (("spmv", 0), ("spmm", 16), ("sddmm", 8)):
-        for _ in range(10):
+        for _ in range(8):
             c = sample_config(rng, op, dense)
             fits = [i for i in rng.permutation(len(_MATS)) if not config_reason(c, generate(_MATS[i]))]
             if not fits:  # e.g. a panel wider than every test matrix: check the same schedule on CSR
@@ -46,7 +46,7 @@ def test_random_configurations_match_scipy() -> None:
             assert bad == "", f"{c.to_json()} on {_MATS[mi].name}: {bad}"
             seen_formats.add(c.fmt)
             checked += 1
-    assert checked == 30
+    assert checked == 24
     assert seen_formats == set(FORMATS), seen_formats  # the sample covers every format
 
 
