@@ -77,7 +77,7 @@ def model_quality(
         for seed in seeds:
             fit_on, val = _valid_carve(tr, seed)
             t0 = time.perf_counter()
-            res = fit(kind, fit_on, val, epochs=epochs, seed=seed, cache_dir=cache, **hyper)
+            res = fit(kind, fit_on, val, epochs=epochs, seed=seed, cache_dir=cache, hyper=hyper)
             secs = time.perf_counter() - t0
             for o in runs:
                 te = [g for g in test if g.op == o]
@@ -121,7 +121,8 @@ def _pick_search_groups(test: list, op: str, n: int, holdout: str) -> list:
     pool = sorted([g for g in test if g.op == op], key=lambda g: g.name)
     fam = [g for g in pool if g.family == holdout]
     other = [g for g in pool if g.family != holdout]
-    picked, i = [], 0
+    picked: list = []
+    i = 0
     while len(picked) < n and (fam or other):  # alternate: held-out family, then held-out seed
         src = fam if (i % 2 == 0 and fam) or not other else other
         picked.append(src.pop(0))
@@ -141,7 +142,7 @@ def search_part(
             mb = MatrixBench(op, a, g.dense, seed=g.seed)
             # known before the search: BestFormat (from the training matrices) and the default CSR kernel
             first = [c for c in (bestfmt.get(op), default_config(op, g.dense)) if c is not None]
-            ms = tune(a, op, g.dense, model=models[(op, name)], trials=trials, seed=0, bench=mb, first=first)  # type: ignore[arg-type]  # a SparseCostModel
+            ms = tune(a, op, g.dense, model=models[(op, name)], trials=trials, seed=0, bench=mb, first=first)
             rs = tune(a, op, g.dense, model=None, trials=trials, seed=0, bench=mb, first=first)
             ours = ms.best if ms.best_latency <= rs.best_latency else rs.best
             t = side_by_side(mb, ms.best, bestfmt.get(op))
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {
         "db": a.db, "groups": len(groups), "matrices": n_mat, "train_groups": len(train), "test_groups": len(test),
         "holdout_family": a.holdout_family, "seeds": seeds, "epochs": a.epochs, "threads": threads(),
-        "models": quality, "bestformat": {op: (bestfmt[op].to_json() if bestfmt[op] else None) for op in ops},
+        "models": quality, "bestformat": {op: (c.to_json() if (c := bestfmt[op]) else None) for op in ops},
         "search": rows, "geomean_speedup": geo, "waco_reported": WACO, "peak_rss_mb": _peak_mb(),
         "seconds": time.perf_counter() - t_all, "note": "2-core machine shared with other agents' work",
     }  # fmt: skip

@@ -49,7 +49,7 @@ def test_training_learns_the_ranking_and_beats_untrained() -> None:
     groups = _groups()
     train, test = groups[:9], groups[9:]
     untrained = evaluate(build_model("AutoSparseNet", channels=8), test)
-    res = fit("AutoSparseNet", train, None, epochs=8, seed=0, channels=8)
+    res = fit("AutoSparseNet", train, None, epochs=8, seed=0, hyper={"channels": 8})
     got = evaluate(res.model, test)
     assert res.losses[-1] < res.losses[0]
     assert got["top5"] >= 0.95 and got["pairwise"] > 0.75, got

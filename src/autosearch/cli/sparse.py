@@ -145,8 +145,8 @@ def train(
     with Store(db, readonly=True) as store:
         groups = load_groups(store, ops=ops, min_configs=4)
     tr, te = split_groups(groups, holdout_family or None)
-    hyper = {} if model == "WACONet" else {"placement": placement, "layers": layers}
-    res = fit(model, tr, None, epochs=epochs, seed=seed, **hyper)
+    hyper: dict[str, object] = {} if model == "WACONet" else {"placement": placement, "layers": layers}
+    res = fit(model, tr, None, epochs=epochs, seed=seed, hyper=hyper)
     save_model(res.model, out, {"trained_on": op if ops else "all", "train_groups": len(tr), "epochs": epochs,
                                 "seed": seed, "holdout_family": holdout_family})  # fmt: skip
     console.print(

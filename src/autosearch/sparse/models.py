@@ -145,6 +145,7 @@ class SparseCostModel(nn.Module):
             x = torch.where(is_emb[:, :, None], e[:, None, :].expand_as(x) + x, x)
             x = self.layer1(x)
         else:
+            assert self.join is not None  # built for placement "concat"
             x = self.layer1(x)
             x = torch.relu(self.join(torch.cat([x, e[:, None, :].expand_as(x)], dim=-1)))
         if self.layer2 is not None:

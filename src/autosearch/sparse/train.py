@@ -170,7 +170,7 @@ def fit(
     if not train:
         raise InputError("no training groups (collect more matrices or change the split)")
     torch.manual_seed(seed)
-    model = build_model(kind, **hyper)
+    model = build_model(kind, **(hyper or {}))
     data = [tensors_for(g, model.uses_embedding_token, cache_dir) for g in train]
     vdata = [tensors_for(g, model.uses_embedding_token, cache_dir) for g in valid or []]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
