@@ -38,7 +38,7 @@ def test_families_differ_where_it_matters() -> None:
     )
 
 
-def test_mtx_loader_and_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_mtx_loader_and_errors(tmp_path) -> None:
     a = generate(MatrixSpec("community", 120, 90, 4.0, seed=1))
     p = tmp_path / "m.mtx"
     scipy.io.mmwrite(str(p), a)

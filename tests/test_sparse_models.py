@@ -67,7 +67,7 @@ def test_waconet_margin_loss_and_training() -> None:
     assert evaluate(res.model, groups[6:])["pairwise"] > 0.7
 
 
-def test_save_load_roundtrip_and_bad_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_save_load_roundtrip_and_bad_files(tmp_path) -> None:
     m = build_model("AutoSparseNet_WACONet", layers=2)
     img, info = np.random.rand(2, 64, 64).astype(np.float32), np.random.rand(14).astype(np.float32)
     cfgs = sample_configs(np.random.default_rng(2), "spmm", 5, 32)

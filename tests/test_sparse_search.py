@@ -39,7 +39,7 @@ def test_model_search_predicts_and_updates_online() -> None:
     assert res.breakdown["predict"] > 0 and res.breakdown["update"] > 0
 
 
-def test_collect_writes_workloads_and_resumes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_collect_writes_workloads_and_resumes(tmp_path) -> None:
     db = tmp_path / "s.db"
     with Store(db) as store:
         rep = collect(store, 1, 3, ops=("spmv",), max_rows=1000, max_nnz=3000)
@@ -54,7 +54,7 @@ def test_collect_writes_workloads_and_resumes(tmp_path) -> None:  # type: ignore
     assert load_matrix(spec, wl.params["matrix_hash"]).nnz == wl.params["nnz"]
 
 
-def test_cli_errors_are_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_errors_are_one_line(tmp_path) -> None:
     from autosearch.cli.sparse import app
 
     r = CliRunner().invoke(app, ["tune", str(tmp_path / "missing.mtx")])

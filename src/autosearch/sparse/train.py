@@ -164,7 +164,7 @@ def fit(
     seed: int = 0,
     cache_dir: Path | None = None,
     max_configs: int = 24,
-    **hyper: Any,
+    hyper: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train one model; keeps the epoch with the best validation top-1 (last epoch without `valid`)."""
     if not train:
