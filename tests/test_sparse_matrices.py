@@ -62,7 +62,7 @@ def test_mtx_loader_and_errors(tmp_path) -> None:
 def test_conversion_keeps_every_nonzero(fmt: str, kw: dict) -> None:
     a = generate(MatrixSpec("powerlaw", 150, 130, 5.0, seed=2))
     cv = convert(a, fmt, **kw)
-    vals = cv.arrays.get("data", cv.arrays.get("bdata", cv.arrays.get("val")))
+    vals = next(cv.arrays[k] for k in ("data", "bdata", "val") if k in cv.arrays)
     real = cv.perm >= 0
     assert real.sum() == a.nnz and cv.slots == vals.size
     np.testing.assert_array_equal(vals[real], a.data[cv.perm[real]])
