@@ -211,6 +211,8 @@ def retrain_cost_model(
             result = trainer.fit(weights, batches)
             weights, losses = result.weights, result.losses
             weights.save(wp)
+        if not wp.exists():  # every batch ran but none could train (one schedule each): the seed's random init
+            weights.save(wp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if close:
