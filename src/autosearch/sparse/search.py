@@ -23,7 +23,7 @@ from autosearch.sparse.features import matrix_info, pattern_image
 from autosearch.sparse.measure import MatrixBench, Timing, config_reason
 from autosearch.sparse.models import SparseCostModel
 from autosearch.sparse.space import ANCHORS, SuperSchedule, config_pool, sample_configs
-from autosearch.sparse.train import predict_configs
+from autosearch.sparse.train import one_thread, predict_configs
 from autosearch.training.losses import lambdarank_loss
 from autosearch.training.metrics import labels_from_latency, pairwise_accuracy
 
@@ -85,11 +85,12 @@ def _online_update(
     im, inf = torch.from_numpy(img)[None], torch.from_numpy(info)[None]
     opt = torch.optim.Adam([p for n, p in model.named_parameters() if not n.startswith("extractor")], lr=lr)
     model.train()
-    for _ in range(steps):
-        loss = lambdarank_loss(model(im, inf, toks, cv), lab, mask)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    with one_thread():
+        for _ in range(steps):
+            loss = lambdarank_loss(model(im, inf, toks, cv), lab, mask)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
     model.eval()
 
 

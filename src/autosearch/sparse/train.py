@@ -8,9 +8,11 @@ families' matrices by seed. The matrix features are computed once per matrix and
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ __all__ = [
     "fit",
     "margin_ranking_loss",
     "matrix_features",
+    "one_thread",
     "predict_configs",
     "split_groups",
     "tensors_for",
@@ -137,6 +140,18 @@ class TrainResult:
     peak_rss_mb: float = 0.0
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread: these models are small, and on a busy machine two spinning
+    threads made every training step ~6x slower (0.33 s vs 0.05 s measured here)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 def _peak_rss_mb() -> float:
     import resource
 
@@ -154,7 +169,7 @@ def _subsample(it: GroupTensors, n: int, rng: np.random.Generator) -> GroupTenso
     return GroupTensors(it.group, it.img, it.info, it.tokens[idx], it.cvec[idx], lab, lat)
 
 
-def fit(
+def _fit(
     kind: str,
     train: list[Group],
     valid: list[Group] | None = None,
@@ -206,6 +221,12 @@ def fit(
     return res
 
 
+def fit(kind: str, train: list[Group], valid: list[Group] | None = None, **kw: Any) -> TrainResult:
+    """Train one model (see `_fit` for the options), on one torch thread."""
+    with one_thread():
+        return _fit(kind, train, valid, **kw)
+
+
 @torch.no_grad()
 def _scores(model: SparseCostModel, items: list[GroupTensors]) -> list[np.ndarray]:
     model.eval()
@@ -227,7 +248,8 @@ def evaluate(model: SparseCostModel, groups: list[Group], cache_dir: Path | None
     if not groups:
         raise InputError("no groups to evaluate")
     items = [tensors_for(g, model.uses_embedding_token, cache_dir) for g in groups]
-    return mean_metrics(_metrics(model, items))
+    with one_thread():
+        return mean_metrics(_metrics(model, items))
 
 
 @torch.no_grad()
@@ -236,5 +258,6 @@ def predict_configs(model: SparseCostModel, img: np.ndarray, info: np.ndarray, c
     model.eval()
     toks = torch.from_numpy(np.stack([config_tokens(c, info, model.uses_embedding_token) for c in configs]))
     cv = torch.from_numpy(np.stack([config_vector(c) for c in configs]))
-    emb = model.matrix_embedding(torch.from_numpy(img)[None], torch.from_numpy(info)[None])
-    return model.score(emb, toks[None], cv[None])[0].numpy().astype(np.float64)
+    with one_thread():
+        emb = model.matrix_embedding(torch.from_numpy(img)[None], torch.from_numpy(info)[None])
+        return model.score(emb, toks[None], cv[None])[0].numpy().astype(np.float64)
