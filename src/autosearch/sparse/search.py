@@ -160,7 +160,8 @@ def tune(
                                 "status": out.status})  # fmt: skip
         res.breakdown["measure"] += time.perf_counter() - t0
         if model is not None and img is not None and info is not None:
-            acc = pairwise_accuracy([scores[i] for i in pick], round_lat) if len(pick) > 1 else float("nan")
+            fin = [(scores[i], t) for i, t in zip(pick, round_lat) if np.isfinite(scores[i])]
+            acc = pairwise_accuracy(*zip(*fin)) if len(fin) > 1 else float("nan")
             if math.isfinite(acc):  # a prior that ordered the last round badly earns more exploration
                 cur_eps = min(0.5, eps + max(0.0, 0.6 - acc))
             if online and todo:
