@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autosearch.sparse.baselines import best_fixed_config, confirm_best, geomean, side_by_side
+from autosearch.sparse.baselines import best_fixed_config, bestformat_by_op, confirm_best, geomean, side_by_side
 from autosearch.sparse.matrices import load_matrix
 from autosearch.sparse.measure import MatrixBench, set_threads, threads
 from autosearch.sparse.models import save_model
@@ -100,7 +100,13 @@ def model_quality(
                     save_model(
                         res.model,
                         model_dir / f"{name}-{op}".replace("[", "-").replace("]", ""),
-                        {"trained_on": op, "variant": name, "epochs": epochs, "seed": seed},
+                        {
+                            "trained_on": op,
+                            "variant": name,
+                            "epochs": epochs,
+                            "seed": seed,
+                            "bestformat": bestformat_by_op(tr),
+                        },
                     )
             print(
                 f"  trained {name:22s} {op:5s} seed {seed}: {secs:5.1f} s, held-out top-1 "
@@ -118,12 +124,14 @@ def model_quality(
 
 
 def _pick_search_groups(test: list, op: str, n: int, holdout: str) -> list:
-    pool = sorted([g for g in test if g.op == op], key=lambda g: g.name)
+    """n held-out groups, alternating held-out family and held-out seed, the largest first: a kernel
+    of tens of microseconds cannot be timed reliably on a machine shared with other agents."""
+    pool = sorted([g for g in test if g.op == op], key=lambda g: -g.spec.rows * g.spec.avg_row)
     fam = [g for g in pool if g.family == holdout]
     other = [g for g in pool if g.family != holdout]
     picked: list = []
     i = 0
-    while len(picked) < n and (fam or other):  # alternate: held-out family, then held-out seed
+    while len(picked) < n and (fam or other):
         src = fam if (i % 2 == 0 and fam) or not other else other
         picked.append(src.pop(0))
         i += 1

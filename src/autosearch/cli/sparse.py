@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from autosearch.sparse.matrices import MatrixSpec
     from autosearch.sparse.search import TuneResult
+    from autosearch.sparse.space import SuperSchedule
 
 __all__ = ["app"]
 
@@ -136,6 +137,7 @@ def train(
     holdout_family: str = typer.Option("community", "--holdout-family", help="Family never trained on ('' = none)."),
 ) -> None:
     """Train a sparse cost model on the store's sparse records (held-out matrices excluded)."""
+    from autosearch.sparse.baselines import bestformat_by_op
     from autosearch.sparse.models import save_model
     from autosearch.sparse.records import load_groups
     from autosearch.sparse.train import fit, split_groups
@@ -148,7 +150,8 @@ def train(
     hyper: dict[str, object] = {} if model == "WACONet" else {"placement": placement, "layers": layers}
     res = fit(model, tr, None, epochs=epochs, seed=seed, hyper=hyper)
     save_model(res.model, out, {"trained_on": op if ops else "all", "train_groups": len(tr), "epochs": epochs,
-                                "seed": seed, "holdout_family": holdout_family})  # fmt: skip
+                                "seed": seed, "holdout_family": holdout_family,
+                                "bestformat": bestformat_by_op(tr)})  # fmt: skip
     console.print(
         f"{model} on {len(tr)} groups ({len(te)} held out): loss {res.losses[0]:.4f} -> {res.losses[-1]:.4f} in "
         f"{res.seconds:.0f} s, peak memory {res.peak_rss_mb:.0f} MB; saved {out}"
@@ -216,18 +219,22 @@ def tune(
         raise InputError("--trials must be >= 1")
     _threads(threads)
     a = load_mtx(matrix)
-    model = load_model(model_dir)[0] if model_dir else None
+    model, cfg = load_model(model_dir) if model_dir else (None, {})
+    bestformat = _bestformat_for(cfg, o, dense)
     if model is None:
         err.print("no --model: random search over the same space")
     mb = MatrixBench(o, a, dense)
-    first = [default_config(o, mb.dense)]  # the default CSR kernel is always a candidate
+    # the default CSR kernel and BestFormat (from the model's training data) are always candidates
+    first = [default_config(o, mb.dense)] + ([bestformat] if bestformat else [])
     res = run_tune(a, o, dense, model=model, trials=trials, eps=eps, online=online, seed=seed, bench=mb, first=first)
     if res.best is None:
         raise InputError(f"no configuration ran on {matrix} ({res.rejected} rejected as not applicable)")
     best = confirm_best(mb, res.measured) or res.best  # re-time the 3 fastest (noise), no new configuration
-    times = side_by_side(mb, best, None)
+    times = side_by_side(mb, best, bestformat)
     t = Table("kernel", "ms", "speed-up of best")
-    for k in ("ours", "default_csr", "scipy", "torch"):
+    for k in ("ours", "default_csr", "bestformat", "scipy", "torch"):
+        if k not in times:
+            continue
         t.add_row(k, f"{times[k] * 1e3:.4f}", f"{times[k] / times['ours']:.2f}x")
     console.print(f"{matrix.name}: {a.shape[0]}x{a.shape[1]}, nnz {a.nnz}; {o} N={mb.dense}; "
                   f"{len(res.measured)} measured in {res.seconds:.1f} s")  # fmt: skip
@@ -238,6 +245,20 @@ def tune(
     console.print(f"saved {out}")
     if db is not None:
         _save_tune_records(db, o, mb.dense, MatrixSpec("mtx", a.shape[0], a.shape[1], path=str(matrix)), a, res)
+
+
+def _bestformat_for(cfg: dict, op: str, dense: int) -> SuperSchedule | None:
+    """The BestFormat a model's training data chose for `op`, at this N / D (None if it cannot apply)."""
+    from autosearch.errors import InputError
+    from autosearch.sparse.space import SuperSchedule, with_dense
+
+    text = (cfg.get("bestformat") or {}).get(op)
+    if not text:
+        return None
+    try:
+        return with_dense(SuperSchedule.from_json(text), dense)
+    except InputError:
+        return None
 
 
 def _save_tune_records(db: Path, op: str, dense: int, spec: MatrixSpec, a: sp.csr_matrix, res: TuneResult) -> None:

@@ -12,6 +12,7 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,7 +222,9 @@ class MatrixBench:
         return Outcome("ok", lat, convert_s=cv.seconds, build_s=k.build_seconds)
 
     # -- baselines ---------------------------------------------------------------------------
-    def time_scipy(self, timing: Timing = Timing()) -> float:
+    def time_scipy(
+        self, timing: Timing = Timing(), reduce: Callable[[list[float]], float] = statistics.median
+    ) -> float:
         a = self.a
         if self.op == "spmv":
             fn = lambda: a @ self.x  # noqa: E731 - a one-line closure is clearest here
@@ -234,9 +237,11 @@ class MatrixBench:
             def fn() -> Any:  # scipy has no SDDMM: the standard row-gather formulation
                 return a.data * np.einsum("ij,ij->i", self.X[rows], self.Y[cols])
 
-        return statistics.median(_time_call(fn, timing))
+        return reduce(_time_call(fn, timing))
 
-    def time_torch(self, timing: Timing = Timing()) -> float:
+    def time_torch(
+        self, timing: Timing = Timing(), reduce: Callable[[list[float]], float] = statistics.median
+    ) -> float:
         """torch.sparse CSR (MKL-backed on the CPU wheel where present); inf when unsupported."""
         import warnings
 
@@ -263,7 +268,7 @@ class MatrixBench:
                     X, Yt = torch.from_numpy(self.X), torch.from_numpy(self.Y).T.contiguous()
                     fn = lambda: torch.sparse.sampled_addmm(t, X, Yt, beta=0.0)  # noqa: E731
                 with torch.no_grad():
-                    return statistics.median(_time_call(fn, timing))
+                    return reduce(_time_call(fn, timing))
             except (RuntimeError, NotImplementedError):
                 return math.inf
 
