@@ -1,4 +1,4 @@
-"""`autosearch tune-model`: budget split, argument checks, and (slow) a tiny Linear+ReLU end to end."""
+"""`autosearch tune-model`: the task scheduler, argument checks, and (slow) a tiny network end to end."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from autosearch.cli import main
 from autosearch.errors import InputError
-from autosearch.search.network import parse_shapes, split_budget
+from autosearch.search.network import parse_shapes
+from autosearch.search.scheduler import TaskScheduler
 
 NET = '''
 import torch
@@ -31,11 +32,33 @@ def not_a_module():
 '''
 
 
-def test_split_budget_gives_every_task_a_round_then_by_cost() -> None:
-    assert split_budget(64, 16, [1.0, 1.0, 6.0]) == [16, 16, 32]
-    assert sum(split_budget(100, 16, [3.0, 1.0])) == 96
-    assert split_budget(16, 16, [1.0, 5.0]) == [0, 16]  # one round: the costliest task gets it
-    assert split_budget(32, 16, []) == []
+def test_scheduler_tries_every_task_then_follows_the_gradient() -> None:
+    s = TaskScheduler([1.0, 1.0, 4.0], eps=0.0)
+    first = [s.pick() for _ in range(1)]
+    assert first == [2]  # untried tasks first, heaviest first
+    s.record(2, 16, 5e-4)
+    assert s.pick() in (0, 1)
+    s.record(0, 16, 5e-4)
+    s.record(1, 16, 1e-3)
+    # same best and trials everywhere now; task 1 got there by improving, task 0 and 2 were flat,
+    # and task 2 runs 4x as often as task 0
+    s.record(1, 16, 5e-4)
+    s.record(0, 16, 5e-4)
+    s.record(2, 16, 5e-4)
+    g = [s.gradient(i) for i in range(3)]
+    assert g[1] < g[0] and g[2] < g[0]  # the improving task and the heavy task beat the flat light one
+    assert s.pick() == min(range(3), key=lambda i: g[i])
+    s.record(0, 16, None, done=True)
+    s.record(1, 16, 2.5e-4, done=True)
+    s.record(2, 16, 5e-4, done=True)
+    assert s.pick() is None
+
+
+def test_scheduler_prefers_a_task_that_has_no_working_schedule_yet() -> None:
+    s = TaskScheduler([1.0, 1.0], eps=0.0)
+    s.record(0, 16, 1e-3)
+    s.record(1, 16, None)  # every candidate failed
+    assert s.pick() == 1
 
 
 def test_parse_shapes() -> None:

@@ -234,19 +234,42 @@ def _mount_subcommands() -> None:
 _mount_subcommands()
 
 
+def _release_workers() -> None:
+    """After Ctrl-C: stop TVM's worker pools here, in the main thread. A pool left to the garbage
+    collector may be finalized on one of its own threads ("cannot join current thread")."""
+    import gc
+
+    if "autosearch.backends.tvm.build" in sys.modules:
+        from autosearch.backends.tvm.build import close_builders
+
+        close_builders()
+    gc.collect()
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: every failure the user can cause ends in one line on stderr and a nonzero exit.
 
     AutosearchError and usage errors exit 2, Ctrl-C 130. An unexpected exception also prints one
     line (its type and first line) and exits 1; `AUTOSEARCH_TRACEBACK=1` shows the whole trace.
     """
+    try:
+        rv = _run(argv)
+    finally:
+        _release_workers()
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)
+    return rv
+
+
+def _run(argv: list[str] | None) -> Any:
+    """The app, with every way it can fail turned into one line and an exit status."""
     import os
 
     # typer vendors click (there is no `click` package): its errors are TyperException subclasses.
     from typer.exceptions import Abort, TyperException
 
     try:
-        rv = app(args=argv, standalone_mode=False)
+        return app(args=argv, standalone_mode=False)
     except AutosearchError as exc:
         err.print(f"[red]error:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -268,6 +291,3 @@ def main(argv: list[str] | None = None) -> Any:
         err.print(f"[red]internal error:[/] {type(exc).__name__}: {one_line(exc)} "
                   "(AUTOSEARCH_TRACEBACK=1 shows the trace)", highlight=False, soft_wrap=True)
         sys.exit(1)
-    if isinstance(rv, int) and rv:
-        sys.exit(rv)
-    return rv

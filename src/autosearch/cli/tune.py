@@ -147,6 +147,8 @@ def tune_model(
     target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
     db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
+    explore: str = typer.Option("none", "--explore", help="none or trust (see `tune --help`)."),
+    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary."),
 ) -> None:
     """Import a PyTorch model, tune its tasks under one budget, build, check, time vs. PyTorch."""
@@ -162,8 +164,9 @@ def tune_model(
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
-        make_cost_model(model, seed=seed)  # a bad --model fails before the network is imported
-        r = tune_network(spec, shapes, tgt, lambda: make_cost_model(model, seed=seed), settings, store=store, console=err, progress=not json_out)
+        make_cost_model(model, seed=seed, explore=explore)  # a bad --model fails before the network is imported
+        r = tune_network(spec, shapes, tgt, lambda: make_cost_model(model, seed=seed, explore=explore), settings,
+                         warm_start=warm_start, store=store, console=err, progress=not json_out)
     if json_out:
         emit_json(r.summary())
         return

@@ -5,10 +5,11 @@ Pipeline (each step as measured to work with TVM 0.27):
    (parameters kept as inputs, then detached).
 2. Tasks: `extract_tasks` only finds them after BindParams + LegalizeOps + AnnotateTIROpPattern
    + FoldConstant + FuseOps + FuseTIR, so those passes run first.
-3. Budget: the trial budget is cut into rounds; every task gets one round, the remaining rounds go
-   to tasks in proportion to weight x FLOPs (the share of end-to-end time they are likely to
-   hold). Each task is tuned by `autosearch.search.tune.tune` with the chosen cost model, and its
-   measurements go to the store.
+3. Budget: one `TuneRun` per task, stepped a round at a time; `search.scheduler.TaskScheduler`
+   gives every task one round, then each next round to the task whose best latency x weight is
+   falling fastest per trial (Ansor's gradient rule). With a store, every task first takes the
+   store's best schedules of its workload (a second run starts where the first ended). Every
+   measurement goes to the store.
 4. Build: the best record of every task goes into a MetaSchedule database; `compile_relax` gets
    the *original* module and the parameters (it runs the same preparation itself).
 5. Check the output against PyTorch, then time tuned, untuned (empty database) and PyTorch eager.
@@ -27,7 +28,10 @@ import numpy as np
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.search.model_spec import TuneModel
 
-__all__ = ["NetworkResult", "import_torch_model", "parse_shapes", "split_budget", "tune_network"]
+__all__ = [
+    "NetworkResult", "import_network", "import_torch_model", "parse_shapes", "prepared_module", "time_vm",
+    "torch_latency_isolated", "tune_network",
+]
 
 
 def parse_shapes(items: Sequence[str]) -> list[tuple[int, ...]]:
@@ -45,28 +49,6 @@ def parse_shapes(items: Sequence[str]) -> list[tuple[int, ...]]:
     if not shapes:
         raise InputError("give at least one --input-shape")
     return shapes
-
-
-def split_budget(trials: int, per_round: int, costs: Sequence[float]) -> list[int]:
-    """Trials per task: one round each (as far as the budget goes), the rest by cost share."""
-    n_rounds = trials // per_round
-    n = len(costs)
-    if n == 0:
-        return []
-    rounds = [0] * n
-    order = sorted(range(n), key=lambda i: -costs[i])
-    for i in order[:n_rounds]:
-        rounds[i] = 1
-    left = n_rounds - sum(rounds)
-    if left > 0:
-        total = float(sum(costs)) or 1.0
-        want = [left * c / total for c in costs]
-        extra = [int(w) for w in want]
-        rest = left - sum(extra)
-        for i in sorted(range(n), key=lambda i: -(want[i] - extra[i]))[:rest]:
-            extra[i] += 1
-        rounds = [r + e for r, e in zip(rounds, extra)]
-    return [r * per_round for r in rounds]
 
 
 def import_torch_model(spec: str, shapes: Sequence[tuple[int, ...]]) -> tuple[Any, list[Any]]:
@@ -107,7 +89,7 @@ class NetworkResult:
         }
 
 
-def _time_vm(vm: Any, dev: Any, args: list[Any]) -> float:
+def time_vm(vm: Any, dev: Any, args: list[Any]) -> float:
     ev = vm.time_evaluator("main", dev, number=1, repeat=5, min_repeat_ms=20)
     return float(np.median(ev(*args).results))
 
@@ -121,35 +103,18 @@ def torch_latency_isolated(spec: str, shapes: Sequence[tuple[int, ...]]) -> floa
 
     code = (
         "import json, torch\n"
-        "from autosearch.search.network import import_torch_model, _time_torch\n"
+        "from autosearch.search.network import import_torch_model\n"
+        "from autosearch.search.reference import time_callable\n"
         f"net, inputs = import_torch_model({spec!r}, {[tuple(s) for s in shapes]!r})\n"
         "best = None\n"
         "for t in dict.fromkeys([torch.get_num_threads(), 1]):\n"
         "    torch.set_num_threads(t)\n"
-        "    lat = _time_torch(net, inputs)\n"
+        "    lat = time_callable(lambda: net(*inputs))\n"
         "    best = lat if best is None else min(best, lat)\n"
         "print(json.dumps(best))\n"
     )
     out = run_isolated(code)
     return float(out) if isinstance(out, (int, float)) else None
-
-
-def _time_torch(model: Any, inputs: list[Any], min_time: float = 0.2, repeat: int = 5) -> float:
-    import torch
-
-    with torch.no_grad():
-        model(*inputs)
-        t0 = time.perf_counter()
-        model(*inputs)
-        one = max(time.perf_counter() - t0, 1e-7)
-        number = max(1, int(min_time / repeat / one))
-        times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                model(*inputs)
-            times.append((time.perf_counter() - t0) / number)
-    return float(np.min(times))
 
 
 def _first_output(out: Any) -> np.ndarray:
@@ -169,20 +134,13 @@ def tune_network(
     evaluator: Any = None,
     console: Any = None,
     progress: bool = True,
+    warm_start: bool = True,
 ) -> NetworkResult:
     """Import, extract tasks, tune them under one budget, build, check and time; see module doc."""
     import torch
-    import tvm
     from rich.console import Console
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
-    from tvm.s_tir import Schedule
-    from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.relax_integration import compile_relax, extract_tasks
-    from tvm.s_tir.schedule import Trace
 
-    from autosearch.search.tune import TuneSettings, tune
-    from autosearch.workloads.module import ModuleWorkload
+    from autosearch.search.tune import TuneSettings
 
     t_start = time.perf_counter()
     settings = settings or TuneSettings(trials=128)
@@ -194,6 +152,44 @@ def tune_network(
         expected = net(*inputs)
     expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).detach().numpy()
     t0 = time.perf_counter()
+    mod, params_main, tasks, workloads = import_network(spec, net, inputs, target)
+    result.breakdown["import"] = time.perf_counter() - t0
+    t_tune = time.perf_counter()
+    database = _tune_tasks(result, tasks, workloads, target, model, settings, store, evaluator, console, progress,
+                           warm_start)
+    result.breakdown["tune_total"] = time.perf_counter() - t_tune
+    t0 = time.perf_counter()
+    _build_check_time(result, database, mod, params_main, target, inputs, expected_np, spec, shapes)
+    result.breakdown["build_and_time"] = time.perf_counter() - t0
+    result.seconds = time.perf_counter() - t_start
+    return result
+
+
+def prepared_module(mod: Any, params_main: dict[str, Any]) -> Any:
+    """The module as `compile_relax` lowers it: parameters bound, ops legalized and fused into TIR.
+    MetaSchedule's `extract_tasks` (ours and `tune_relax`'s) finds tasks only in this form."""
+    import tvm
+    from tvm import relax
+
+    return tvm.transform.Sequential([
+        relax.transform.BindParams("main", params_main),
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ])(mod)
+
+
+def import_network(spec: str, net: Any, inputs: list[Any], target: Any) -> tuple[Any, dict[str, Any], list[Any], list[Any]]:
+    """(Relax module, parameters, MetaSchedule tasks, one workload per task) of a torch model."""
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+    from tvm.s_tir.meta_schedule.relax_integration import extract_tasks
+
+    from autosearch.workloads.module import ModuleWorkload
+
     try:
         ep = torch.export.export(net, tuple(inputs))
         mod = from_exported_program(ep, keep_params_as_input=True)
@@ -204,59 +200,98 @@ def tune_network(
     fparams = list(mod["main"].params)
     n_in = len(fparams) - len(values)
     params_main = {str(getattr(p, "name_hint", None) or p.name): v for p, v in zip(fparams[n_in:], values)}
-    prep = tvm.transform.Sequential([
-        relax.transform.BindParams("main", params_main),
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-    ])
-    tasks = extract_tasks(prep(mod), target)
+    tasks = list(extract_tasks(prepared_module(mod, params_main), target))
     if not tasks:
         raise WorkloadError(f"{spec}: TVM found no tunable operator in the model")
-    result.breakdown["import"] = time.perf_counter() - t0
+    workloads = [
+        ModuleWorkload(name=f"net/{t.task_name}", ir_module=t.dispatched[0], source=spec, family="network",
+                       params={"task": t.task_name, "weight": int(t.weight)})
+        for t in tasks
+    ]
+    return mod, params_main, tasks, workloads
 
-    workloads = []
-    for t in tasks:
-        m = t.dispatched[0]
-        name = f"{t.task_name}"
-        workloads.append(ModuleWorkload(name=f"net/{name}", ir_module=m, source=spec, family="network",
-                                        params={"task": name, "weight": int(t.weight)}))
-    costs = [float(t.weight) * float(w.flops or 1.0) for t, w in zip(tasks, workloads)]
-    budget = split_budget(settings.trials, settings.trials_per_round, costs)
-    database = ms.database.MemoryDatabase()
-    t_tune = time.perf_counter()
-    for t, wl, n in zip(tasks, workloads, budget):
+
+def _tune_tasks(
+    result: NetworkResult, tasks: list[Any], workloads: list[Any], target: Any, model: Callable[[], TuneModel],
+    settings: Any, store: Any, evaluator: Any, console: Any, progress: bool, warm_start: bool,
+) -> Any:
+    """Share `settings.trials` over the tasks, a round at a time (TaskScheduler); returns the
+    MetaSchedule database holding every task's best schedule for the build."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.search.scheduler import TaskScheduler
+    from autosearch.search.tune import TuneRun, TuneSettings
+
+    runs: list[Any] = []
+    infos: list[dict[str, Any]] = []
+    per_task = TuneSettings(**{**settings.__dict__, "trials": settings.trials})
+    for t, wl in zip(tasks, workloads):
         info: dict[str, Any] = {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None}
         result.tasks.append(info)
-        if n == 0 or result.interrupted:
-            info["note"] = "no budget left: default schedule"
-            continue
-        s = TuneSettings(**{**settings.__dict__, "trials": n})
         try:
             task_model = model()
             result.model = task_model.label
-            r = tune(wl, target, task_model, s, store=store, evaluator=evaluator, baseline=True, reference=False,
-                     console=console, progress=progress)
+            run = TuneRun(wl, target, task_model, per_task, store=store, evaluator=evaluator, console=console)
         except WorkloadError as exc:
             info["note"] = str(exc)
             continue
+        if warm_start and store is not None:
+            info["warm_started_from"] = run.warm_start(store)
+        runs.append(run)
+        infos.append(info)
+    sched = TaskScheduler([float(i["weight"]) for i in infos], seed=settings.seed)
+    columns = [TextColumn("[bold]tune-model[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn()]
+    try:
+        with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
+            task = bar.add_task(f"{len(runs)} tasks", total=settings.trials)
+            while result.trials < settings.trials:
+                i = sched.pick()
+                if i is None:
+                    break
+                before = runs[i].result.trials
+                advanced = runs[i].step()
+                n = runs[i].result.trials - before
+                result.trials += n
+                sched.record(i, n, runs[i].result.best_latency, done=not advanced)
+                bar.update(task, completed=result.trials,
+                           description=f"{len(runs)} tasks | {infos[i]['name'][:40]} best {runs[i].result.best_latency or 0:.2e}s")
+    except KeyboardInterrupt:
+        result.interrupted = True
+    database = ms.database.MemoryDatabase()
+    for run, info in zip(runs, infos):
+        r = run.finish(baseline=not result.interrupted, reference=False)
         info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
-        result.trials += r.trials
         for k, v in r.breakdown["seconds"].items():
             result.breakdown[k] = result.breakdown.get(k, 0.0) + v
-        if r.interrupted:
-            result.interrupted = True
         if r.best_trace is not None:
-            sch = Schedule(wl.mod())
-            Trace.apply_json_to_schedule(json.loads(r.best_trace), sch)
-            rec_wl = database.commit_workload(wl.mod())
-            args = ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
-            database.commit_tuning_record(ms.database.TuningRecord(sch.trace, rec_wl, [r.best_latency], target, args))
-    result.breakdown["tune_total"] = time.perf_counter() - t_tune
+            _commit_best(database, run.workload, r, target)
+    return database
 
-    t0 = time.perf_counter()
+
+def _commit_best(database: Any, wl: Any, r: Any, target: Any) -> None:
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+
+    sch = Schedule(wl.mod())
+    Trace.apply_json_to_schedule(json.loads(r.best_trace), sch)
+    rec_wl = database.commit_workload(wl.mod())
+    args = ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+    database.commit_tuning_record(ms.database.TuningRecord(sch.trace, rec_wl, [r.best_latency], target, args))
+
+
+def _build_check_time(
+    result: NetworkResult, database: Any, mod: Any, params_main: dict[str, Any], target: Any, inputs: list[Any],
+    expected_np: np.ndarray, spec: str, shapes: Sequence[tuple[int, ...]],
+) -> None:
+    """Compile with the tuned database, check the output against PyTorch, time tuned/untuned/PyTorch."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.relax_integration import compile_relax
+
     dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
     args = [tvm.runtime.tensor(x.numpy(), dev) for x in inputs]
     ex_tuned = compile_relax(database, mod, target, params_main)
@@ -264,10 +299,7 @@ def tune_network(
     got = _first_output(vm["main"](*args))
     result.max_abs_err = float(np.max(np.abs(got.astype(np.float64) - expected_np.astype(np.float64)))) if got.size else 0.0
     result.correct = bool(got.shape == expected_np.shape and np.allclose(got, expected_np, rtol=1e-4, atol=1e-4))
-    result.tuned_latency = _time_vm(vm, dev, args)
+    result.tuned_latency = time_vm(vm, dev, args)
     ex_plain = compile_relax(ms.database.MemoryDatabase(), mod, target, params_main)
-    result.untuned_latency = _time_vm(relax.VirtualMachine(ex_plain, dev), dev, args)
+    result.untuned_latency = time_vm(relax.VirtualMachine(ex_plain, dev), dev, args)
     result.torch_latency = torch_latency_isolated(spec, shapes)
-    result.breakdown["build_and_time"] = time.perf_counter() - t0
-    result.seconds = time.perf_counter() - t_start
-    return result

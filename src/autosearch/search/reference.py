@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["reference_fn", "reference_latency", "run_isolated"]
+__all__ = ["reference_fn", "reference_latency", "run_isolated", "time_callable"]
 
 
 def _conv_args(p: dict[str, Any], dims: int = 2) -> dict[str, Any]:
@@ -151,7 +151,7 @@ def reference_latency(workload: Any, *, min_time: float = 0.2, repeat: int = 5, 
     try:
         for threads in dict.fromkeys([default, 1]):
             torch.set_num_threads(threads)
-            lat = _time(fn, min_time, repeat)
+            lat = time_callable(fn, min_time, repeat)
             if best is None or lat < best[0]:
                 best = (lat, threads)
     finally:
@@ -160,7 +160,8 @@ def reference_latency(workload: Any, *, min_time: float = 0.2, repeat: int = 5, 
     return {"name": f"PyTorch {torch.__version__.split('+')[0]} {name}", "latency": best[0], "threads": best[1]}
 
 
-def _time(fn: Callable[[], Any], min_time: float, repeat: int) -> float:
+def time_callable(fn: Callable[[], Any], min_time: float = 0.2, repeat: int = 5) -> float:
+    """Best per-call seconds of `fn` over `repeat` timed batches of >= min_time/repeat each (no grad)."""
     import torch
 
     with torch.no_grad():

@@ -27,7 +27,22 @@ class CandidateSource(Protocol):
 
     def runner_results(self, measured: list[Any]) -> list[Any]: ...
 
+    def seed(self, rows: list[Any]) -> list[Any]: ...
+
     def close(self) -> None: ...
+
+
+def _replay(context: Any, rows: list[Any]) -> list[Any]:
+    """MeasureCandidates of stored schedules (trace replay); rows whose trace no longer applies are skipped."""
+    from autosearch.features.per_store import candidate_from_trace
+
+    out = []
+    for r in rows:
+        try:
+            out.append(candidate_from_trace(context.mod, r.schedule))
+        except Exception:  # a trace from another TVM version: not a seed, not an error
+            continue
+    return out
 
 
 def _runner_results(measured: list[Any]) -> list[Any]:
@@ -90,6 +105,17 @@ class EvolutionarySource:
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
 
+    def seed(self, rows: list[Any]) -> list[Any]:
+        """Commit stored schedules to the database the evolution starts from; returns their candidates."""
+        from tvm.s_tir import meta_schedule as ms
+
+        cands = _replay(self.context, rows)
+        for c, r in zip(cands, rows):
+            self.database.commit_tuning_record(
+                ms.database.TuningRecord(c.sch.trace, self._ms_workload, r.latencies, self._target, c.args_info)
+            )
+        return cands
+
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         from tvm.s_tir import meta_schedule as ms
 
@@ -121,6 +147,11 @@ class GradientSource:
 
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
+
+    def seed(self, rows: list[Any]) -> list[Any]:
+        cands = _replay(self.context, rows)
+        self.search.observe(cands, [r.median for r in rows[: len(cands)]])
+        return cands
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         import numpy as np

@@ -34,7 +34,7 @@ from autosearch.search.breakdown import TimeBreakdown
 from autosearch.search.model_spec import TuneModel
 from autosearch.search.results import TuneResult, save_result
 
-__all__ = ["SEARCHES", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
+__all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
 
 #: Search strategies `tune` can drive.
 SEARCHES = ("evolutionary", "gradient")
@@ -144,21 +144,92 @@ def _check_device(target: Any) -> None:
 
 
 # -- the loop ------------------------------------------------------------------------------------
-@dataclass
-class _Run:
-    """Everything one tuning run holds between rounds."""
+class TuneRun:
+    """One workload's tuning state, advanced a round at a time (`step`).
 
-    workload: Any
-    target: Any
-    model: TuneModel
-    settings: TuneSettings
-    timer: TimeBreakdown
-    result: TuneResult
-    source: Any = None
-    measurer: Any = None
-    builder: Any = None
-    store: Any = None
-    group: str = ""
+    `tune()` steps one run to its budget; `tune-model` steps many, a round at a time each, in the
+    order its task scheduler chooses. `warm_start(store)` seeds the search with the store's best
+    schedules of this workload (a second run of the same network starts where the first ended).
+    """
+
+    def __init__(
+        self, workload: Any, target: Any, model: TuneModel, settings: TuneSettings, *, store: Any = None,
+        evaluator: Any = None, build_timeout: float = 60.0, console: Any = None,
+    ) -> None:
+        from autosearch.backends.tvm.measure import EvaluatorSettings
+        from autosearch.backends.tvm.target import canonical_target
+        from autosearch.search.adapter import group_key
+        from autosearch.search.strategy import make_source
+        from autosearch.store import WorkloadRecord
+
+        if not isinstance(model, TuneModel):
+            raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
+        settings.validate()
+        _check_device(target)
+        self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
+        self.timer = TimeBreakdown()
+        self.result = TuneResult(
+            workload=workload.name, workload_key=workload.key, family=getattr(workload, "family", ""),
+            model=model.label, target=canonical_target(target), seed=settings.seed, flops=workload.flops,
+            run_id=uuid.uuid4().hex[:12], module=getattr(workload, "source", None) or None,
+        )
+        with self.timer.section("setup"):
+            with self.timer.section("setup:space"):
+                self.source = make_source(workload, target, model, settings, console=console)
+            with self.timer.section("setup:runner"):
+                self.measurer = _measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
+                self.builder = pool_builder(build_timeout)
+            if store is not None:
+                store.add_workload(WorkloadRecord.from_workload(workload))
+        self.group = group_key(workload.mod())
+        self.done = False
+
+    def warm_start(self, store: Any, k: int = 16) -> int:
+        """Give the search the store's `k` best schedules of this workload on this target; returns
+        how many it took. The best of them is the run's best so far (trial 0)."""
+        from autosearch.features.per_store import extract_features
+
+        rows = store.best(self.workload.key, self.result.target, k)
+        cands = self.source.seed(rows) if rows else []
+        if not cands:
+            return 0
+        if self.model.adapter is not None:  # the model learns them as evidence, like any round
+            with self.timer.section("features"):
+                feats = extract_features(self.source.context, cands)
+            self.model.adapter.observe(self.group, feats, [r.median for r in rows[: len(cands)]])
+        best = rows[0]
+        self.result.best_latency, self.result.best_trace, self.result.best_trial = best.median, best.schedule, 0
+        return len(cands)
+
+    @property
+    def trials_left(self) -> int:
+        return self.settings.trials - self.result.trials
+
+    def step(self) -> bool:
+        """Propose, build, run and learn one round; False once the budget or the space is spent."""
+        if self.done or self.trials_left <= 0:
+            self.done = True
+            self.result.stop_reason = self.result.stop_reason or "budget reached"
+            return False
+        with self.timer.section("search"):
+            cands = self.source.propose(min(self.settings.trials_per_round, self.trials_left))
+        if not cands:
+            self.done = True
+            self.result.stop_reason = "search space exhausted"
+            return False
+        _round(self, cands)
+        return True
+
+    def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
+        """Close the search, measure the baselines (unless interrupted) and the time breakdown."""
+        self.source.close()
+        if self.model.adapter is not None:
+            self.result.retrains = self.model.adapter.n_retrains
+        if not self.result.interrupted:
+            _baselines(self, baseline, reference)
+        self.timer.stop()
+        self.result.breakdown = self.timer.to_dict()
+        return self.result
 
 
 def tune(
@@ -186,61 +257,25 @@ def tune(
     """
     from rich.console import Console
 
-    from autosearch.backends.tvm.measure import EvaluatorSettings
-    from autosearch.backends.tvm.target import canonical_target
-
-    if not isinstance(model, TuneModel):
-        raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
     settings = settings or TuneSettings()
     settings.validate()
     if out_dir is not None:
         check_out_dir(out_dir)
-    _check_device(target)
     console = console or Console(stderr=True)
-    evaluator = evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10)
-    timer = TimeBreakdown()
-    result = TuneResult(
-        workload=workload.name, workload_key=workload.key, family=getattr(workload, "family", ""),
-        model=model.label, target=canonical_target(target), seed=settings.seed, flops=workload.flops,
-        run_id=uuid.uuid4().hex[:12], module=getattr(workload, "source", None) or None,
-    )
-    run = _Run(workload, target, model, settings, timer, result, store=store)
-    _setup(run, evaluator, build_timeout, console)
+    run = TuneRun(workload, target, model, settings, store=store, evaluator=evaluator,
+                  build_timeout=build_timeout, console=console)
     try:
         _loop(run, console, progress, on_round)
     except KeyboardInterrupt:
-        result.interrupted = True
-        result.stop_reason = "interrupted"
-    finally:
-        run.source.close()
-    if model.adapter is not None:
-        result.retrains = model.adapter.n_retrains
-    if not result.interrupted:
-        _baselines(run, baseline, reference)
-    timer.stop()
-    result.breakdown = timer.to_dict()
+        run.result.interrupted = True
+        run.result.stop_reason = "interrupted"
+    result = run.finish(baseline=baseline, reference=reference)
     if out_dir is not None:
-        save_result(result, workload, out_dir, timer)
+        save_result(result, workload, out_dir, run.timer)
     return result
 
 
-def _setup(run: _Run, evaluator: Any, build_timeout: float, console: Any) -> None:
-    from autosearch.search.adapter import group_key
-    from autosearch.search.strategy import make_source
-    from autosearch.store import WorkloadRecord
-
-    with run.timer.section("setup"):
-        with run.timer.section("setup:space"):
-            run.source = make_source(run.workload, run.target, run.model, run.settings, console=console)
-        with run.timer.section("setup:runner"):
-            run.measurer = _measurer(run.target, evaluator)
-            run.builder = pool_builder(build_timeout)
-        if run.store is not None:
-            run.store.add_workload(WorkloadRecord.from_workload(run.workload))
-    run.group = group_key(run.workload.mod())
-
-
-def _loop(run: _Run, console: Any, progress: bool, on_round: Callable[[TuneResult], None] | None) -> None:
+def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneResult], None] | None) -> None:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -250,28 +285,21 @@ def _loop(run: _Run, console: Any, progress: bool, on_round: Callable[[TuneResul
         TimeRemainingColumn,
     )
 
-    result, settings = run.result, run.settings
+    result = run.result
     columns = [
         TextColumn(f"[bold]tune[/] {run.workload.name[:36]} [{run.model.label}]"), BarColumn(),
         MofNCompleteColumn(), TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), TextColumn("eta"),
         TimeRemainingColumn(),
     ]
     with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
-        task = bar.add_task("tune", total=settings.trials, best="-")
-        while result.trials < settings.trials:
-            with run.timer.section("search"):
-                cands = run.source.propose(settings.trials - result.trials)
-            if not cands:
-                result.stop_reason = "search space exhausted"
-                return
-            _round(run, cands)
+        task = bar.add_task("tune", total=run.settings.trials, best="-")
+        while run.step():
             bar.update(task, completed=result.trials, best=format_seconds(result.best_latency))
             if on_round is not None:
                 on_round(result)
-        result.stop_reason = "budget reached"
 
 
-def _round(run: _Run, cands: list[Any]) -> None:
+def _round(run: TuneRun, cands: list[Any]) -> None:
     """Build, run, notify, featurize, update the model, store and account for one round."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
@@ -320,7 +348,7 @@ def _round(run: _Run, cands: list[Any]) -> None:
         )
 
 
-def _baselines(run: _Run, baseline: bool, reference: bool) -> None:
+def _baselines(run: TuneRun, baseline: bool, reference: bool) -> None:
     """The untuned schedule's and PyTorch's latency, for the speed-up lines of the summary."""
     try:
         if baseline:

@@ -208,6 +208,15 @@ def _is_write_refusal(exc: sqlite3.OperationalError) -> bool:
     return "readonly" in msg or "read-only" in msg or "unable to open" in msg or "permission" in msg
 
 
+def _measurement_row(r: sqlite3.Row) -> MeasurementRow:
+    return MeasurementRow(
+        id=r["id"], workload_id=r["workload_id"], workload_key=r["wkey"], target=r["target"],
+        device=r["device"], schedule_hash=r["schedule_hash"], schedule=r["schedule"],
+        latencies=json.loads(r["latencies"]), median=r["median"], status=r["status"], error=r["error"],
+        source=r["source"], extra=json.loads(r["extra"]), created=r["created"],
+    )
+
+
 class Store:
     """The records database. Open with `Store(path)`; use as a context manager to close it.
 
@@ -413,12 +422,16 @@ class Store:
         if where:
             sql += " WHERE " + " AND ".join(where)
         for r in self._conn.execute(sql + " ORDER BY m.id", args):
-            yield MeasurementRow(
-                id=r["id"], workload_id=r["workload_id"], workload_key=r["wkey"], target=r["target"],
-                device=r["device"], schedule_hash=r["schedule_hash"], schedule=r["schedule"],
-                latencies=json.loads(r["latencies"]), median=r["median"], status=r["status"], error=r["error"],
-                source=r["source"], extra=json.loads(r["extra"]), created=r["created"],
-            )
+            yield _measurement_row(r)
+
+    def best(self, workload_key: str, target: str, k: int = 1) -> list[MeasurementRow]:
+        """The `k` fastest successful measurements of a workload on a target, fastest first."""
+        rows = self._conn.execute(
+            "SELECT m.*, w.key AS wkey FROM measurements m JOIN workloads w ON w.id = m.workload_id"
+            " WHERE w.key=? AND m.target=? AND m.status='ok' AND m.median IS NOT NULL ORDER BY m.median LIMIT ?",
+            (workload_key, target, int(k)),
+        )
+        return [_measurement_row(r) for r in rows]
 
     def missing_features(self, extractor: tuple[str, str], backend: str = "tvm") -> list[int]:
         """Ids of ok measurements that have no features from this extractor version."""

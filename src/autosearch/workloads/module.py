@@ -81,7 +81,11 @@ def load_module_object(spec: str) -> tuple[Any, str]:
         return fn, full
     try:
         return fn(), full
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as exc:  # sys.exit() in the user's function must not end autosearch silently
+        raise InputError(f"{spec} called sys.exit({exc.code!r}) instead of returning a value") from None
+    except Exception as exc:  # the user's code may raise anything
         raise InputError(f"{spec} raised {type(exc).__name__}: {one_line(exc)}") from None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from autosearch.errors import one_line
 
-__all__ = ["PoolBuilder", "build_in_process", "close_builders", "fast_build", "pool_builder"]
+__all__ = ["PoolBuilder", "build_in_process", "close_builders", "fast_build", "pool_builder", "shutdown_pool"]
 
 
 def fast_build(mod: Any, target: Any, _params: Any) -> Any:
@@ -106,9 +106,19 @@ class PoolBuilder:
 
 
     def close(self) -> None:
-        """Kill the workers now. TVM's pool otherwise shuts down in `__del__`, which may run on one
-        of its own threads at exit ("cannot join current thread")."""
-        self.pool.shutdown(wait=False)
+        """Kill the workers now (see `shutdown_pool`)."""
+        shutdown_pool(self.pool)
+
+
+def shutdown_pool(pool: Any) -> None:
+    """Stop a TVM `PopenPoolExecutor` now. Left to `__del__`, it may be finalized on one of its own
+    threads ("cannot join current thread"); after Ctrl-C its workers may already be dead, and
+    TVM's `shutdown` then raises from psutil before marking the pool shut down."""
+    try:
+        pool.shutdown(wait=False)
+    except Exception:
+        pool._threadpool.shutdown(wait=False)
+        pool._shutdown = True
 
 
 _BUILDERS: dict[tuple[float, int | None], PoolBuilder] = {}

@@ -6,12 +6,13 @@ and tuning; this module times what it built and turns every outcome into a `Meas
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autosearch.backends.tvm.build import pool_builder
+from autosearch.backends.tvm.build import pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
 __all__ = ["EvaluatorSettings", "MeasureResult", "Measurer"]
@@ -51,6 +52,26 @@ class MeasureResult:
     error: str = ""
 
 
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold back Ctrl-C for the duration (a Python-level handler records it: the signal may land on
+    any thread, but handlers run in the main thread); it is raised as KeyboardInterrupt at the end."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if got:
+        raise KeyboardInterrupt
+
+
 def _classify(msg: str, default: str) -> str:
     return "timeout" if "Timeout" in msg or "timeout" in msg else default
 
@@ -82,6 +103,7 @@ class Measurer:
         self.evaluator = evaluator or EvaluatorSettings()
         self.device_type = "cuda" if is_gpu(target) else "cpu"
         self.builder = pool_builder(build_timeout, build_workers)
+        self._pending_runner: Any = None
         if rpc is not None:
             host, port, key = rpc
             self.runner = RPCRunner(
@@ -91,21 +113,32 @@ class Measurer:
                 max_workers=1,
             )
         else:
-            self.runner = self._local_runner(run_timeout)
+            try:
+                self.runner = self._local_runner(run_timeout)
+            except KeyboardInterrupt:
+                if self._pending_runner is not None:
+                    shutdown_pool(self._pending_runner.pool)
+                raise
         self._run_timeout = run_timeout
         self._runner_restart = runner_restart
         self._ran = 0
 
     def _local_runner(self, timeout: float) -> Any:
+        """A LocalRunner, built with Ctrl-C held back: interrupted halfway, its worker pool would be
+        garbage while its thread still runs, and TVM then fails to join that thread at exit."""
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
-        return LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config())
+        with _sigint_deferred():
+            runner = LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config())
+            self._pending_runner = runner
+        self._pending_runner = None  # a Ctrl-C held back above is raised here, with `runner` closable
+        return runner
 
     def _maybe_restart_runner(self) -> None:
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
         if isinstance(self.runner, LocalRunner) and self._ran >= self._runner_restart:
-            self.runner.pool.shutdown()
+            shutdown_pool(self.runner.pool)
             self.runner = self._local_runner(self._run_timeout)
             self._ran = 0
 
@@ -113,7 +146,7 @@ class Measurer:
         """Stop the runner's worker now rather than in a garbage collector's `__del__` at exit."""
         pool = getattr(self.runner, "pool", None)
         if pool is not None:
-            pool.shutdown(wait=False)
+            shutdown_pool(pool)
 
     def build(self, candidates: Sequence[Any]) -> list[Any]:
         """BuilderResults in candidate order, from the process-wide `PoolBuilder`."""

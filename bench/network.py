@@ -1,0 +1,129 @@
+"""Whole networks: `autosearch tune-model` vs TVM's stock `tune_relax` (XGBModel, gradient task
+scheduler) at the same total trials, and both vs PyTorch eager on the same CPU and threads.
+
+Both tune the same prepared Relax module (same tasks), both builds go through `compile_relax`, and
+each network's output is checked against PyTorch. Tuning runs one after the other (ours first),
+then the three executables are timed interleaved (median of 5 rounds).
+
+    python bench/network.py --network examples/resnet18.py:make_model --input-shape 1,3,224,224 --trials 256
+    python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --trials 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--network", required=True, help="FILE.py:make_model")
+    ap.add_argument("--input-shape", action="append", required=True)
+    ap.add_argument("--trials", type=int, default=256)
+    ap.add_argument("--trials-per-round", type=int, default=16)
+    ap.add_argument("--model", default="pretrained+xgb")
+    ap.add_argument("--explore", default="trust")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-stock", action="store_true", help="only ours (no tune_relax run)")
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args(argv)
+
+    import numpy as np
+    import torch
+    import tvm
+    from rich.console import Console
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.relax_integration import compile_relax
+
+    from autosearch.backends.tvm.target import describe_target, host_target
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.network import (
+        import_network,
+        import_torch_model,
+        parse_shapes,
+        prepared_module,
+        time_vm,
+        torch_latency_isolated,
+        tune_network,
+    )
+    from autosearch.search.tune import TuneSettings
+    from autosearch.store import Store
+
+    console = Console(stderr=True)
+    target = host_target()
+    shapes = parse_shapes(args.input_shape)
+    settings = TuneSettings(trials=args.trials, trials_per_round=args.trials_per_round, population=256, seed=args.seed)
+    work = Path(tempfile.mkdtemp(prefix="bench-network-"))
+    rows: dict[str, dict] = {}
+
+    t0 = time.perf_counter()
+    with Store(work / "ours.db") as store:  # a fresh store: no warm start from earlier runs
+        ours = tune_network(args.network, shapes, target,
+                            lambda: make_cost_model(args.model, seed=args.seed, explore=args.explore), settings,
+                            store=store, console=console, warm_start=False)
+    rows["autosearch"] = {"trials": ours.trials, "tune_s": time.perf_counter() - t0, "correct": ours.correct,
+                          "tasks": len(ours.tasks)}
+
+    net, inputs = import_torch_model(args.network, shapes)
+    mod, params, tasks, _ = import_network(args.network, net, inputs, target)
+    with torch.no_grad():
+        expected = net(*inputs)
+    expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).numpy()
+    dev = tvm.cpu()
+    targs = [tvm.runtime.tensor(x.numpy(), dev) for x in inputs]
+    exes = {}
+    if not args.skip_stock:
+        t0 = time.perf_counter()
+        db = ms.relax_integration.tune_relax(
+            prepared_module(mod, params), {}, target, str(work / "stock"), max_trials_global=args.trials,
+            num_trials_per_iter=args.trials_per_round, seed=args.seed,
+        )
+        n_stock = sum(1 for _ in db.get_all_tuning_records())
+        exes["tvm tune_relax"] = compile_relax(db, mod, target, params)
+        rows["tvm tune_relax"] = {"trials": n_stock, "tune_s": time.perf_counter() - t0, "tasks": len(tasks)}
+    exes["untuned"] = compile_relax(ms.database.MemoryDatabase(), mod, target, params)
+    for name, ex in exes.items():
+        vm = relax.VirtualMachine(ex, dev)
+        out = vm["main"](*targs)
+        while isinstance(out, (list, tuple)) or (hasattr(out, "__len__") and not hasattr(out, "numpy")):
+            out = out[0]
+        rows.setdefault(name, {})["correct"] = bool(np.allclose(out.numpy(), expected_np, rtol=1e-4, atol=1e-4))
+        rows[name]["vm"] = vm
+    lat: dict[str, list[float]] = {k: [] for k in rows if "vm" in rows[k]}
+    for _ in range(5):  # interleaved
+        for k in lat:
+            lat[k].append(time_vm(rows[k]["vm"], dev, targs))
+    for k, v in lat.items():
+        rows[k]["latency"] = float(np.median(v))
+        del rows[k]["vm"]
+    rows["autosearch"]["latency"] = ours.tuned_latency  # timed inside tune_network (same evaluator)
+    torch_lat = torch_latency_isolated(args.network, shapes)
+    rows["PyTorch eager"] = {"latency": torch_lat, "trials": 0, "correct": True}
+
+    info = describe_target(target)
+    print(f"\n## {args.network} {args.input_shape} on {info.get('host_cpu')} ({info.get('physical_cores')} cores)\n")
+    print("| system | trials | tuning s | end-to-end (ms) | PyTorch / this | output ok |")
+    print("|---|---|---|---|---|---|")
+    for k, r in rows.items():
+        l_ = r.get("latency")
+        print(f"| {k} | {r.get('trials', '-')} | {r.get('tune_s', 0):.0f} | {l_ * 1e3:.3f} | "
+              f"{(torch_lat / l_) if torch_lat and l_ else float('nan'):.2f} | {r.get('correct')} |")
+    ref = rows.get("tvm tune_relax", {}).get("latency")
+    summary = f"SUMMARY {args.network}: autosearch {ours.tuned_latency * 1e3:.3f} ms"
+    if ref:
+        summary += f", tvm tune_relax {ref * 1e3:.3f} ms -> tune_relax / autosearch = {ref / ours.tuned_latency:.3f}"
+    if torch_lat:
+        summary += f"; PyTorch / autosearch = {torch_lat / ours.tuned_latency:.3f}"
+    print("\n" + summary + f" (equal budget {args.trials} trials)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "ours": ours.summary()}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
