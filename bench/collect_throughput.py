@@ -70,7 +70,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=32, help="schedules per workload, both sides")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--memory-schedules", type=int, default=0, help="also collect this many schedules and report peak RSS")
+    ap.add_argument(
+        "--memory-schedules", type=int, default=0, help="also collect this many schedules and report peak RSS"
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ours = _run(_OURS, a.workloads, str(a.trials), f"{tmp}/ours.db")
@@ -78,7 +80,9 @@ def main() -> None:
         rows = [("autosearch collect", ours), ("MetaSchedule tune_tir (stock builder, random model)", stock)]
         print(f"{'side':<55} {'measured':>9} {'ok':>5} {'seconds':>9} {'cand/s':>8}")
         for name, r in rows:
-            print(f"{name:<55} {r['measured']:>9} {r['ok']:>5} {r['seconds']:>9.1f} {r['measured'] / r['seconds']:>8.2f}")
+            print(
+                f"{name:<55} {r['measured']:>9} {r['ok']:>5} {r['seconds']:>9.1f} {r['measured'] / r['seconds']:>8.2f}"
+            )
         ratio = (ours["measured"] / ours["seconds"]) / (stock["measured"] / stock["seconds"])
         print(f"summary: autosearch collect is {ratio:.2f}x MetaSchedule's measured candidates/s (target >= 3x)")
         if a.memory_schedules:

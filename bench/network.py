@@ -63,11 +63,22 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     with Store(work / "ours.db") as store:  # a fresh store: no warm start from earlier runs
-        ours = tune_network(args.network, shapes, target,
-                            lambda: make_cost_model(args.model, seed=args.seed, explore=args.explore), settings,
-                            store=store, console=console, warm_start=False)
-    rows["autosearch"] = {"trials": ours.trials, "tune_s": time.perf_counter() - t0, "correct": ours.correct,
-                          "tasks": len(ours.tasks)}
+        ours = tune_network(
+            args.network,
+            shapes,
+            target,
+            lambda: make_cost_model(args.model, seed=args.seed, explore=args.explore),
+            settings,
+            store=store,
+            console=console,
+            warm_start=False,
+        )
+    rows["autosearch"] = {
+        "trials": ours.trials,
+        "tune_s": time.perf_counter() - t0,
+        "correct": ours.correct,
+        "tasks": len(ours.tasks),
+    }
 
     net, inputs = import_torch_model(args.network, shapes)
     mod, params, tasks, _ = import_network(args.network, net, inputs, target)
@@ -80,8 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_stock:
         t0 = time.perf_counter()
         db = ms.relax_integration.tune_relax(
-            prepared_module(mod, params), {}, target, str(work / "stock"), max_trials_global=args.trials,
-            num_trials_per_iter=args.trials_per_round, seed=args.seed,
+            prepared_module(mod, params),
+            {},
+            target,
+            str(work / "stock"),
+            max_trials_global=args.trials,
+            num_trials_per_iter=args.trials_per_round,
+            seed=args.seed,
         )
         n_stock = sum(1 for _ in db.get_all_tuning_records())
         exes["tvm tune_relax"] = compile_relax(db, mod, target, params)
@@ -111,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|")
     for k, r in rows.items():
         l_ = r.get("latency")
-        print(f"| {k} | {r.get('trials', '-')} | {r.get('tune_s', 0):.0f} | {l_ * 1e3:.3f} | "
-              f"{(torch_lat / l_) if torch_lat and l_ else float('nan'):.2f} | {r.get('correct')} |")
+        print(
+            f"| {k} | {r.get('trials', '-')} | {r.get('tune_s', 0):.0f} | {l_ * 1e3:.3f} | "
+            f"{(torch_lat / l_) if torch_lat and l_ else float('nan'):.2f} | {r.get('correct')} |"
+        )
     ref = rows.get("tvm tune_relax", {}).get("latency")
     summary = f"SUMMARY {args.network}: autosearch {ours.tuned_latency * 1e3:.3f} ms"
     if ref:
@@ -121,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         summary += f"; PyTorch / autosearch = {torch_lat / ours.tuned_latency:.3f}"
     print("\n" + summary + f" (equal budget {args.trials} trials)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "ours": ours.summary()}, indent=1, default=str))
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "rows": rows, "ours": ours.summary()}, indent=1, default=str)
+        )
     return 0
 
 

@@ -88,10 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--genetic-iters", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--min-repeat-ms", type=int, default=10)
-    ap.add_argument("--db", default="bench_tuning.db", help="store the measured candidates here (tuning grows the dataset)")
-    ap.add_argument("--out", default=None, help="write every run (history, breakdown) as JSON (for `autosearch report-tuning`)")
+    ap.add_argument(
+        "--db", default="bench_tuning.db", help="store the measured candidates here (tuning grows the dataset)"
+    )
+    ap.add_argument(
+        "--out", default=None, help="write every run (history, breakdown) as JSON (for `autosearch report-tuning`)"
+    )
     ap.add_argument("--resume", default=None, help="a previous --out JSON: its runs are kept, not repeated")
-    ap.add_argument("--allow-trained", action="store_true", help="do not refuse workloads in the model's training split")
+    ap.add_argument(
+        "--allow-trained", action="store_true", help="do not refuse workloads in the model's training split"
+    )
     ap.add_argument("--no-reference", action="store_true", help="skip timing each workload's PyTorch reference")
     args = ap.parse_args(argv)
 
@@ -132,15 +138,39 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    s = TuneSettings(trials=budgets[-1], trials_per_round=args.trials_per_round, population=args.population,
-                                     genetic_num_iters=args.genetic_iters, seed=seed)
+                    s = TuneSettings(
+                        trials=budgets[-1],
+                        trials_per_round=args.trials_per_round,
+                        population=args.population,
+                        genetic_num_iters=args.genetic_iters,
+                        seed=seed,
+                    )
                     spec, explore = _spec(model)
                     tm = make_cost_model(spec, seed=seed, explore=explore)
-                    r = tune(wl, target, tm, s, store=store, evaluator=evaluator, baseline=False, reference=False,
-                             console=console, progress=True)
-                    runs.append({"workload": wl.name, "family": wl.family, "model": model, "seed": seed,
-                                 "history": r.history, "breakdown": r.breakdown, "best_latency": r.best_latency,
-                                 "wall_s": r.breakdown.get("total_s")})
+                    r = tune(
+                        wl,
+                        target,
+                        tm,
+                        s,
+                        store=store,
+                        evaluator=evaluator,
+                        baseline=False,
+                        reference=False,
+                        console=console,
+                        progress=True,
+                    )
+                    runs.append(
+                        {
+                            "workload": wl.name,
+                            "family": wl.family,
+                            "model": model,
+                            "seed": seed,
+                            "history": r.history,
+                            "breakdown": r.breakdown,
+                            "best_latency": r.best_latency,
+                            "wall_s": r.breakdown.get("total_s"),
+                        }
+                    )
                     console.print(f"[{time.time() - t0:7.0f}s] {wl.name} seed {seed} {model}: best {r.best_latency}")
                     if args.out:  # after every run: a killed benchmark resumes with --resume
                         Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
@@ -165,10 +195,17 @@ def main(argv: list[str] | None = None) -> int:
     print("| budget | " + " | ".join(f"{m} / {ours}" for m in models[1:]) + " |")
     print("|---|" + "---|" * (len(models) - 1))
     for b in budgets:
-        print(f"| {b} | " + " | ".join(f"{_geo([best(w, m, b) / best(w, ours, b) for w in names]):.3f}" for m in models[1:]) + " |")
+        print(
+            f"| {b} | "
+            + " | ".join(f"{_geo([best(w, m, b) / best(w, ours, b) for w in names]):.3f}" for m in models[1:])
+            + " |"
+        )
     top = budgets[-1]
     print(f"\n## Trials and wall seconds {ours} needs to reach {base}'s best at {top} trials\n")
-    print("| workload | seed | " + f"{base} best @{top} (us) | {base} wall s | {ours} trials to reach it | {ours} s to reach it | {ours} wall s |")
+    print(
+        "| workload | seed | "
+        + f"{base} best @{top} (us) | {base} wall s | {ours} trials to reach it | {ours} s to reach it | {ours} wall s |"
+    )
     print("|---|---|---|---|---|---|---|")
     reached = []
     for w in names:
@@ -181,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             n = _trials_to_reach(ro[0]["history"], tb) if tb else None
             secs = _seconds_to_reach(ro[0]["history"], tb) if tb else None
             reached.append(n)
-            print(f"| {w} | {seed} | {tb * 1e6:.1f} | {rb[0].get('wall_s') or 0:.0f} | {n if n is not None else f'not within {top}'}"
-                  f" | {f'{secs:.0f}' if secs is not None else '-'} | {ro[0].get('wall_s') or 0:.0f} |")
+            print(
+                f"| {w} | {seed} | {tb * 1e6:.1f} | {rb[0].get('wall_s') or 0:.0f} | {n if n is not None else f'not within {top}'}"
+                f" | {f'{secs:.0f}' if secs is not None else '-'} | {ro[0].get('wall_s') or 0:.0f} |"
+            )
     if not args.no_reference:
         _print_vs_pytorch(wls, runs, models, top)
     hit = [n for n in reached if n is not None]
@@ -200,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             for k, v in (r.get("breakdown") or {}).get("seconds", {}).items():
                 bd[k] = bd.get(k, 0.0) + v
     tot = sum(bd.values()) or 1.0
-    print(f"\n{ours} time breakdown over all its runs: " + ", ".join(f"{k} {v:.0f} s ({100 * v / tot:.0f}%)" for k, v in bd.items() if v > 0.5))
+    print(
+        f"\n{ours} time breakdown over all its runs: "
+        + ", ".join(f"{k} {v:.0f} s ({100 * v / tot:.0f}%)" for k, v in bd.items() if v > 0.5)
+    )
     return 0
 
 
@@ -218,9 +260,19 @@ def _print_vs_pytorch(wls: list, runs: list[dict], models: list[str], top: int) 
             continue
         cells = []
         for m in models:
-            lat = _geo([_best_after(r["history"], top) or math.nan for r in runs if r["workload"] == w.name and r["model"] == m])
+            lat = _geo(
+                [
+                    _best_after(r["history"], top) or math.nan
+                    for r in runs
+                    if r["workload"] == w.name and r["model"] == m
+                ]
+            )
             cells.append(f"{ref['latency'] / lat:.2f}" if math.isfinite(lat) else "-")
-        print(f"| {w.name} | {ref['name']} ({ref['threads']} thr) | {ref['latency'] * 1e6:.1f} | " + " | ".join(cells) + " |")
+        print(
+            f"| {w.name} | {ref['name']} ({ref['threads']} thr) | {ref['latency'] * 1e6:.1f} | "
+            + " | ".join(cells)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ class BasicBlock(nn.Module):
 class ResNet18(nn.Module):
     def __init__(self, classes: int = 1000) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
         widths = [64, 128, 256, 512]
         layers, cin = [], 64
         for i, w in enumerate(widths):

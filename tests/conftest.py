@@ -27,7 +27,12 @@ def collected_db(tmp_path_factory, host) -> Path:
     path = tmp_path_factory.mktemp("collected") / "tiny.db"
     with Store(path) as store:
         collect(
-            resolve_workloads(TINY_WORKLOADS), store, host, per_workload=6, batch_size=6,
-            evaluator=EvaluatorSettings(number=1, repeat=3, min_repeat_ms=1), progress=False,
+            resolve_workloads(TINY_WORKLOADS),
+            store,
+            host,
+            per_workload=6,
+            batch_size=6,
+            evaluator=EvaluatorSettings(number=1, repeat=3, min_repeat_ms=1),
+            progress=False,
         )
     return path

@@ -54,8 +54,13 @@ def test_unexpected_exception_is_one_line_exit_1(tmp_path: Path) -> None:
 # -- 2. reading data never runs code -------------------------------------------------------------
 def _saved_best(tmp_path: Path, **fields: object) -> Path:
     best = {
-        "format": "autosearch-best-schedule", "format_version": 1, "workload_name": "custom/evil.make",
-        "workload_key": "0" * 16, "trace": [[], []], "module": None, **fields,
+        "format": "autosearch-best-schedule",
+        "format_version": 1,
+        "workload_name": "custom/evil.make",
+        "workload_key": "0" * 16,
+        "trace": [[], []],
+        "module": None,
+        **fields,
     }
     p = tmp_path / "best.json"
     p.write_text(json.dumps(best))
@@ -79,8 +84,14 @@ def test_best_schedule_script_holds_values_as_literals(tmp_path: Path) -> None:
     wl = get_workload("softmax/256x256")
     name = 'softmax"""; import os; os.system("touch PWNED"); """'
     best = _saved_best(
-        tmp_path, workload_name=name, workload_key=wl.key, trace=[[], []], model='m"\nimport os', target="llvm",
-        best_latency_s=1e-5, trials_measured=3,
+        tmp_path,
+        workload_name=name,
+        workload_key=wl.key,
+        trace=[[], []],
+        model='m"\nimport os',
+        target="llvm",
+        best_latency_s=1e-5,
+        trials_measured=3,
     )
     script = write_script(best, wl)
     tree = ast.parse(script.read_text())
@@ -109,9 +120,25 @@ def test_module_function_calling_sys_exit_is_an_error(tmp_path: Path) -> None:
 def test_ctrl_c_during_collect_exits_130_and_keeps_the_database(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     proc = subprocess.Popen(
-        [*CLI, "collect", "-w", "conv2d_nhwc/1x56x56x64/k3s2p1/128/g4", "-n", "64", "--batch-size", "32",
-         "--repeat", "1", "--min-repeat-ms", "1", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *CLI,
+            "collect",
+            "-w",
+            "conv2d_nhwc/1x56x56x64/k3s2p1/128/g4",
+            "-n",
+            "64",
+            "--batch-size",
+            "32",
+            "--repeat",
+            "1",
+            "--min-repeat-ms",
+            "1",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -198,8 +225,10 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from autosearch.training.dataset import Dataset
 
     rng = np.random.default_rng(0)
-    groups = [(f"g{g}", "llvm", [rng.random((3, 4)).astype(np.float32) for _ in range(20)], list(rng.random(20) + 0.1))
-              for g in range(2)]
+    groups = [
+        (f"g{g}", "llvm", [rng.random((3, 4)).astype(np.float32) for _ in range(20)], list(rng.random(20) + 0.1))
+        for g in range(2)
+    ]
     ds = Dataset.from_groups(groups)
     m = make_model("xgb", n_rounds=5)
     m.fit(ds)
@@ -219,7 +248,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("weights_sha256", None, "64 hex digits"),
     ],
 )
-def test_bad_config_fields_are_one_line_errors(model_dir: Path, tmp_path: Path, field: str, value: object, message: str) -> None:
+def test_bad_config_fields_are_one_line_errors(
+    model_dir: Path, tmp_path: Path, field: str, value: object, message: str
+) -> None:
     import shutil
 
     from autosearch.models import load_model
@@ -253,8 +284,18 @@ def test_checksum_is_required_and_checked_on_the_file_the_loader_reads(model_dir
 
 def test_train_refuses_a_negative_epoch_count(tmp_path: Path) -> None:
     out = tmp_path / "m"
-    proc = _cli("train", "--model", "mlp", "--epochs", "-3", "--db", "tests/data/tiny_tvm.db", "--out", str(out),
-                cwd=Path(__file__).resolve().parents[1])
+    proc = _cli(
+        "train",
+        "--model",
+        "mlp",
+        "--epochs",
+        "-3",
+        "--db",
+        "tests/data/tiny_tvm.db",
+        "--out",
+        str(out),
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert "--epochs" in _one_line(proc)
     assert not out.exists()
 
@@ -274,10 +315,26 @@ def test_gpu_target_without_a_gpu_is_refused_before_the_budget(tmp_path: Path) -
 def test_out_pointing_at_a_file_fails_before_anything_is_measured(tmp_path: Path) -> None:
     f = tmp_path / "file"
     f.write_text("")
-    out = _one_line(_cli("tune", "batch_matmul/1x128x128x128", "--model", "random", "--trials", "16",
-                         "--out", str(f), "--db", str(tmp_path / "t.db")))
+    out = _one_line(
+        _cli(
+            "tune",
+            "batch_matmul/1x128x128x128",
+            "--model",
+            "random",
+            "--trials",
+            "16",
+            "--out",
+            str(f),
+            "--db",
+            str(tmp_path / "t.db"),
+        )
+    )
     assert "is a file" in out
-    assert not (tmp_path / "t.db").exists() or os.path.getsize(tmp_path / "t.db") == 0 or _no_measurements(tmp_path / "t.db")
+    assert (
+        not (tmp_path / "t.db").exists()
+        or os.path.getsize(tmp_path / "t.db") == 0
+        or _no_measurements(tmp_path / "t.db")
+    )
 
 
 def _no_measurements(db: Path) -> bool:
@@ -288,7 +345,9 @@ def _no_measurements(db: Path) -> bool:
 def test_json_output_never_holds_nan() -> None:
     from autosearch.cli.common import finite_json
 
-    text = json.dumps(finite_json({"a": float("nan"), "b": [float("inf"), 1.0], "c": np.float64("nan")}), allow_nan=False)
+    text = json.dumps(
+        finite_json({"a": float("nan"), "b": [float("inf"), 1.0], "c": np.float64("nan")}), allow_nan=False
+    )
     assert json.loads(text) == {"a": None, "b": [None, 1.0], "c": None}
 
 

@@ -54,8 +54,21 @@ def test_collect_resumes_and_tops_up(collected_db, host, tmp_path):
 
 def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
     db = tmp_path / "killed.db"
-    args = CLI + ["collect", "-w", "batch_matmul/1x128x128x128", "-n", "16", "--batch-size", "4",
-                  "--repeat", "2", "--min-repeat-ms", "1", "--db", str(db)]
+    args = CLI + [
+        "collect",
+        "-w",
+        "batch_matmul/1x128x128x128",
+        "-n",
+        "16",
+        "--batch-size",
+        "4",
+        "--repeat",
+        "2",
+        "--min-repeat-ms",
+        "1",
+        "--db",
+        str(db),
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
     n = 0
@@ -63,7 +76,11 @@ def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
         time.sleep(0.5)
         if db.exists():
             try:
-                n = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+                n = (
+                    sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+                    .execute("SELECT COUNT(*) FROM measurements")
+                    .fetchone()[0]
+                )
             except sqlite3.OperationalError:
                 continue
             if n >= 4:
@@ -98,7 +115,9 @@ def _crashing_candidate():
 def test_crashing_and_hanging_kernels_are_recorded_as_failures(host):
     from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
 
-    crash = Measurer(host, EvaluatorSettings(repeat=1, min_repeat_ms=1), run_timeout=20).measure([_crashing_candidate()])
+    crash = Measurer(host, EvaluatorSettings(repeat=1, min_repeat_ms=1), run_timeout=20).measure(
+        [_crashing_candidate()]
+    )
     assert crash[0].status in ("run_error", "timeout") and crash[0].latencies == [] and crash[0].error
     # A kernel that cannot finish its minimum measuring time inside the timeout: a hang.
     hang = Measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=60_000), run_timeout=2)
@@ -106,14 +125,17 @@ def test_crashing_and_hanging_kernels_are_recorded_as_failures(host):
     from autosearch.workloads import get_workload
 
     space = TaskSpace(get_workload("softmax/256x256").mod(), host)
-    (cand, _, _), = space.sample(1, set())
+    ((cand, _, _),) = space.sample(1, set())
     res = hang.measure([cand])
     assert res[0].status == "timeout" and "Timeout" in res[0].error
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    bad = subprocess.run(CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2
     assert "unknown workload" in bad.stderr and "batch_matmul/1x128x128x128" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1

@@ -26,8 +26,16 @@ def _make_store(path, n_workloads=4, per=6, seed=0, fail_every=4, nan_in=None, a
             for c in range(per):
                 failed = (fail_every and c % fail_every == fail_every - 1) or key == all_failed
                 lat = float(rng.uniform(1e-4, 1e-3))
-                recs.append(MeasurementRecord(key, "llvm -mcpu=x", "dev", f"sched-{w}-{c}",
-                                              "run_error" if failed else "ok", [] if failed else [lat, lat]))
+                recs.append(
+                    MeasurementRecord(
+                        key,
+                        "llvm -mcpu=x",
+                        "dev",
+                        f"sched-{w}-{c}",
+                        "run_error" if failed else "ok",
+                        [] if failed else [lat, lat],
+                    )
+                )
                 m = rng.random((1 + c % 3, W)).astype(np.float32)
                 if nan_in == (w, c):
                     m[0, 3] = np.nan
@@ -118,7 +126,9 @@ def test_empty_store_is_one_clear_error(tmp_path):
 
 def test_subset_preserves_candidates():
     rng = np.random.default_rng(0)
-    groups = [(f"k{i}", "t", [rng.random((i + 1, 5), dtype=np.float32) for _ in range(3)], [1.0, 2.0, None]) for i in range(3)]
+    groups = [
+        (f"k{i}", "t", [rng.random((i + 1, 5), dtype=np.float32) for _ in range(3)], [1.0, 2.0, None]) for i in range(3)
+    ]
     ds = Dataset.from_groups(groups)
     sub = ds.subset([2, 0])
     assert [g.workload_key for g in sub.groups] == ["k2", "k0"]
@@ -142,7 +152,9 @@ def test_feature_batch_select_and_validate():
 
 def _ds(n_workloads=10):
     rng = np.random.default_rng(1)
-    groups = [(f"k{i}", "t", [rng.random((1, 3), dtype=np.float32) for _ in range(2)], [1.0, 2.0]) for i in range(n_workloads)]
+    groups = [
+        (f"k{i}", "t", [rng.random((1, 3), dtype=np.float32) for _ in range(2)], [1.0, 2.0]) for i in range(n_workloads)
+    ]
     names = {f"k{i}": (f"n{i}", "A" if i < 3 else "B") for i in range(n_workloads)}
     return Dataset.from_groups(groups, names=names)
 

@@ -31,7 +31,9 @@ WORKLOADS = ["batch_matmul/1x128x128x128", "conv2d_nhwc/1x56x56x64/k1s1p0/64", "
 
 
 def _spaces(mode: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode, *WORKLOADS], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, mode, *WORKLOADS], capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -56,8 +56,14 @@ def data():
 
 @pytest.mark.parametrize(
     "kind,kw",
-    [("xgb", {}), ("xgb", {"objective": "rank"}), ("lgbm-rank", {}), ("mlp", {"loss": "mse"}),
-     ("mlp", {"loss": "pairwise"}), ("mlp", {"loss": "lambdarank"})],
+    [
+        ("xgb", {}),
+        ("xgb", {"objective": "rank"}),
+        ("lgbm-rank", {}),
+        ("mlp", {"loss": "mse"}),
+        ("mlp", {"loss": "pairwise"}),
+        ("mlp", {"loss": "lambdarank"}),
+    ],
 )
 def test_model_learns_ranking_and_round_trips(kind, kw, data, tmp_path):
     train, test = data
@@ -97,7 +103,9 @@ def test_mlp_members_score_with_their_mean_and_round_trip(data, tmp_path):
         singles.append(one.predict(test.batch()))
     np.testing.assert_allclose(ens.predict(test.batch()), np.mean(singles, axis=0), rtol=1e-4, atol=1e-5)
     ens.save(tmp_path / "e")
-    np.testing.assert_allclose(load_model(tmp_path / "e").predict(test.batch()), ens.predict(test.batch()), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        load_model(tmp_path / "e").predict(test.batch()), ens.predict(test.batch()), rtol=1e-5, atol=1e-6
+    )
     ens.update(synth(2, 20, seed=5))
     assert np.isfinite(ens.predict(test.batch())).all()
     # a directory written before ensembles (one network, unprefixed keys) still loads
@@ -105,14 +113,16 @@ def test_mlp_members_score_with_their_mean_and_round_trip(data, tmp_path):
     one.fit(train)
     one.save(tmp_path / "old")
     f = tmp_path / "old" / "model.safetensors"
-    save_file({k[len("m0."):]: v for k, v in load_file(str(f)).items()}, str(f))
+    save_file({k[len("m0.") :]: v for k, v in load_file(str(f)).items()}, str(f))
     cfg = json.loads((tmp_path / "old" / "config.json").read_text())
     from autosearch.models.io import _sha256
 
     cfg["weights_sha256"] = _sha256(f)
     del cfg["params"]["members"]
     (tmp_path / "old" / "config.json").write_text(json.dumps(cfg))
-    np.testing.assert_allclose(load_model(tmp_path / "old").predict(test.batch()), one.predict(test.batch()), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        load_model(tmp_path / "old").predict(test.batch()), one.predict(test.batch()), rtol=1e-5, atol=1e-6
+    )
     with pytest.raises(InputError, match="members must be >= 1"):
         make_model("mlp", members=0)
 
@@ -318,8 +328,27 @@ def test_cli_train_eval_report(tmp_path):
     _make_store(db, n_workloads=6, per=10)
     run = CliRunner().invoke
     out = tmp_path / "m"
-    r = run(app, ["train", "--model", "mlp", "--loss", "lambdarank", "--db", str(db), "--out", str(out),
-                  "--epochs", "2", "--fraction", "0.34", "-p", "hidden=16", "--json"])
+    r = run(
+        app,
+        [
+            "train",
+            "--model",
+            "mlp",
+            "--loss",
+            "lambdarank",
+            "--db",
+            str(db),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--fraction",
+            "0.34",
+            "-p",
+            "hidden=16",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads(r.output)
     assert summary["test_groups"] == 2
@@ -364,7 +393,10 @@ def test_real_tiny_db_train_and_eval(tmp_path):
     assert ds.n_features == 164 and ds.n_groups >= 2 and ds.extractor == ("per-store-feature", "tvm-0.27")
     assert np.isfinite(ds.rows).all() and (ds.labels.max() == 1.0)
     train, test = apply_split(ds, split_workloads(ds, fraction=0.34, seed=0))
-    for kind, kw in (("xgb", dict(nthread=1, n_rounds=30, max_depth=6)), ("mlp", dict(epochs=10, hidden=64, loss="pairwise", lr=2e-3))):
+    for kind, kw in (
+        ("xgb", dict(nthread=1, n_rounds=30, max_depth=6)),
+        ("mlp", dict(epochs=10, hidden=64, loss="pairwise", lr=2e-3)),
+    ):
         m = make_model(kind, **kw)
         m.fit(train)
         # fits its own training groups clearly better than chance
@@ -377,4 +409,6 @@ def test_real_tiny_db_train_and_eval(tmp_path):
             assert g["top1"] == pytest.approx(_top_k_by_hand(scores, lat, 1))
             assert g["top5"] == pytest.approx(_top_k_by_hand(scores, lat, 5))
         m.save(tmp_path / kind)
-        np.testing.assert_allclose(load_model(tmp_path / kind).predict(test.batch()), m.predict(test.batch()), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            load_model(tmp_path / kind).predict(test.batch()), m.predict(test.batch()), rtol=1e-5, atol=1e-6
+        )

@@ -17,7 +17,10 @@ def _png_size(p):
 
 def test_loss_curves_png(tmp_path):
     hist = {
-        "mlp": [{"epoch": i, "train_loss": 1 / (i + 1), "valid_loss": 1.2 / (i + 1), "valid_top1": 0.5 + i / 20} for i in range(5)],
+        "mlp": [
+            {"epoch": i, "train_loss": 1 / (i + 1), "valid_loss": 1.2 / (i + 1), "valid_top1": 0.5 + i / 20}
+            for i in range(5)
+        ],
         "xgb": [{"epoch": 10 * i, "valid_top1": 0.6} for i in range(3)],
         "tvm-xgb": [{"epoch": 70}],
     }
@@ -26,7 +29,9 @@ def test_loss_curves_png(tmp_path):
 
 
 def test_topk_bars_png_and_nan_tolerant(tmp_path):
-    p = plot_topk_bars({"a": {"top1": 0.8, "top5": 0.95}, "b": {"top1": float("nan"), "top5": 0.9}}, tmp_path / "bars.png")
+    p = plot_topk_bars(
+        {"a": {"top1": 0.8, "top5": 0.95}, "b": {"top1": float("nan"), "top5": 0.9}}, tmp_path / "bars.png"
+    )
     assert p.read_bytes()[:8] == PNG
 
 

@@ -21,8 +21,14 @@ def local_tracker():
 
     tp, sp = _free_port(), _free_port()
     tracker = Tracker(host="127.0.0.1", port=tp, port_end=tp + 1, silent=True)
-    server = Server(host="127.0.0.1", port=sp, port_end=sp + 1, tracker_addr=(tracker.host, tracker.port),
-                    key="autosearch-test", silent=True)
+    server = Server(
+        host="127.0.0.1",
+        port=sp,
+        port_end=sp + 1,
+        tracker_addr=(tracker.host, tracker.port),
+        key="autosearch-test",
+        silent=True,
+    )
     yield tracker.host, tracker.port, "autosearch-test"
     server.terminate()
     tracker.terminate()
@@ -35,8 +41,15 @@ def test_collect_through_rpc_tracker(local_tracker, host, tmp_path):
     from autosearch.workloads import resolve_workloads
 
     with Store(tmp_path / "rpc.db") as s:
-        out = collect(resolve_workloads("softmax/256x256"), s, host, per_workload=3, rpc=local_tracker,
-                      evaluator=EvaluatorSettings(repeat=2, min_repeat_ms=1), progress=False)
+        out = collect(
+            resolve_workloads("softmax/256x256"),
+            s,
+            host,
+            per_workload=3,
+            rpc=local_tracker,
+            evaluator=EvaluatorSettings(repeat=2, min_repeat_ms=1),
+            progress=False,
+        )
         assert out.measured == 3
         rows = list(s.measurements())
         assert all(r.status == "ok" and len(r.latencies) == 2 for r in rows), [r.error[:200] for r in rows]

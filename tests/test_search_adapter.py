@@ -31,7 +31,9 @@ class FakeModel(CostModel):
         self.updates.append(new)
 
     def _predict(self, batch):  # type: ignore[no-untyped-def]
-        return np.array([batch.rows[batch.offsets[i]:batch.offsets[i + 1], 0].sum() for i in range(batch.n_candidates)])
+        return np.array(
+            [batch.rows[batch.offsets[i] : batch.offsets[i + 1], 0].sum() for i in range(batch.n_candidates)]
+        )
 
     def save(self, path) -> None:  # type: ignore[no-untyped-def]
         raise NotImplementedError

@@ -12,7 +12,7 @@ from autosearch.errors import InputError
 from autosearch.search.network import parse_shapes
 from autosearch.search.scheduler import TaskScheduler
 
-NET = '''
+NET = """
 import torch
 
 class Net(torch.nn.Module):
@@ -29,7 +29,7 @@ def make_model():
 
 def not_a_module():
     return 42
-'''
+"""
 
 
 def test_scheduler_tries_every_task_then_follows_the_gradient() -> None:
@@ -82,8 +82,12 @@ def test_bad_model_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     f = tmp_path / "net.py"
     f.write_text(NET)
     db = str(tmp_path / "x.db")
-    assert "does not exist" in _err(capsys, ["tune-model", str(tmp_path / "nope.py:make_model"), "--input-shape", "4,64", "--db", db])
-    assert "not a torch.nn.Module" in _err(capsys, ["tune-model", f"{f}:not_a_module", "--input-shape", "4,64", "--db", db])
+    assert "does not exist" in _err(
+        capsys, ["tune-model", str(tmp_path / "nope.py:make_model"), "--input-shape", "4,64", "--db", db]
+    )
+    assert "not a torch.nn.Module" in _err(
+        capsys, ["tune-model", f"{f}:not_a_module", "--input-shape", "4,64", "--db", db]
+    )
     assert "no attribute" in _err(capsys, ["tune-model", f"{f}:missing", "--input-shape", "4,64", "--db", db])
 
 
@@ -92,11 +96,28 @@ def test_tiny_network_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: P
     f = tmp_path / "net.py"
     f.write_text(NET)
     try:
-        main(["tune-model", f"{f}:make_model", "--input-shape", "4,64", "--model", "pretrained", "--trials", "16",
-              "--trials-per-round", "8", "--population", "16", "--db", str(tmp_path / "n.db"), "--json"])
+        main(
+            [
+                "tune-model",
+                f"{f}:make_model",
+                "--input-shape",
+                "4,64",
+                "--model",
+                "pretrained",
+                "--trials",
+                "16",
+                "--trials-per-round",
+                "8",
+                "--population",
+                "16",
+                "--db",
+                str(tmp_path / "n.db"),
+                "--json",
+            ]
+        )
     except SystemExit as exc:
         assert not exc.code
     out = capsys.readouterr().out
-    s = json.loads(out[out.index("{"):])
+    s = json.loads(out[out.index("{") :])
     assert s["output_matches"] and s["trials_measured"] == 16
     assert s["tuned_latency_s"] > 0 and s["untuned_latency_s"] > 0

@@ -14,8 +14,20 @@ import pytest
 from autosearch.cli import main
 
 WL = "softmax/256x256"
-SMALL = ["--trials", "16", "--trials-per-round", "8", "--population", "16", "--genetic-iters", "1",
-         "--repeat", "2", "--min-repeat-ms", "1"]
+SMALL = [
+    "--trials",
+    "16",
+    "--trials-per-round",
+    "8",
+    "--population",
+    "16",
+    "--genetic-iters",
+    "1",
+    "--repeat",
+    "2",
+    "--min-repeat-ms",
+    "1",
+]
 
 
 def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
@@ -43,7 +55,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict:
         except SystemExit as exc:
             assert not exc.code, buf.getvalue()
     text = buf.getvalue()
-    summary = json.loads(text[text.index("{"):])
+    summary = json.loads(text[text.index("{") :])
     return {"summary": summary, "db": db, "out": out}
 
 
@@ -112,9 +124,15 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
 
     with Store(tmp_path / "i.db") as st:
         r = tune(
-            resolve_workload_spec(WL), host_target(), make_cost_model("random"),
+            resolve_workload_spec(WL),
+            host_target(),
+            make_cost_model("random"),
             TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1),
-            store=st, evaluator=EvaluatorSettings(1, 2, 1), out_dir=tmp_path / "o", progress=False, on_round=stop,
+            store=st,
+            evaluator=EvaluatorSettings(1, 2, 1),
+            out_dir=tmp_path / "o",
+            progress=False,
+            on_round=stop,
         )
         assert r.interrupted and r.trials == 8 and r.best_latency is not None
         assert st.count(r.workload_key, r.target) == 8
@@ -131,27 +149,38 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: 
 
 
 def test_budget_smaller_than_one_round(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    _one_line_error(capsys, ["tune", WL, "--trials", "4", "--trials-per-round", "8", "--db", str(tmp_path / "x.db")],
-                    "smaller than one round")
+    _one_line_error(
+        capsys,
+        ["tune", WL, "--trials", "4", "--trials-per-round", "8", "--db", str(tmp_path / "x.db")],
+        "smaller than one round",
+    )
 
 
 def test_unknown_workload_and_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _one_line_error(capsys, ["tune", "softmax/999", "--db", str(tmp_path / "x.db")], "unknown")
-    _one_line_error(capsys, ["tune", WL, "--model", "nosuch", "--db", str(tmp_path / "x.db")], "neither a model directory")
+    _one_line_error(
+        capsys, ["tune", WL, "--model", "nosuch", "--db", str(tmp_path / "x.db")], "neither a model directory"
+    )
 
 
 def test_module_missing_or_raising(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    _one_line_error(capsys, ["tune", "--module", str(tmp_path / "none.py:f"), "--db", str(tmp_path / "x.db")], "does not exist")
+    _one_line_error(
+        capsys, ["tune", "--module", str(tmp_path / "none.py:f"), "--db", str(tmp_path / "x.db")], "does not exist"
+    )
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    raise RuntimeError('boom\\nsecond line')\n")
     _one_line_error(capsys, ["tune", "--module", f"{bad}:f", "--db", str(tmp_path / "x.db")], "RuntimeError: boom")
     (tmp_path / "syn.py").write_text("def f(:\n")
-    _one_line_error(capsys, ["tune", "--module", f"{tmp_path / 'syn.py'}:f", "--db", str(tmp_path / "x.db")], "SyntaxError")
+    _one_line_error(
+        capsys, ["tune", "--module", f"{tmp_path / 'syn.py'}:f", "--db", str(tmp_path / "x.db")], "SyntaxError"
+    )
     (tmp_path / "notir.py").write_text("def f():\n    return 3\n")
-    _one_line_error(capsys, ["tune", "--module", f"{tmp_path / 'notir.py'}:f", "--db", str(tmp_path / "x.db")], "not a TIR PrimFunc")
+    _one_line_error(
+        capsys, ["tune", "--module", f"{tmp_path / 'notir.py'}:f", "--db", str(tmp_path / "x.db")], "not a TIR PrimFunc"
+    )
 
 
-NO_SPACE = '''
+NO_SPACE = """
 from tvm.script import tirx as T
 
 @T.prim_func(s_tir=True)
@@ -161,14 +190,17 @@ def scalar(A: T.Buffer((), "float32"), B: T.Buffer((), "float32")):
 
 def make():
     return scalar
-'''
+"""
 
 
 def test_no_tunable_design_space(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     f = tmp_path / "scalar.py"
     f.write_text(NO_SPACE)
-    _one_line_error(capsys, ["tune", "--module", f"{f}:make", "--model", "random", *SMALL, "--db", str(tmp_path / "x.db")],
-                    "no tunable design space")
+    _one_line_error(
+        capsys,
+        ["tune", "--module", f"{f}:make", "--model", "random", *SMALL, "--db", str(tmp_path / "x.db")],
+        "no tunable design space",
+    )
 
 
 def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -181,7 +213,11 @@ def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path
     cfg = json.loads((d / "config.json").read_text())
     cfg["extractor"] = ["other-feature", "v9"]
     (d / "config.json").write_text(json.dumps(cfg))
-    _one_line_error(capsys, ["tune", WL, "--model", str(d), *SMALL, "--db", str(tmp_path / "x.db")], "trained on features other-feature:v9")
+    _one_line_error(
+        capsys,
+        ["tune", WL, "--model", str(d), *SMALL, "--db", str(tmp_path / "x.db")],
+        "trained on features other-feature:v9",
+    )
 
 
 def test_apply_bad_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -34,8 +34,12 @@ def test_cuda_gets_required_attrs_and_host():
 
 @pytest.mark.parametrize(
     "spec, msg",
-    [("{not json", "not valid JSON"), ("warp-drive", "unknown target"), ('{"mcpu": "x"}', "'kind' key"),
-     ('{"kind": "no-such-kind"}', "invalid target")],
+    [
+        ("{not json", "not valid JSON"),
+        ("warp-drive", "unknown target"),
+        ('{"mcpu": "x"}', "'kind' key"),
+        ('{"kind": "no-such-kind"}', "invalid target"),
+    ],
 )
 def test_bad_targets_one_line(spec, msg):
     with pytest.raises(TargetError, match=msg) as info:

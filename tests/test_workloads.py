@@ -26,7 +26,22 @@ from autosearch.workloads import (
 )
 from autosearch.workloads.random_programs import _REDUCTIONS, MAX_ELEMENTS, MAX_REDUCTIONS, MAX_WORK, random_plan
 
-BENCHMARK_FAMILIES = ["C1D", "C2D", "C3D", "GMM", "GRP", "DIL", "DEP", "T2D", "CAP", "NRM", "SFM", "CBR", "TBG", "C2D_WIN_NHWC"]
+BENCHMARK_FAMILIES = [
+    "C1D",
+    "C2D",
+    "C3D",
+    "GMM",
+    "GRP",
+    "DIL",
+    "DEP",
+    "T2D",
+    "CAP",
+    "NRM",
+    "SFM",
+    "CBR",
+    "TBG",
+    "C2D_WIN_NHWC",
+]
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
@@ -36,9 +51,7 @@ def ms_env():
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    target = tvm.target.Target(
-        {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2}
-    )
+    target = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
 
     def context(wl: Workload, rand_state: int = 1):
         return ms.TuneContext(
@@ -106,9 +119,10 @@ def test_key_stable_distinct_and_cached():
     assert HEX16.match(wl.key) and wl.key == twin.key
     bench = [w for f in BENCHMARK_FAMILIES for w in families()[f]]
     assert len({w.key for w in bench}) == 53
-    assert get_workload("resnet50/conv2d_nhwc/1x56x56x64/k1s1p0/64").key == get_workload(
-        "conv2d_nhwc/1x56x56x64/k1s1p0/64"
-    ).key  # same program, two names, one key
+    assert (
+        get_workload("resnet50/conv2d_nhwc/1x56x56x64/k1s1p0/64").key
+        == get_workload("conv2d_nhwc/1x56x56x64/k1s1p0/64").key
+    )  # same program, two names, one key
 
 
 def test_key_stable_across_processes_and_import_is_lazy():
@@ -145,7 +159,12 @@ def test_unknown_name_names_closest_matches():
 def test_resolve_names_families_random_and_dedup():
     got = resolve_workloads("gmm, batch_matmul/1x128x128x128,random:3,GMM,random/1,bert/layer_norm/128x768")
     names = [wl.name for wl in got]
-    assert names == [w.name for w in families()["GMM"]] + ["random/0", "random/1", "random/2", "bert/layer_norm/128x768"]
+    assert names == [w.name for w in families()["GMM"]] + [
+        "random/0",
+        "random/1",
+        "random/2",
+        "bert/layer_norm/128x768",
+    ]
     assert [wl.name for wl in resolve_workloads(["resnet50", "c2d"])][:24] == [w.name for w in families()["resnet50"]]
     assert len(resolve_workloads(["resnet50", "c2d"])) == 28
     assert get_workload("random/7") == random_program(7)

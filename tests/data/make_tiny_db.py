@@ -18,8 +18,21 @@ with Store(src_path, readonly=True) as src, Store(dst_path) as dst:
     for wl in src.workloads()[:6]:
         dst.add_workload(wl)
         rows = list(src.measurements(workload_key=wl.key))[:24]
-        recs = [MeasurementRecord(wl.key, m.target, m.device, m.schedule, m.status, m.latencies, m.error, m.source,
-                                  m.extra, m.schedule_hash) for m in rows]
+        recs = [
+            MeasurementRecord(
+                wl.key,
+                m.target,
+                m.device,
+                m.schedule,
+                m.status,
+                m.latencies,
+                m.error,
+                m.source,
+                m.extra,
+                m.schedule_hash,
+            )
+            for m in rows
+        ]
         dst.add_measurements(recs, [feats.get(m.id) for m in rows], EXTRACTOR)
 with Store(dst_path) as s:
     s._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

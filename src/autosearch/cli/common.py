@@ -28,7 +28,9 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         import warnings
 
-        warnings.showwarning = lambda msg, *a, **k: err.print(f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True)
+        warnings.showwarning = lambda msg, *a, **k: err.print(
+            f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True
+        )
         try:
             return fn(*args, **kwargs)
         except AutosearchError as exc:

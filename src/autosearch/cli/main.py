@@ -33,7 +33,9 @@ DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records databa
 def target(
     target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-    profile: bool = typer.Option(False, "--profile", help="Add the device descriptor (measured once per machine, cached in --db)."),
+    profile: bool = typer.Option(
+        False, "--profile", help="Add the device descriptor (measured once per machine, cached in --db)."
+    ),
     refresh: bool = typer.Option(False, "--refresh", help="With --profile: measure again even if the store has it."),
     db: Path = DB_OPT,
 ) -> None:
@@ -127,8 +129,16 @@ def collect(
     err.print(f"collecting {len(wls)} workloads x {per_workload} schedules on {canonical_target(tgt)} -> {db}")
     with Store(db) as store:
         s = run_collect(
-            wls, store, tgt, per_workload=per_workload, batch_size=batch_size, budget_minutes=budget_minutes,
-            evaluator=evaluator, rpc=rpc, seed=seed, console=err,
+            wls,
+            store,
+            tgt,
+            per_workload=per_workload,
+            batch_size=batch_size,
+            budget_minutes=budget_minutes,
+            evaluator=evaluator,
+            rpc=rpc,
+            seed=seed,
+            console=err,
         )
     table = Table(title="collect summary")
     for col in ("workload", "had", "measured", "ok", "note"):
@@ -161,9 +171,15 @@ def db_stats(db: Path = DB_OPT, json_out: bool = typer.Option(False, "--json", h
         table.add_column(col, justify="left" if col in ("workload", "family") else "right")
     for r in rows:
         table.add_row(
-            r["workload"], r["family"], str(r["records"]), str(r["ok"]), str(r["failed"]), format_seconds(r["best_latency_s"]),
+            r["workload"],
+            r["family"],
+            str(r["records"]),
+            str(r["ok"]),
+            str(r["failed"]),
+            format_seconds(r["best_latency_s"]),
             f"{r['gflops']:.1f}" if r["gflops"] else "-",
-            f"{100 * r['repeat_spread']:.1f}%" if r["repeat_spread"] is not None else "-", str(r["features"]),
+            f"{100 * r['repeat_spread']:.1f}%" if r["repeat_spread"] is not None else "-",
+            str(r["features"]),
         )
     console.print(table)
 
@@ -182,8 +198,11 @@ def db_import(
 
     with Store(db) as store:
         n = import_json_database(
-            store, workload_file, record_file,
-            featurize=featurize_trace if features else None, extractor=EXTRACTOR if features else None,
+            store,
+            workload_file,
+            record_file,
+            featurize=featurize_trace if features else None,
+            extractor=EXTRACTOR if features else None,
         )
     console.print(f"imported {n.records} records of {n.workloads} workloads ({n.failed} failed runs) into {db}")
 
@@ -199,8 +218,10 @@ def db_import_ncu(
 
     with Store(db) as store:
         res = import_ncu_csv(store, csv_file)
-    console.print(f"attached metrics of {res['attached']} of {res['kernels']} kernels to records in {db}"
-                  f" as {':'.join(NCU_EXTRACTOR)}")
+    console.print(
+        f"attached metrics of {res['attached']} of {res['kernels']} kernels to records in {db}"
+        f" as {':'.join(NCU_EXTRACTOR)}"
+    )
     if res["unmatched"]:
         shown = ", ".join(res["unmatched"][:5]) + (" ..." if len(res["unmatched"]) > 5 else "")
         console.print(f"{len(res['unmatched'])} kernel(s) match no record: {shown}")
@@ -288,6 +309,9 @@ def _run(argv: list[str] | None) -> Any:
     except Exception as exc:
         if os.environ.get("AUTOSEARCH_TRACEBACK"):
             raise
-        err.print(f"[red]internal error:[/] {type(exc).__name__}: {one_line(exc)} "
-                  "(AUTOSEARCH_TRACEBACK=1 shows the trace)", highlight=False, soft_wrap=True)
+        err.print(
+            f"[red]internal error:[/] {type(exc).__name__}: {one_line(exc)} (AUTOSEARCH_TRACEBACK=1 shows the trace)",
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(1)

@@ -42,15 +42,39 @@ def _fmt(x: Any) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
+def load_model_data(db: str, extractor: tuple[str, str], device: bool = False, **kw: Any) -> Any:
+    """`load_dataset` after computing trace tokens the store lacks (traces are stored), with each
+    group's device descriptor appended to its rows when the model reads it (`-p device=true`)."""
+    from autosearch.features.trace_tokens import ensure_features
+    from autosearch.training.dataset import load_dataset, resolve_db
+
+    path = resolve_db(db)
+    ensure_features(path, extractor)
+    ds = load_dataset(path, extractor=extractor, **kw)
+    if device:
+        from autosearch.features.device import target_descriptors, with_device
+        from autosearch.store import Store
+
+        with Store(path) as store:  # writable: a missing descriptor of this machine's targets is measured and kept
+            ds = with_device(ds, target_descriptors(store, [g.target for g in ds.groups], profile_missing=True))
+    return ds
+
+
 def train_command_data(
-    db: str, extractor: tuple[str, str], target: Optional[str], holdout: list[str], fraction: float,
-    seed: int, split_file: Optional[Path], max_groups: Optional[int],
+    db: str,
+    extractor: tuple[str, str],
+    target: Optional[str],
+    holdout: list[str],
+    fraction: float,
+    seed: int,
+    split_file: Optional[Path],
+    max_groups: Optional[int],
+    device: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(dataset, split, (train, test)) as `train` builds them; shared with the benchmark."""
-    from autosearch.training.dataset import load_dataset, resolve_db
     from autosearch.training.splits import Split, apply_split, split_workloads
 
-    ds = load_dataset(resolve_db(db), extractor=extractor, target=target, max_groups=max_groups)
+    ds = load_model_data(db, extractor, device, target=target, max_groups=max_groups)
     if split_file is not None:
         split = Split.load(split_file)
     else:
@@ -65,25 +89,46 @@ def _metrics_table(title: str, per_group: list[dict[str, Any]], mean: dict[str, 
     for g in per_group:
         t.add_row(g["workload"], str(g["n"]), *(_fmt(g[k]) for k in ("top1", "top5", "pairwise", "kendall", "rmse")))
     t.add_section()
-    t.add_row(f"mean of {int(mean['groups'])} groups", "", *(_fmt(mean[k]) for k in ("top1", "top5", "pairwise", "kendall", "rmse")), style="bold")
+    t.add_row(
+        f"mean of {int(mean['groups'])} groups",
+        "",
+        *(_fmt(mean[k]) for k in ("top1", "top5", "pairwise", "kendall", "rmse")),
+        style="bold",
+    )
     return t
 
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
 
 @app.command()
 @one_line_errors
 def train(
-    model: str = typer.Option("mlp", "--model", help="xgb, lgbm-rank, mlp, tvm-xgb or tvm-mlp."),
+    model: str = typer.Option(
+        "mlp", "--model", help="xgb, lgbm-rank, mlp, tlp (with --extractor trace-tokens:v1), tvm-xgb or tvm-mlp."
+    ),
     loss: Optional[str] = typer.Option(None, "--loss", help="mlp only: mse, pairwise or lambdarank (default)."),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
     out: Path = typer.Option(..., "--out", help="Model directory to write."),
-    holdout: Optional[list[str]] = typer.Option(None, "--holdout", help="Held-out families / workload names (repeat or comma-separate)."),
-    fraction: float = typer.Option(0.2, "--fraction", help="Without --holdout: fraction of workloads held out (seeded)."),
+    holdout: Optional[list[str]] = typer.Option(
+        None, "--holdout", help="Held-out families / workload names (repeat or comma-separate)."
+    ),
+    fraction: float = typer.Option(
+        0.2, "--fraction", help="Without --holdout: fraction of workloads held out (seeded)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and of training."),
     split: Optional[Path] = typer.Option(None, "--split", help="Use a saved split.json instead."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs (mlp, tvm-mlp) or boosting rounds (xgb, lgbm-rank)."),
-    valid_fraction: float = typer.Option(0.15, "--valid-fraction", help="Training workloads set aside for early stopping."),
-    refit: bool = typer.Option(True, "--refit/--no-refit", help="After early stopping, retrain on all training workloads for the chosen epochs."),
+    epochs: Optional[int] = typer.Option(
+        None, "--epochs", help="Epochs (mlp, tvm-mlp) or boosting rounds (xgb, lgbm-rank)."
+    ),
+    valid_fraction: float = typer.Option(
+        0.15, "--valid-fraction", help="Training workloads set aside for early stopping."
+    ),
+    refit: bool = typer.Option(
+        True,
+        "--refit/--no-refit",
+        help="After early stopping, retrain on all training workloads for the chosen epochs.",
+    ),
     param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="Hyper-parameter KEY=VALUE (repeatable)."),
     extractor: str = typer.Option(_EXTRACTOR, "--extractor", help="Feature extractor NAME:VERSION in the store."),
     target: Optional[str] = typer.Option(None, "--target", help="Only measurements on this target (JSON as stored)."),
@@ -94,7 +139,17 @@ def train(
     from autosearch.training.trainer import evaluate, valid_carve_out
 
     cost_model = _new_model(model, loss, epochs, parse_params(param), seed)
-    ds, sp, (tr, te) = train_command_data(db, _extractor(extractor), target, _csv(holdout), fraction, seed, split, max_groups)
+    ds, sp, (tr, te) = train_command_data(
+        db,
+        _extractor(extractor),
+        target,
+        _csv(holdout),
+        fraction,
+        seed,
+        split,
+        max_groups,
+        device=bool(getattr(cost_model, "device", False)),
+    )
     fit_set, valid = valid_carve_out(tr, valid_fraction, seed)
     if not json_out:
         console.print(
@@ -107,9 +162,15 @@ def train(
     (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
     res = evaluate(cost_model, te) if te.n_groups else None
     summary = {
-        "model": model, "out": str(out), "train_groups": fit_set.n_groups, "valid_groups": valid.n_groups if valid else 0,
-        "test_groups": te.n_groups, "train_time_s": report.train_time_s, "best_epoch": report.best_epoch,
-        "held_out": res.mean if res else None, "candidates_per_s": res.candidates_per_s if res else None,
+        "model": model,
+        "out": str(out),
+        "train_groups": fit_set.n_groups,
+        "valid_groups": valid.n_groups if valid else 0,
+        "test_groups": te.n_groups,
+        "train_time_s": report.train_time_s,
+        "best_epoch": report.best_epoch,
+        "held_out": res.mean if res else None,
+        "candidates_per_s": res.candidates_per_s if res else None,
     }
     if json_out:
         emit_json(summary)
@@ -144,8 +205,16 @@ def _new_model(model: str, loss: Optional[str], epochs: Optional[int], kw: dict[
 
 
 def _fit_with_progress(
-    cost_model: Any, model: str, tr: Any, fit_set: Any, valid: Any, refit: bool, valid_fraction: float, seed: int,
-    *, show: bool,
+    cost_model: Any,
+    model: str,
+    tr: Any,
+    fit_set: Any,
+    valid: Any,
+    refit: bool,
+    valid_fraction: float,
+    seed: int,
+    *,
+    show: bool,
 ) -> Any:
     """Train with a progress bar over epochs / rounds; returns the TrainReport."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -155,8 +224,14 @@ def _fit_with_progress(
     length = cost_model.length_param
     reports_progress = "progress" in inspect.signature(cost_model.fit).parameters
     with Progress(
-        TextColumn(f"[bold]{model}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[info]}"), console=err, disable=not show, transient=False,
+        TextColumn(f"[bold]{model}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=err,
+        disable=not show,
+        transient=False,
     ) as bar:
         task = bar.add_task(model, total=getattr(cost_model, length) if length and reports_progress else None, info="")
 
@@ -169,7 +244,12 @@ def _fit_with_progress(
             bar.update(task, info="early stopping on the carve-out, then refit on all training workloads")
             report = fit_refit(cost_model, tr, valid_fraction, seed, **fit_kw)
             done = getattr(cost_model, length) if length else None
-            bar.update(task, total=done, completed=done, info=f"refit on {tr.n_groups} groups for {(report.best_epoch or 0) + 1} epochs/rounds")
+            bar.update(
+                task,
+                total=done,
+                completed=done,
+                info=f"refit on {tr.n_groups} groups for {(report.best_epoch or 0) + 1} epochs/rounds",
+            )
         elif fit_kw:
             report = cost_model.fit(fit_set, valid, **fit_kw)
         elif model.startswith("tvm-"):  # TVM selects (or not) on its own: it gets every training group
@@ -179,7 +259,9 @@ def _fit_with_progress(
         else:
             bar.update(task, info="training")
             report = cost_model.fit(fit_set, valid)
-            bar.update(task, total=1, completed=1, info=f"{len(report.history)} evaluations, best at round {report.best_epoch}")
+            bar.update(
+                task, total=1, completed=1, info=f"{len(report.history)} evaluations, best at round {report.best_epoch}"
+            )
     return report
 
 
@@ -188,13 +270,14 @@ def _fit_with_progress(
 def eval_(
     model: Path = typer.Option(..., "--model", help="Model directory written by `autosearch train`."),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
-    workloads: Optional[list[str]] = typer.Option(None, "--workloads", help="Workload names/families (default: the model's held-out split, else all)."),
+    workloads: Optional[list[str]] = typer.Option(
+        None, "--workloads", help="Workload names/families (default: the model's held-out split, else all)."
+    ),
     target: Optional[str] = typer.Option(None, "--target", help="Only measurements on this target."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Score a saved model on held-out workloads: per-workload table and the means."""
     from autosearch.models import load_model
-    from autosearch.training.dataset import load_dataset, resolve_db
     from autosearch.training.splits import Split
     from autosearch.training.trainer import evaluate
 
@@ -205,7 +288,7 @@ def eval_(
         wl, scope = Split.load(model / SPLIT_FILE).test, "held-out workloads of the model's split"
     elif not wl:
         scope = "all workloads"
-    ds = load_dataset(resolve_db(db), extractor=m.extractor, target=target, workloads=wl or None)
+    ds = load_model_data(db, m.extractor, bool(getattr(m, "device", False)), target=target, workloads=wl or None)
     res = evaluate(m, ds)
     if json_out:
         emit_json({"model": str(model), "kind": m.kind, **res.to_dict()})
@@ -213,19 +296,23 @@ def eval_(
     console.print(_metrics_table(f"{m.kind} on {ds.n_groups} {scope}", res.per_group, res.mean))
     console.print(f"prediction throughput: {res.candidates_per_s:,.0f} candidates/s")
 
+
 @app.command()
 @one_line_errors
 def report(
     model: list[Path] = typer.Option(..., "--model", help="Model directories (repeatable)."),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
     out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNG files."),
-    workloads: Optional[list[str]] = typer.Option(None, "--workloads", help="Evaluate on these (default: first model's held-out split)."),
-    scatter: Optional[str] = typer.Option(None, "--scatter", help="Workload for the scatter plot (default: the first evaluated)."),
+    workloads: Optional[list[str]] = typer.Option(
+        None, "--workloads", help="Evaluate on these (default: first model's held-out split)."
+    ),
+    scatter: Optional[str] = typer.Option(
+        None, "--scatter", help="Workload for the scatter plot (default: the first evaluated)."
+    ),
 ) -> None:
     """PNG plots: loss curves, top-1/top-5 per model, predicted vs. measured for one workload."""
     from autosearch.models import load_model
     from autosearch.reports.plots import plot_loss_curves, plot_pred_vs_measured, plot_topk_bars
-    from autosearch.training.dataset import load_dataset, resolve_db
     from autosearch.training.splits import Split
     from autosearch.training.trainer import evaluate
 
@@ -240,7 +327,9 @@ def report(
     if not wl and (first / SPLIT_FILE).exists():
         wl = Split.load(first / SPLIT_FILE).test
     extractor = next(iter(models.values()))[1].extractor
-    ds = load_dataset(resolve_db(db), extractor=extractor, workloads=wl or None)
+    ds = load_model_data(
+        db, extractor, bool(getattr(next(iter(models.values()))[1], "device", False)), workloads=wl or None
+    )
     histories, means, scores = {}, {}, {}
     for name, (d, m) in models.items():
         if (d / REPORT_FILE).exists():
@@ -257,6 +346,10 @@ def report(
     g = ds.groups[gi]
     for name in models:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        paths.append(plot_pred_vs_measured(scores[name][gi], ds.latencies[g.start : g.stop], out / f"scatter_{safe}.png", title=f"{name}: {g.name}"))
+        paths.append(
+            plot_pred_vs_measured(
+                scores[name][gi], ds.latencies[g.start : g.stop], out / f"scatter_{safe}.png", title=f"{name}: {g.name}"
+            )
+        )
     for p in paths:
         console.print(f"wrote {p}")

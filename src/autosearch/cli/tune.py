@@ -19,16 +19,27 @@ from autosearch.formatting import format_seconds
 
 def _print_result(r: Any) -> None:
     t = Table(title=f"tuned {r.workload} with {r.model}: {r.trials} trials measured ({r.ok} ok)", show_header=False)
-    t.add_row("best latency", f"{format_seconds(r.best_latency)}" + (f"  (trial {r.best_trial})" if r.best_trial else ""))
+    t.add_row(
+        "best latency", f"{format_seconds(r.best_latency)}" + (f"  (trial {r.best_trial})" if r.best_trial else "")
+    )
     t.add_row("GFLOP/s", f"{r.gflops:.1f}" if r.gflops else "-")
     if r.untuned_latency:
-        t.add_row("untuned default schedule", f"{format_seconds(r.untuned_latency)}  -> speed-up x{r.speedup:.2f}" if r.speedup else format_seconds(r.untuned_latency))
+        t.add_row(
+            "untuned default schedule",
+            f"{format_seconds(r.untuned_latency)}  -> speed-up x{r.speedup:.2f}"
+            if r.speedup
+            else format_seconds(r.untuned_latency),
+        )
     else:
         t.add_row("untuned default schedule", "-")
     ref = r.reference
     if ref:
         ratio = ref["latency"] / r.best_latency if r.best_latency else None
-        t.add_row(ref["name"], f"{format_seconds(ref['latency'])} ({ref['threads']} threads)" + (f"  -> tuned is x{ratio:.2f} of its speed" if ratio else ""))
+        t.add_row(
+            ref["name"],
+            f"{format_seconds(ref['latency'])} ({ref['threads']} threads)"
+            + (f"  -> tuned is x{ratio:.2f} of its speed" if ratio else ""),
+        )
     else:
         t.add_row("NumPy/PyTorch reference", "none for this operator")
     t.add_row("model retrains", str(r.retrains))
@@ -44,14 +55,20 @@ def _print_result(r: Any) -> None:
     tb.total = r.breakdown["total_s"]
     console.print(tb.table("where the time went (seconds, exclusive)"))
 
+
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
 
 @app.command()
 @one_line_errors
 def tune(
     workload: Optional[str] = typer.Argument(None, help="Registry name, family member, or random:SEED."),
     module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC returning a TIR PrimFunc / IRModule."),
-    model: str = typer.Option("pretrained", "--model", help="pretrained, a model DIR, xgb, mlp, lgbm-rank, tvm-xgb or random; PRIOR+xgb blends a pretrained prior with XGBoost fitted on this run."),
+    model: str = typer.Option(
+        "pretrained",
+        "--model",
+        help="pretrained, a model DIR, xgb, mlp, lgbm-rank, tvm-xgb or random; PRIOR+xgb blends a pretrained prior with XGBoost fitted on this run.",
+    ),
     trials: int = typer.Option(64, "--trials", help="Measurement budget (schedules built and run)."),
     trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules measured per search round."),
     eps_greedy: float = typer.Option(0.05, "--eps-greedy", help="Share of each round picked at random."),
@@ -59,15 +76,27 @@ def tune(
     genetic_iters: int = typer.Option(3, "--genetic-iters", help="Evolution iterations per round."),
     target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
     db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database: every measured schedule is added."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default tuned/<workload>-<model>-s<seed>)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Output directory (default tuned/<workload>-<model>-s<seed>)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     repeat: int = typer.Option(3, "--repeat", help="Timed repeats per schedule (median)."),
     min_repeat_ms: int = typer.Option(10, "--min-repeat-ms", help="Each repeat lasts at least this long."),
-    retrain_fraction: float = typer.Option(0.2, "--retrain-fraction", help="Retrain when new results reach this share of what the model was trained on."),
-    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Measure the untuned schedule and the PyTorch reference."),
+    retrain_fraction: float = typer.Option(
+        0.2, "--retrain-fraction", help="Retrain when new results reach this share of what the model was trained on."
+    ),
+    baseline: bool = typer.Option(
+        True, "--baseline/--no-baseline", help="Measure the untuned schedule and the PyTorch reference."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary instead of tables."),
-    search: str = typer.Option("evolutionary", "--search", help="evolutionary (MetaSchedule's) or gradient (relaxed knobs, Adam)."),
-    explore: str = typer.Option("none", "--explore", help="none, or trust: a trained model's share of each round follows how well it ordered the last rounds."),
+    search: str = typer.Option(
+        "evolutionary", "--search", help="evolutionary (MetaSchedule's) or gradient (relaxed knobs, Adam)."
+    ),
+    explore: str = typer.Option(
+        "none",
+        "--explore",
+        help="none, or trust: a trained model's share of each round follows how well it ordered the last rounds.",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -80,8 +109,14 @@ def tune(
     from autosearch.workloads.module import resolve_workload_spec
 
     settings = TuneSettings(
-        trials=trials, trials_per_round=trials_per_round, eps_greedy=eps_greedy, population=population,
-        genetic_num_iters=genetic_iters, seed=seed, retrain_fraction=retrain_fraction, search=search,
+        trials=trials,
+        trials_per_round=trials_per_round,
+        eps_greedy=eps_greedy,
+        population=population,
+        genetic_num_iters=genetic_iters,
+        seed=seed,
+        retrain_fraction=retrain_fraction,
+        search=search,
     )
     settings.validate()
     wl = resolve_workload_spec(workload, module)
@@ -90,11 +125,22 @@ def tune(
     tune_model = make_cost_model(model, seed=seed, retrain_fraction=retrain_fraction, explore=explore)
     out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:
-        err.print(f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}")
+        err.print(
+            f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}"
+        )
     with Store(db) as store:
         r = run_tune(
-            wl, tgt, tune_model, settings, store=store, evaluator=evaluator, out_dir=out_dir,
-            baseline=baseline, reference=baseline, console=err, progress=not json_out,
+            wl,
+            tgt,
+            tune_model,
+            settings,
+            store=store,
+            evaluator=evaluator,
+            out_dir=out_dir,
+            baseline=baseline,
+            reference=baseline,
+            console=err,
+            progress=not json_out,
         )
     if json_out:
         emit_json(r.summary())
@@ -104,11 +150,14 @@ def tune(
         err.print(f"interrupted: the {r.trials} measured schedules are in {db}; best so far saved to {out_dir}")
         raise typer.Exit(130)
 
+
 @app.command()
 @one_line_errors
 def apply(
     path: Path = typer.Argument(..., help="A `tune` output directory or its best.json."),
-    module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC of a schedule tuned on a user module (its code is run)."),
+    module: Optional[str] = typer.Option(
+        None, "--module", help="FILE.py:FUNC of a schedule tuned on a user module (its code is run)."
+    ),
     measure: bool = typer.Option(False, "--measure", help="Build and time the schedule on --target."),
     target: Optional[str] = typer.Option(None, "--target", help="Default: the target it was tuned on."),
     show: bool = typer.Option(True, "--show/--no-show", help="Print the scheduled TIR."),
@@ -134,11 +183,14 @@ def apply(
         line += f"; measured now {format_seconds(info['measured_latency_s'])}"
     console.print(line)
 
+
 @app.command("tune-model")
 @one_line_errors
 def tune_model(
     spec: str = typer.Argument(..., help="FILE.py:make_model returning a torch.nn.Module."),
-    input_shape: list[str] = typer.Option(..., "--input-shape", help="Input shape, e.g. 1,3,224,224 (repeat per input)."),
+    input_shape: list[str] = typer.Option(
+        ..., "--input-shape", help="Input shape, e.g. 1,3,224,224 (repeat per input)."
+    ),
     model: str = typer.Option("pretrained", "--model", help="Cost model, as for `tune`."),
     trials: int = typer.Option(128, "--trials", help="Total measurement budget over all tasks."),
     trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules per round."),
@@ -148,7 +200,9 @@ def tune_model(
     db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
     explore: str = typer.Option("none", "--explore", help="none or trust (see `tune --help`)."),
-    warm_start: bool = typer.Option(True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."),
+    warm_start: bool = typer.Option(
+        True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary."),
 ) -> None:
     """Import a PyTorch model, tune its tasks under one budget, build, check, time vs. PyTorch."""
@@ -159,14 +213,24 @@ def tune_model(
     from autosearch.store import Store
 
     shapes = parse_shapes(input_shape)
-    settings = TuneSettings(trials=trials, trials_per_round=trials_per_round, population=population,
-                            eps_greedy=eps_greedy, seed=seed)
+    settings = TuneSettings(
+        trials=trials, trials_per_round=trials_per_round, population=population, eps_greedy=eps_greedy, seed=seed
+    )
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
         make_cost_model(model, seed=seed, explore=explore)  # a bad --model fails before the network is imported
-        r = tune_network(spec, shapes, tgt, lambda: make_cost_model(model, seed=seed, explore=explore), settings,
-                         warm_start=warm_start, store=store, console=err, progress=not json_out)
+        r = tune_network(
+            spec,
+            shapes,
+            tgt,
+            lambda: make_cost_model(model, seed=seed, explore=explore),
+            settings,
+            warm_start=warm_start,
+            store=store,
+            console=err,
+            progress=not json_out,
+        )
     if json_out:
         emit_json(r.summary())
         return
@@ -174,9 +238,17 @@ def tune_model(
     for col in ("task", "weight", "trials", "best", "untuned"):
         t.add_column(col, justify="left" if col == "task" else "right")
     for task in r.tasks:
-        t.add_row(task["name"], str(task["weight"]), str(task["trials"]), format_seconds(task["best_latency_s"]), format_seconds(task.get("untuned_latency_s")))
+        t.add_row(
+            task["name"],
+            str(task["weight"]),
+            str(task["trials"]),
+            format_seconds(task["best_latency_s"]),
+            format_seconds(task.get("untuned_latency_s")),
+        )
     console.print(t)
-    console.print(f"output matches PyTorch: {r.max_abs_err:.2e} max abs error (rtol 1e-4, atol 1e-4) -> {'ok' if r.correct else 'MISMATCH'}")
+    console.print(
+        f"output matches PyTorch: {r.max_abs_err:.2e} max abs error (rtol 1e-4, atol 1e-4) -> {'ok' if r.correct else 'MISMATCH'}"
+    )
     console.print(
         f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | untuned TVM {format_seconds(r.untuned_latency)} | "
         f"PyTorch eager {format_seconds(r.torch_latency)}"
@@ -184,6 +256,7 @@ def tune_model(
     )
     if r.interrupted:
         raise typer.Exit(130)
+
 
 @app.command("report-tuning")
 @one_line_errors
@@ -197,5 +270,6 @@ def report_tuning(
 
     path = plot_convergence(load_histories(runs), out, title=title)
     console.print(f"wrote {path}")
+
 
 _ = (InputError,)

@@ -35,8 +35,12 @@ class TrainReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model, "history": self.history, "best_epoch": self.best_epoch,
-            "train_time_s": self.train_time_s, "n_train": self.n_train, "n_valid": self.n_valid,
+            "model": self.model,
+            "history": self.history,
+            "best_epoch": self.best_epoch,
+            "train_time_s": self.train_time_s,
+            "n_train": self.n_train,
+            "n_valid": self.n_valid,
         }
 
 
@@ -90,8 +94,10 @@ class CostModel(abc.ABC):
         if cfg["kind"] != cls.kind:
             raise InputError(f"{path} holds a {cfg['kind']!r} model, not {cls.kind!r}")
         if cls.weights_file and cfg["weights"] != cls.weights_file:
-            raise InputError(f"{path}: a {cls.kind} model keeps its weights in {cls.weights_file}, "
-                             f"config.json names {cfg['weights']!r}")
+            raise InputError(
+                f"{path}: a {cls.kind} model keeps its weights in {cls.weights_file}, "
+                f"config.json names {cfg['weights']!r}"
+            )
         model = cls._from_dir(str(path), cfg)
         model.extractor = (cfg["extractor"][0], cfg["extractor"][1])
         model.n_features = cfg["n_features"]
@@ -119,7 +125,9 @@ class CostModel(abc.ABC):
     def _write_config(self, path: str | os.PathLike[str], weights: str) -> None:
         """config.json next to the weights file `save` just wrote."""
         params = {k: getattr(self, k) for k in self.hyper}
-        write_config(path, self.kind, weights, n_features=self.n_features, extractor=list(self.extractor), params=params)
+        write_config(
+            path, self.kind, weights, n_features=self.n_features, extractor=list(self.extractor), params=params
+        )
 
     def _should_update(self, new: Dataset) -> bool:
         """The preamble every `update` shares: an untrained model is fitted on `new` instead

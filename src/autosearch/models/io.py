@@ -51,8 +51,13 @@ def write_config(path: str | os.PathLike[str], kind: str, weights: str, **fields
 
     d = prepare_dir(path)
     cfg = {
-        "format": "autosearch-model", "format_version": FORMAT_VERSION, "autosearch_version": __version__,
-        "kind": kind, "weights": weights, "weights_sha256": _sha256(d / weights), "label_scheme": LABEL_SCHEME,
+        "format": "autosearch-model",
+        "format_version": FORMAT_VERSION,
+        "autosearch_version": __version__,
+        "kind": kind,
+        "weights": weights,
+        "weights_sha256": _sha256(d / weights),
+        "label_scheme": LABEL_SCHEME,
         **fields,
     }
     tmp = d / (CONFIG + ".tmp")
@@ -108,7 +113,9 @@ def _check_fields(f: Path, cfg: dict[str, Any]) -> None:
         raise InputError(f"{f}: 'kind' must be a string, got {json.dumps(cfg['kind'])[:60]}")
     w = cfg["weights"]
     if not isinstance(w, str) or not w or w != Path(w).name or w.startswith("."):
-        raise InputError(f"{f}: 'weights' must be a plain file name inside the model directory, got {json.dumps(w)[:60]}")
+        raise InputError(
+            f"{f}: 'weights' must be a plain file name inside the model directory, got {json.dumps(w)[:60]}"
+        )
     sha = cfg["weights_sha256"]
     if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise InputError(f"{f}: 'weights_sha256' must be 64 hex digits")

@@ -42,8 +42,16 @@ class LGBMRank(CostModel):
     weights_file: ClassVar[str] = "model.txt"
     length_param: ClassVar[str | None] = "n_rounds"
     hyper = (
-        "n_rounds", "learning_rate", "num_leaves", "min_data_in_leaf", "feature_fraction", "levels",
-        "patience", "update_rounds", "nthread", "seed",
+        "n_rounds",
+        "learning_rate",
+        "num_leaves",
+        "min_data_in_leaf",
+        "feature_fraction",
+        "levels",
+        "patience",
+        "update_rounds",
+        "nthread",
+        "seed",
     )
 
     def __init__(
@@ -66,10 +74,17 @@ class LGBMRank(CostModel):
 
     def _params(self) -> dict[str, Any]:
         return {
-            "objective": "lambdarank", "metric": "ndcg", "eval_at": [1, 5], "learning_rate": self.learning_rate,
-            "num_leaves": self.num_leaves, "min_data_in_leaf": self.min_data_in_leaf,
-            "feature_fraction": self.feature_fraction, "num_threads": self.nthread or os.cpu_count() or 1,
-            "seed": self.seed, "verbosity": -1, "label_gain": [float(2**i - 1) for i in range(self.levels)],
+            "objective": "lambdarank",
+            "metric": "ndcg",
+            "eval_at": [1, 5],
+            "learning_rate": self.learning_rate,
+            "num_leaves": self.num_leaves,
+            "min_data_in_leaf": self.min_data_in_leaf,
+            "feature_fraction": self.feature_fraction,
+            "num_threads": self.nthread or os.cpu_count() or 1,
+            "seed": self.seed,
+            "verbosity": -1,
+            "label_gain": [float(2**i - 1) for i in range(self.levels)],
             "lambdarank_truncation_level": 30,
         }
 
@@ -78,8 +93,12 @@ class LGBMRank(CostModel):
 
         rel = np.rint(np.clip(ds.labels, 0, 1) * (self.levels - 1)).astype(np.int32)
         return lgb.Dataset(
-            pool_candidates(ds.batch()), label=rel, group=[g.size for g in ds.groups],
-            reference=reference, free_raw_data=True, params={"verbosity": -1},
+            pool_candidates(ds.batch()),
+            label=rel,
+            group=[g.size for g in ds.groups],
+            reference=reference,
+            free_raw_data=True,
+            params={"verbosity": -1},
         )
 
     def fit(self, train: Any, valid: Any = None) -> TrainReport:
@@ -106,7 +125,9 @@ class LGBMRank(CostModel):
                 report.history.append({"epoch": i, "valid_ndcg1": n1, "valid_ndcg5": n5})
             report.best_epoch = int(self.booster.best_iteration) - 1 if self.booster.best_iteration else None
             if self.booster.best_iteration:
-                self.booster = lgb.Booster(model_str=self.booster.model_to_string(num_iteration=self.booster.best_iteration))
+                self.booster = lgb.Booster(
+                    model_str=self.booster.model_to_string(num_iteration=self.booster.best_iteration)
+                )
         else:
             report.history.append({"epoch": self.n_rounds - 1})
         self.n_features = train.n_features
@@ -119,7 +140,10 @@ class LGBMRank(CostModel):
         if not self._should_update(new):
             return
         self.booster = lgb.train(
-            self._params(), self._lgb_data(new), num_boost_round=self.update_rounds, init_model=self.booster,
+            self._params(),
+            self._lgb_data(new),
+            num_boost_round=self.update_rounds,
+            init_model=self.booster,
             keep_training_booster=True,
         )
 
@@ -150,6 +174,8 @@ class LGBMRank(CostModel):
         except lgb.basic.LightGBMError as exc:
             raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
         if booster.num_feature() != 2 * int(config["n_features"]):
-            raise InputError(f"{f} is truncated or corrupt: it has {booster.num_feature()} inputs, config says {2 * int(config['n_features'])}")
+            raise InputError(
+                f"{f} is truncated or corrupt: it has {booster.num_feature()} inputs, config says {2 * int(config['n_features'])}"
+            )
         model.booster = booster
         return model

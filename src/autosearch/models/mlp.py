@@ -57,8 +57,20 @@ class SegmentSumMLP(CostModel):
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
     hyper = (
-        "loss", "hidden", "n_residual", "lr", "weight_decay", "epochs", "groups_per_batch",
-        "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed", "members",
+        "loss",
+        "hidden",
+        "n_residual",
+        "lr",
+        "weight_decay",
+        "epochs",
+        "groups_per_batch",
+        "cands_per_group",
+        "grad_clip",
+        "patience",
+        "stop_on",
+        "update_epochs",
+        "seed",
+        "members",
     )
 
     def __init__(
@@ -106,7 +118,9 @@ class SegmentSumMLP(CostModel):
         t0 = time.perf_counter()
         nets, reports = [], []
         for member in range(self.members):
-            tag = (lambda e, r, m=member: progress(e, {**r, "member": m})) if progress and self.members > 1 else progress
+            tag = (
+                (lambda e, r, m=member: progress(e, {**r, "member": m})) if progress and self.members > 1 else progress
+            )
             reports.append(self._fit_member(train, valid, loss_fn, self.seed + member, tag))
             assert self.net is not None  # _fit_member always builds one
             nets.append(self.net)
@@ -127,7 +141,9 @@ class SegmentSumMLP(CostModel):
         rng = np.random.default_rng(seed)
         self.net = SegmentSumNet(train.n_features, self.hidden, self.n_residual)
         col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
-        self.net.scale.copy_(torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32)))
+        self.net.scale.copy_(
+            torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32))
+        )
         self.nets = [self.net]  # validation scores this member alone
         self.n_features = train.n_features
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
@@ -279,7 +295,7 @@ class SegmentSumMLP(CostModel):
         nets = []
         for i in range(model.members):
             net = SegmentSumNet(int(config["n_features"]), model.hidden, model.n_residual)
-            part = {k[len(f"m{i}."):]: v for k, v in state.items() if k.startswith(f"m{i}.")}
+            part = {k[len(f"m{i}.") :]: v for k, v in state.items() if k.startswith(f"m{i}.")}
             try:
                 net.load_state_dict(part)
             except RuntimeError as exc:

@@ -17,6 +17,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "xgb": ("autosearch.models.xgb", "XGBPackSum"),
     "lgbm-rank": ("autosearch.models.lgbm_rank", "LGBMRank"),
     "mlp": ("autosearch.models.mlp", "SegmentSumMLP"),
+    "tlp": ("autosearch.models.tlp", "TLPModel"),
     "tvm-xgb": ("autosearch.models.tvm_anchors", "TVMXGBAnchor"),
     "tvm-mlp": ("autosearch.models.tvm_anchors", "TVMMLPAnchor"),
 }

@@ -41,7 +41,10 @@ def _groups(ds: Any) -> Iterator[tuple[str, list[np.ndarray], np.ndarray]]:
     """(group hash, per-candidate float32 matrices, costs) for every group, as TVM builds them."""
     for gi, g in enumerate(ds.groups):
         b = ds.group_batch(gi)
-        feats = [np.ascontiguousarray(b.rows[b.offsets[i] : b.offsets[i + 1]], dtype=np.float32) for i in range(b.n_candidates)]
+        feats = [
+            np.ascontiguousarray(b.rows[b.offsets[i] : b.offsets[i + 1]], dtype=np.float32)
+            for i in range(b.n_candidates)
+        ]
         lat = ds.latencies[g.start : g.stop]
         costs = np.where(np.isfinite(lat), lat, _FAILED_COST).astype(np.float32)
         keep = [i for i, f in enumerate(feats) if len(f)]  # TVM filters candidates without features
@@ -49,7 +52,10 @@ def _groups(ds: Any) -> Iterator[tuple[str, list[np.ndarray], np.ndarray]]:
 
 
 def _split(batch: FeatureBatch) -> list[np.ndarray]:
-    return [np.ascontiguousarray(batch.rows[batch.offsets[i] : batch.offsets[i + 1]], dtype=np.float32) for i in range(batch.n_candidates)]
+    return [
+        np.ascontiguousarray(batch.rows[batch.offsets[i] : batch.offsets[i + 1]], dtype=np.float32)
+        for i in range(batch.n_candidates)
+    ]
 
 
 class TVMXGBAnchor(CostModel):
@@ -64,8 +70,14 @@ class TVMXGBAnchor(CostModel):
     hyper = ("max_depth", "eta", "gamma", "min_child_weight", "early_stopping_rounds", "nthread", "seed")
 
     def __init__(
-        self, max_depth: int = 10, eta: float = 0.2, gamma: float = 0.001, min_child_weight: float = 0.0,
-        early_stopping_rounds: int = 50, nthread: int | None = None, seed: int = 43,
+        self,
+        max_depth: int = 10,
+        eta: float = 0.2,
+        gamma: float = 0.001,
+        min_child_weight: float = 0.0,
+        early_stopping_rounds: int = 50,
+        nthread: int | None = None,
+        seed: int = 43,
     ) -> None:
         self.max_depth, self.eta, self.gamma, self.min_child_weight = max_depth, eta, gamma, min_child_weight
         self.early_stopping_rounds, self.nthread, self.seed = early_stopping_rounds, nthread, seed
@@ -75,11 +87,20 @@ class TVMXGBAnchor(CostModel):
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig, XGBModel
 
         cfg = XGBConfig(
-            max_depth=self.max_depth, gamma=self.gamma, min_child_weight=self.min_child_weight, eta=self.eta,
-            seed=self.seed, nthread=self.nthread or os.cpu_count() or 1,
+            max_depth=self.max_depth,
+            gamma=self.gamma,
+            min_child_weight=self.min_child_weight,
+            eta=self.eta,
+            seed=self.seed,
+            nthread=self.nthread or os.cpu_count() or 1,
         )
-        return XGBModel(extractor="per-store-feature", config=cfg, num_warmup_samples=0,
-                        early_stopping_rounds=self.early_stopping_rounds, adaptive_training=False)
+        return XGBModel(
+            extractor="per-store-feature",
+            config=cfg,
+            num_warmup_samples=0,
+            early_stopping_rounds=self.early_stopping_rounds,
+            adaptive_training=False,
+        )
 
     def _retrain(self) -> None:
         """TVM's XGBModel.update step 5: all groups, label = min_cost / cost, then `_train`."""
@@ -87,7 +108,10 @@ class TVMXGBAnchor(CostModel):
         xs = [f for g in m.data.values() for f in g.features]
         with np.errstate(divide="ignore", invalid="ignore"):
             ys = np.concatenate(
-                [np.divide(g.min_cost, g.costs, out=np.zeros_like(g.costs), where=g.costs != 0) for g in m.data.values()]
+                [
+                    np.divide(g.min_cost, g.costs, out=np.zeros_like(g.costs), where=g.costs != 0)
+                    for g in m.data.values()
+                ]
             )
         m._train(xs=xs, ys=ys)
 
@@ -119,7 +143,9 @@ class TVMXGBAnchor(CostModel):
     def update(self, new: Any) -> None:
         """As TVM does: add the new groups to the stored data and retrain from scratch."""
         if self.tvm_model is None or not self.tvm_model.data:
-            raise InputError("tvm-xgb keeps its training data in memory: update() needs a model trained in this process")
+            raise InputError(
+                "tvm-xgb keeps its training data in memory: update() needs a model trained in this process"
+            )
         self._add(new)
         self._retrain()
 
@@ -163,7 +189,9 @@ def _torch_compat() -> Iterator[None]:
     orig = torch.optim.lr_scheduler.StepLR
 
     class _StepLR(orig):  # type: ignore[misc, valid-type]
-        def __init__(self, optimizer: Any, step_size: int, gamma: float = 0.1, last_epoch: int = -1, verbose: Any = None) -> None:
+        def __init__(
+            self, optimizer: Any, step_size: int, gamma: float = 0.1, last_epoch: int = -1, verbose: Any = None
+        ) -> None:
             super().__init__(optimizer, step_size=max(1, int(step_size)), gamma=gamma, last_epoch=last_epoch)
 
     torch.optim.lr_scheduler.StepLR = _StepLR  # type: ignore[misc]
@@ -186,8 +214,14 @@ class TVMMLPAnchor(CostModel):
     hyper = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip", "hidden", "seed")
 
     def __init__(
-        self, epochs: int = 50, batch_size: int = 128, lr: float = 7e-4, weight_decay: float = 1e-6,
-        grad_clip: float = 0.5, hidden: int = 256, seed: int = 0,
+        self,
+        epochs: int = 50,
+        batch_size: int = 128,
+        lr: float = 7e-4,
+        weight_decay: float = 1e-6,
+        grad_clip: float = 0.5,
+        hidden: int = 256,
+        seed: int = 0,
     ) -> None:
         self.epochs, self.batch_size, self.lr, self.weight_decay = epochs, batch_size, lr, weight_decay
         self.grad_clip, self.hidden, self.seed = grad_clip, hidden, seed
@@ -202,8 +236,12 @@ class TVMMLPAnchor(CostModel):
         )
 
         tc = TrainerConfig(
-            batch_size=self.batch_size, learning_rate=self.lr, weight_decay=self.weight_decay,
-            num_epoch_full=self.epochs, grad_clip_norm=self.grad_clip, train_verbose=1 << 30,
+            batch_size=self.batch_size,
+            learning_rate=self.lr,
+            weight_decay=self.weight_decay,
+            num_epoch_full=self.epochs,
+            grad_clip_norm=self.grad_clip,
+            train_verbose=1 << 30,
         )
         state = State(model_config=SegmentSumMLPConfig(input_dim=n_features, hidden_dim=self.hidden))
         return SegmentSumMLPTrainer(train_config=tc, state=state)
@@ -214,7 +252,9 @@ class TVMMLPAnchor(CostModel):
         self.n_features = None
         self._check_fit_input(train, valid)
         if train.n_groups < 2:
-            raise InputError("TVM's MLPModel needs at least 2 workload groups (it holds some out to pick its best epoch)")
+            raise InputError(
+                "TVM's MLPModel needs at least 2 workload groups (it holds some out to pick its best epoch)"
+            )
         self.extractor = train.extractor
         t0 = time.perf_counter()
         random.seed(self.seed)
@@ -228,7 +268,9 @@ class TVMMLPAnchor(CostModel):
         with _torch_compat():
             self.trainer.train_full()
         self.n_features = train.n_features
-        return TrainReport(self.kind, [{"epoch": self.epochs - 1}], None, time.perf_counter() - t0, train.n_candidates, 0)
+        return TrainReport(
+            self.kind, [{"epoch": self.epochs - 1}], None, time.perf_counter() - t0, train.n_candidates, 0
+        )
 
     def update(self, new: Any) -> None:
         """TVM's `trainer.update` per group: incremental epochs, or a full retrain past 20% new data."""

@@ -94,8 +94,21 @@ class XGBPackSum(CostModel):
     weights_file: ClassVar[str] = "model.json"
     length_param: ClassVar[str | None] = "n_rounds"
     hyper = (
-        "max_depth", "eta", "gamma", "min_child_weight", "subsample", "colsample_bytree", "n_rounds",
-        "eval_every", "patience", "stop_on", "objective", "weight_floor", "update_rounds", "nthread", "seed",
+        "max_depth",
+        "eta",
+        "gamma",
+        "min_child_weight",
+        "subsample",
+        "colsample_bytree",
+        "n_rounds",
+        "eval_every",
+        "patience",
+        "stop_on",
+        "objective",
+        "weight_floor",
+        "update_rounds",
+        "nthread",
+        "seed",
     )
 
     def __init__(
@@ -125,10 +138,17 @@ class XGBPackSum(CostModel):
 
     def _params(self) -> dict[str, Any]:
         return {
-            "max_depth": self.max_depth, "eta": self.eta, "gamma": self.gamma,
-            "min_child_weight": self.min_child_weight, "subsample": self.subsample,
-            "colsample_bytree": self.colsample_bytree, "tree_method": "hist", "base_score": 0.0,
-            "nthread": self.nthread or os.cpu_count() or 1, "seed": self.seed, "disable_default_eval_metric": 1,
+            "max_depth": self.max_depth,
+            "eta": self.eta,
+            "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight,
+            "subsample": self.subsample,
+            "colsample_bytree": self.colsample_bytree,
+            "tree_method": "hist",
+            "base_score": 0.0,
+            "nthread": self.nthread or os.cpu_count() or 1,
+            "seed": self.seed,
+            "disable_default_eval_metric": 1,
         }
 
     def fit(self, train: Any, valid: Any = None) -> TrainReport:
@@ -204,7 +224,14 @@ class _EvalCallback(_callback_base()):  # type: ignore[misc]
         super().__init__()
         from autosearch.training.trainer import quick_metrics
 
-        self.model, self.train, self.obj, self.valid, self.report, self._qm = model, train, obj, valid, report, quick_metrics
+        self.model, self.train, self.obj, self.valid, self.report, self._qm = (
+            model,
+            train,
+            obj,
+            valid,
+            report,
+            quick_metrics,
+        )
         if valid is not None:
             self.batch = valid.batch()
             self.seg = self.batch.segment_ids()

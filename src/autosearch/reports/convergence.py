@@ -85,10 +85,15 @@ def plot_convergence(runs: Sequence[dict[str, Any]], path: str | os.PathLike[str
         for j, c in enumerate(curves):
             mat[j, : len(c)] = c
             if len(c) < n and len(c):
-                mat[j, len(c):] = c[-1]  # a run that stopped early keeps its best
+                mat[j, len(c) :] = c[-1]  # a run that stopped early keeps its best
         with np.errstate(invalid="ignore", divide="ignore"):
             y = np.exp(np.nanmean(np.log(mat), axis=0))
-        ax.plot(np.arange(1, n + 1), y * (1e6 if single else 1), color=f"C{i % 10}", label=f"{model} ({len(rs)} run{'s' if len(rs) > 1 else ''})")
+        ax.plot(
+            np.arange(1, n + 1),
+            y * (1e6 if single else 1),
+            color=f"C{i % 10}",
+            label=f"{model} ({len(rs)} run{'s' if len(rs) > 1 else ''})",
+        )
     ax.set_xlabel("measured trials")
     if single:
         ax.set_ylabel("best latency so far (us)")
@@ -96,6 +101,13 @@ def plot_convergence(runs: Sequence[dict[str, Any]], path: str | os.PathLike[str
         ax.set_ylabel("best latency / best found by any model (geomean)")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title or ("convergence: " + (next(iter(workloads)) or "") if single else f"convergence over {len(workloads)} workloads"))
+    ax.set_title(
+        title
+        or (
+            "convergence: " + (next(iter(workloads)) or "")
+            if single
+            else f"convergence over {len(workloads)} workloads"
+        )
+    )
     ax.legend()
     return _save(fig, path)

@@ -100,7 +100,9 @@ class ModelAdapter:
         if model is None and kind is None:
             raise InputError("ModelAdapter needs a trained model or a model kind to train from scratch")
         if online is not None and (model is None or online not in ONLINE_KINDS):
-            raise InputError(f"an online model needs a trained prior and a kind among {', '.join(ONLINE_KINDS)}, got {online!r}")
+            raise InputError(
+                f"an online model needs a trained prior and a kind among {', '.join(ONLINE_KINDS)}, got {online!r}"
+            )
         if explore not in EXPLORE_MODES:
             raise InputError(f"explore must be one of {', '.join(EXPLORE_MODES)}, got {explore!r}")
         if retrain_fraction < 0:

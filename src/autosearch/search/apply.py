@@ -56,7 +56,10 @@ def _workload(best: dict[str, Any], module: str | None) -> Any:
 
 
 def apply_best(
-    path_or_best: str | os.PathLike[str] | dict[str, Any], workload: Any = None, *, module: str | None = None,
+    path_or_best: str | os.PathLike[str] | dict[str, Any],
+    workload: Any = None,
+    *,
+    module: str | None = None,
 ) -> tuple[Any, Any]:
     """(workload, tvm.s_tir.Schedule) with the saved trace replayed on the workload's program.
 
@@ -141,7 +144,8 @@ def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Pat
     lat = best.get("best_latency_s")
     target = best.get("target") or "llvm"
     text = _SCRIPT.format(
-        name=repr(str(best["workload_name"])), model=repr(str(best.get("model", "?"))),
+        name=repr(str(best["workload_name"])),
+        model=repr(str(best.get("model", "?"))),
         trials=repr(int(best.get("trials_measured") or 0)),
         latency=repr(float(lat)) if isinstance(lat, (int, float)) else "None",
         target=repr(json.loads(target) if isinstance(target, str) and target.startswith("{") else str(target)),

@@ -107,14 +107,29 @@ def collect(
         raise InputError("--batch-size must be at least 1")
     console = console or Console(stderr=True)
     job = _Job(
-        store, target, canonical_target(target), device_fingerprint(target), evaluator, rpc, seed, source, batch_size,
-        time.monotonic() + budget_minutes * 60 if budget_minutes else None, CollectSummary(), console,
+        store,
+        target,
+        canonical_target(target),
+        device_fingerprint(target),
+        evaluator,
+        rpc,
+        seed,
+        source,
+        batch_size,
+        time.monotonic() + budget_minutes * 60 if budget_minutes else None,
+        CollectSummary(),
+        console,
     )
     todo = _plan(job, workloads, per_workload)
     start = time.monotonic()
     columns = [
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(),
-        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _Rate(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
     ]
     with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
         task = bar.add_task("collect", total=sum(n for _, n in todo))
@@ -172,8 +187,15 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
         feats = extract_features(space.context, cands)
         records = [
             MeasurementRecord(
-                workload_key=wl.key, target=job.tgt, device=job.device, schedule=text, schedule_hash=h,
-                status=r.status, latencies=r.latencies, error=r.error, source=job.source,
+                workload_key=wl.key,
+                target=job.tgt,
+                device=job.device,
+                schedule=text,
+                schedule_hash=h,
+                status=r.status,
+                latencies=r.latencies,
+                error=r.error,
+                source=job.source,
             )
             for (_, text, h), r in zip(batch, results)
         ]

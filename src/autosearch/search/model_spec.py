@@ -35,8 +35,14 @@ class TuneModel:
     label: str
 
 
-def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | None = None,
-                    retrain_fraction: float = 0.2, explore: str = "none") -> TuneModel:
+def make_cost_model(
+    spec: str,
+    *,
+    seed: int = 0,
+    timer: Callable[[str], Any] | None = None,
+    retrain_fraction: float = 0.2,
+    explore: str = "none",
+) -> TuneModel:
     """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes.
 
     `explore="trust"` (search/explore.py) lets a trained prior's share of each round follow how
@@ -77,6 +83,12 @@ def make_cost_model(spec: str, *, seed: int = 0, timer: Callable[[str], Any] | N
         label = path.name
     model = load_model(path)
     check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
-    adapter = ModelAdapter(model, seed=seed, timer=timer, retrain_fraction=retrain_fraction,
-                           online=online if plus else None, explore=explore)
+    adapter = ModelAdapter(
+        model,
+        seed=seed,
+        timer=timer,
+        retrain_fraction=retrain_fraction,
+        online=online if plus else None,
+        explore=explore,
+    )
     return TuneModel(ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label)

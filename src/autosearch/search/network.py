@@ -29,8 +29,14 @@ from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.search.model_spec import TuneModel
 
 __all__ = [
-    "NetworkResult", "import_network", "import_torch_model", "parse_shapes", "prepared_module", "time_vm",
-    "torch_latency_isolated", "tune_network",
+    "NetworkResult",
+    "import_network",
+    "import_torch_model",
+    "parse_shapes",
+    "prepared_module",
+    "time_vm",
+    "torch_latency_isolated",
+    "tune_network",
 ]
 
 
@@ -82,10 +88,18 @@ class NetworkResult:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "model_file": self.spec, "cost_model": self.model, "tasks": self.tasks, "trials_measured": self.trials,
-            "tuned_latency_s": self.tuned_latency, "untuned_latency_s": self.untuned_latency,
-            "pytorch_latency_s": self.torch_latency, "max_abs_err": self.max_abs_err, "output_matches": self.correct,
-            "interrupted": self.interrupted, "seconds": self.seconds, "time_breakdown": self.breakdown,
+            "model_file": self.spec,
+            "cost_model": self.model,
+            "tasks": self.tasks,
+            "trials_measured": self.trials,
+            "tuned_latency_s": self.tuned_latency,
+            "untuned_latency_s": self.untuned_latency,
+            "pytorch_latency_s": self.torch_latency,
+            "max_abs_err": self.max_abs_err,
+            "output_matches": self.correct,
+            "interrupted": self.interrupted,
+            "seconds": self.seconds,
+            "time_breakdown": self.breakdown,
         }
 
 
@@ -155,8 +169,9 @@ def tune_network(
     mod, params_main, tasks, workloads = import_network(spec, net, inputs, target)
     result.breakdown["import"] = time.perf_counter() - t0
     t_tune = time.perf_counter()
-    database = _tune_tasks(result, tasks, workloads, target, model, settings, store, evaluator, console, progress,
-                           warm_start)
+    database = _tune_tasks(
+        result, tasks, workloads, target, model, settings, store, evaluator, console, progress, warm_start
+    )
     result.breakdown["tune_total"] = time.perf_counter() - t_tune
     t0 = time.perf_counter()
     _build_check_time(result, database, mod, params_main, target, inputs, expected_np, spec, shapes)
@@ -171,17 +186,21 @@ def prepared_module(mod: Any, params_main: dict[str, Any]) -> Any:
     import tvm
     from tvm import relax
 
-    return tvm.transform.Sequential([
-        relax.transform.BindParams("main", params_main),
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-    ])(mod)
+    return tvm.transform.Sequential(
+        [
+            relax.transform.BindParams("main", params_main),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )(mod)
 
 
-def import_network(spec: str, net: Any, inputs: list[Any], target: Any) -> tuple[Any, dict[str, Any], list[Any], list[Any]]:
+def import_network(
+    spec: str, net: Any, inputs: list[Any], target: Any
+) -> tuple[Any, dict[str, Any], list[Any], list[Any]]:
     """(Relax module, parameters, MetaSchedule tasks, one workload per task) of a torch model."""
     import torch
     from tvm import relax
@@ -204,16 +223,30 @@ def import_network(spec: str, net: Any, inputs: list[Any], target: Any) -> tuple
     if not tasks:
         raise WorkloadError(f"{spec}: TVM found no tunable operator in the model")
     workloads = [
-        ModuleWorkload(name=f"net/{t.task_name}", ir_module=t.dispatched[0], source=spec, family="network",
-                       params={"task": t.task_name, "weight": int(t.weight)})
+        ModuleWorkload(
+            name=f"net/{t.task_name}",
+            ir_module=t.dispatched[0],
+            source=spec,
+            family="network",
+            params={"task": t.task_name, "weight": int(t.weight)},
+        )
         for t in tasks
     ]
     return mod, params_main, tasks, workloads
 
 
 def _tune_tasks(
-    result: NetworkResult, tasks: list[Any], workloads: list[Any], target: Any, model: Callable[[], TuneModel],
-    settings: Any, store: Any, evaluator: Any, console: Any, progress: bool, warm_start: bool,
+    result: NetworkResult,
+    tasks: list[Any],
+    workloads: list[Any],
+    target: Any,
+    model: Callable[[], TuneModel],
+    settings: Any,
+    store: Any,
+    evaluator: Any,
+    console: Any,
+    progress: bool,
+    warm_start: bool,
 ) -> Any:
     """Share `settings.trials` over the tasks, a round at a time (TaskScheduler); returns the
     MetaSchedule database holding every task's best schedule for the build."""
@@ -241,8 +274,12 @@ def _tune_tasks(
         runs.append(run)
         infos.append(info)
     sched = TaskScheduler([float(i["weight"]) for i in infos], seed=settings.seed)
-    columns = [TextColumn("[bold]tune-model[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn()]
+    columns = [
+        TextColumn("[bold]tune-model[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
     try:
         with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
             task = bar.add_task(f"{len(runs)} tasks", total=settings.trials)
@@ -255,8 +292,11 @@ def _tune_tasks(
                 n = runs[i].result.trials - before
                 result.trials += n
                 sched.record(i, n, runs[i].result.best_latency, done=not advanced)
-                bar.update(task, completed=result.trials,
-                           description=f"{len(runs)} tasks | {infos[i]['name'][:40]} best {runs[i].result.best_latency or 0:.2e}s")
+                bar.update(
+                    task,
+                    completed=result.trials,
+                    description=f"{len(runs)} tasks | {infos[i]['name'][:40]} best {runs[i].result.best_latency or 0:.2e}s",
+                )
     except KeyboardInterrupt:
         result.interrupted = True
     database = ms.database.MemoryDatabase()
@@ -283,8 +323,15 @@ def _commit_best(database: Any, wl: Any, r: Any, target: Any) -> None:
 
 
 def _build_check_time(
-    result: NetworkResult, database: Any, mod: Any, params_main: dict[str, Any], target: Any, inputs: list[Any],
-    expected_np: np.ndarray, spec: str, shapes: Sequence[tuple[int, ...]],
+    result: NetworkResult,
+    database: Any,
+    mod: Any,
+    params_main: dict[str, Any],
+    target: Any,
+    inputs: list[Any],
+    expected_np: np.ndarray,
+    spec: str,
+    shapes: Sequence[tuple[int, ...]],
 ) -> None:
     """Compile with the tuned database, check the output against PyTorch, time tuned/untuned/PyTorch."""
     import tvm
@@ -297,7 +344,9 @@ def _build_check_time(
     ex_tuned = compile_relax(database, mod, target, params_main)
     vm = relax.VirtualMachine(ex_tuned, dev)
     got = _first_output(vm["main"](*args))
-    result.max_abs_err = float(np.max(np.abs(got.astype(np.float64) - expected_np.astype(np.float64)))) if got.size else 0.0
+    result.max_abs_err = (
+        float(np.max(np.abs(got.astype(np.float64) - expected_np.astype(np.float64)))) if got.size else 0.0
+    )
     result.correct = bool(got.shape == expected_np.shape and np.allclose(got, expected_np, rtol=1e-4, atol=1e-4))
     result.tuned_latency = time_vm(vm, dev, args)
     ex_plain = compile_relax(ms.database.MemoryDatabase(), mod, target, params_main)

@@ -18,14 +18,30 @@ __all__ = ["reference_fn", "reference_latency", "run_isolated", "time_callable"]
 
 
 def _conv_args(p: dict[str, Any], dims: int = 2) -> dict[str, Any]:
-    return {"stride": p.get("stride", p.get("strides", 1)), "padding": p.get("padding", 0), "dilation": p.get("dilation", 1)}
+    return {
+        "stride": p.get("stride", p.get("strides", 1)),
+        "padding": p.get("padding", 0),
+        "dilation": p.get("dilation", 1),
+    }
 
 
 def reference_fn_name(params: dict[str, Any]) -> str | None:
     """The op name when a PyTorch reference exists for these workload parameters."""
-    known = {"batch_matmul_nkkm", "dense", "conv2d_nhwc", "conv2d_nhwc_bn_relu", "conv1d_nlc", "conv3d_ndhwc",
-             "depthwise_conv2d_nhwc", "conv2d_transpose_nhwc", "softmax_mn", "softmax", "layer_norm", "norm_bmn",
-             "transpose_batch_matmul"}
+    known = {
+        "batch_matmul_nkkm",
+        "dense",
+        "conv2d_nhwc",
+        "conv2d_nhwc_bn_relu",
+        "conv1d_nlc",
+        "conv3d_ndhwc",
+        "depthwise_conv2d_nhwc",
+        "conv2d_transpose_nhwc",
+        "softmax_mn",
+        "softmax",
+        "layer_norm",
+        "norm_bmn",
+        "transpose_batch_matmul",
+    }
     op = params.get("op")
     return op if op in known else None
 
@@ -74,7 +90,8 @@ def reference_fn(params: dict[str, Any]) -> tuple[str, Callable[[], Any]] | None
         x = r(params["N"], params["CI"], params["H"], params["W"])
         w = r(params["CI"], params["CO"], params["kernel_size"], params["kernel_size"])
         return "torch.nn.functional.conv_transpose2d (NCHW)", lambda: F.conv_transpose2d(
-            x, w, stride=params["stride"], padding=params["padding"])
+            x, w, stride=params["stride"], padding=params["padding"]
+        )
     if op == "softmax_mn":
         x = r(params["m"], params["n"])
         return "torch.softmax", lambda: torch.softmax(x, dim=-1)
@@ -119,7 +136,9 @@ def run_isolated(code: str, timeout: float = 300.0) -> Any:
         return None
 
 
-def reference_latency(workload: Any, *, min_time: float = 0.2, repeat: int = 5, isolated: bool = True) -> dict[str, Any] | None:
+def reference_latency(
+    workload: Any, *, min_time: float = 0.2, repeat: int = 5, isolated: bool = True
+) -> dict[str, Any] | None:
     """{"name", "latency" (seconds, best of `repeat` timed loops), "threads"} of the PyTorch
     reference, or None when the operator has none. `isolated`: time it in a fresh process."""
     import json

@@ -95,15 +95,21 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "workload"
 
 
-def save_result(result: TuneResult, workload: Any, out_dir: str | os.PathLike[str], timer: TimeBreakdown | None = None) -> Path:
+def save_result(
+    result: TuneResult, workload: Any, out_dir: str | os.PathLike[str], timer: TimeBreakdown | None = None
+) -> Path:
     """best.json (+ best_schedule.py when a schedule was found), history.json, breakdown.json."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if timer is not None:
         timer.save(out / "breakdown.json")
-    (out / "history.json").write_text(json.dumps(
-        {"workload": result.workload, "model": result.model, "seed": result.seed, "history": result.history}, indent=1,
-    ) + "\n")
+    (out / "history.json").write_text(
+        json.dumps(
+            {"workload": result.workload, "model": result.model, "seed": result.seed, "history": result.history},
+            indent=1,
+        )
+        + "\n"
+    )
     summary = result.summary()
     summary["out_dir"] = str(out)
     result.out_dir = str(out)

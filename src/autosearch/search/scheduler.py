@@ -35,8 +35,9 @@ class TaskStat:
 class TaskScheduler:
     """Picks the next task to tune; `record` tells it what a round did."""
 
-    def __init__(self, weights: Sequence[float], *, alpha: float = 0.2, window: int = 3, eps: float = 0.05,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, weights: Sequence[float], *, alpha: float = 0.2, window: int = 3, eps: float = 0.05, seed: int = 0
+    ) -> None:
         self.tasks = [TaskStat(float(w)) for w in weights]
         self.alpha, self.window, self.eps = alpha, max(1, window), eps
         self._rng = random.Random(seed)

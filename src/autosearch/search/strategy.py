@@ -62,8 +62,13 @@ def _design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> t
 
     register_tensor_intrinsics(target)
     ctx = ms.TuneContext(
-        mod=workload.mod(), target=target, space_generator="post-order-apply", search_strategy=strategy,
-        task_name=workload.name, rand_state=settings.seed, num_threads=max(1, os.cpu_count() or 1),
+        mod=workload.mod(),
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name=workload.name,
+        rand_state=settings.seed,
+        num_threads=max(1, os.cpu_count() or 1),
     )
     try:
         spaces = list(ctx.generate_design_space())
@@ -94,8 +99,11 @@ class EvolutionarySource:
         self.database = ms.database.MemoryDatabase()
         self._ms_workload = self.database.commit_workload(self.context.mod)
         self.context.pre_tuning(
-            max_trials=settings.trials, num_trials_per_iter=settings.trials_per_round,
-            design_spaces=self.spaces, database=self.database, cost_model=model.cost_model,
+            max_trials=settings.trials,
+            num_trials_per_iter=settings.trials_per_round,
+            design_spaces=self.spaces,
+            database=self.database,
+            cost_model=model.cost_model,
         )
         self._target = target
 
@@ -139,7 +147,11 @@ class GradientSource:
 
         self.context, self.spaces = context, spaces
         self.search = GradientSearch(
-            self.context, self.spaces, model=model, seed=settings.seed, eps_greedy=settings.eps_greedy,
+            self.context,
+            self.spaces,
+            model=model,
+            seed=settings.seed,
+            eps_greedy=settings.eps_greedy,
         )
 
     def propose(self, n: int) -> list[Any]:
@@ -172,6 +184,7 @@ def make_source(workload: Any, target: Any, model: Any, settings: Any, *, consol
         if reason is None:
             return GradientSource(ctx, spaces, model, settings)
         if console is not None:
-            console.print(f"[yellow]gradient search cannot relax {workload.name}: {reason}; "
-                          "using evolutionary search[/]")
+            console.print(
+                f"[yellow]gradient search cannot relax {workload.name}: {reason}; using evolutionary search[/]"
+            )
     return EvolutionarySource(workload, target, model, settings)

@@ -78,8 +78,6 @@ class TuneSettings:
             raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
 
 
-
-
 # -- measuring ---------------------------------------------------------------------------------
 def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
     """Median latency of the unscheduled program as TVM builds it by default (no MetaSchedule)."""
@@ -153,8 +151,16 @@ class TuneRun:
     """
 
     def __init__(
-        self, workload: Any, target: Any, model: TuneModel, settings: TuneSettings, *, store: Any = None,
-        evaluator: Any = None, build_timeout: float = 60.0, console: Any = None,
+        self,
+        workload: Any,
+        target: Any,
+        model: TuneModel,
+        settings: TuneSettings,
+        *,
+        store: Any = None,
+        evaluator: Any = None,
+        build_timeout: float = 60.0,
+        console: Any = None,
     ) -> None:
         from autosearch.backends.tvm.measure import EvaluatorSettings
         from autosearch.backends.tvm.target import canonical_target
@@ -169,9 +175,15 @@ class TuneRun:
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
         self.result = TuneResult(
-            workload=workload.name, workload_key=workload.key, family=getattr(workload, "family", ""),
-            model=model.label, target=canonical_target(target), seed=settings.seed, flops=workload.flops,
-            run_id=uuid.uuid4().hex[:12], module=getattr(workload, "source", None) or None,
+            workload=workload.name,
+            workload_key=workload.key,
+            family=getattr(workload, "family", ""),
+            model=model.label,
+            target=canonical_target(target),
+            seed=settings.seed,
+            flops=workload.flops,
+            run_id=uuid.uuid4().hex[:12],
+            module=getattr(workload, "source", None) or None,
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):
@@ -262,8 +274,16 @@ def tune(
     if out_dir is not None:
         check_out_dir(out_dir)
     console = console or Console(stderr=True)
-    run = TuneRun(workload, target, model, settings, store=store, evaluator=evaluator,
-                  build_timeout=build_timeout, console=console)
+    run = TuneRun(
+        workload,
+        target,
+        model,
+        settings,
+        store=store,
+        evaluator=evaluator,
+        build_timeout=build_timeout,
+        console=console,
+    )
     try:
         _loop(run, console, progress, on_round)
     except KeyboardInterrupt:
@@ -287,8 +307,12 @@ def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneRe
 
     result = run.result
     columns = [
-        TextColumn(f"[bold]tune[/] {run.workload.name[:36]} [{run.model.label}]"), BarColumn(),
-        MofNCompleteColumn(), TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), TextColumn("eta"),
+        TextColumn(f"[bold]tune[/] {run.workload.name[:36]} [{run.model.label}]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("best {task.fields[best]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
         TimeRemainingColumn(),
     ]
     with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
@@ -329,14 +353,22 @@ def _round(run: TuneRun, cands: list[Any]) -> None:
             device = device_fingerprint(run.target)
             records = [
                 MeasurementRecord(
-                    workload_key=run.workload.key, target=result.target, device=device, schedule=t,
-                    status=r.status, latencies=r.latencies, error=r.error,
-                    source=f"tune:{run.model.label}:{result.run_id}", extra={"round": rnd},
+                    workload_key=run.workload.key,
+                    target=result.target,
+                    device=device,
+                    schedule=t,
+                    status=r.status,
+                    latencies=r.latencies,
+                    error=r.error,
+                    source=f"tune:{run.model.label}:{result.run_id}",
+                    extra={"round": rnd},
                 )
                 for t, r in zip(texts, measured)
             ]
             run.store.add_measurements(records, feats, EXTRACTOR)
     now = round(timer.elapsed(), 3)
+    gate = getattr(run.model.adapter, "gate", None)
+    trust = round(gate.trust, 3) if gate is not None else None
     for t, lat in zip(texts, lats):
         result.trials += 1
         if lat is not None:
@@ -344,7 +376,14 @@ def _round(run: TuneRun, cands: list[Any]) -> None:
             if result.best_latency is None or lat < result.best_latency:
                 result.best_latency, result.best_trace, result.best_trial = lat, t, result.trials
         result.history.append(
-            {"trial": result.trials, "round": rnd, "latency": lat, "best": result.best_latency, "t": now}
+            {
+                "trial": result.trials,
+                "round": rnd,
+                "latency": lat,
+                "best": result.best_latency,
+                "t": now,
+                "trust": trust,
+            }
         )
 
 

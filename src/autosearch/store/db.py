@@ -110,8 +110,15 @@ class WorkloadRecord:
         params = dict(wl.params)
         if getattr(wl, "source", ""):
             params.setdefault("module", wl.source)
-        return cls(key=wl.key, name=wl.name, family=wl.family, backend=backend, params=params,
-                   ir=wl.mod().script(), flops=wl.flops)
+        return cls(
+            key=wl.key,
+            name=wl.name,
+            family=wl.family,
+            backend=backend,
+            params=params,
+            ir=wl.mod().script(),
+            flops=wl.flops,
+        )
 
 
 @dataclass(frozen=True)
@@ -210,10 +217,20 @@ def _is_write_refusal(exc: sqlite3.OperationalError) -> bool:
 
 def _measurement_row(r: sqlite3.Row) -> MeasurementRow:
     return MeasurementRow(
-        id=r["id"], workload_id=r["workload_id"], workload_key=r["wkey"], target=r["target"],
-        device=r["device"], schedule_hash=r["schedule_hash"], schedule=r["schedule"],
-        latencies=json.loads(r["latencies"]), median=r["median"], status=r["status"], error=r["error"],
-        source=r["source"], extra=json.loads(r["extra"]), created=r["created"],
+        id=r["id"],
+        workload_id=r["workload_id"],
+        workload_key=r["wkey"],
+        target=r["target"],
+        device=r["device"],
+        schedule_hash=r["schedule_hash"],
+        schedule=r["schedule"],
+        latencies=json.loads(r["latencies"]),
+        median=r["median"],
+        status=r["status"],
+        error=r["error"],
+        source=r["source"],
+        extra=json.loads(r["extra"]),
+        created=r["created"],
     )
 
 
@@ -273,8 +290,9 @@ class Store:
             try:
                 version = int(row[0]) if row else 0
             except (TypeError, ValueError):
-                raise StoreError(f"{self.path} has schema version {str(row[0])[:40]!r}, not a number; "
-                                 "not an autosearch database") from None
+                raise StoreError(
+                    f"{self.path} has schema version {str(row[0])[:40]!r}, not a number; not an autosearch database"
+                ) from None
             if version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} was written by a newer autosearch (schema {version} > {SCHEMA_VERSION}); upgrade autosearch"
@@ -312,15 +330,30 @@ class Store:
             self._conn.execute(
                 "INSERT OR IGNORE INTO workloads(key, name, family, backend, params, flops, ir, created)"
                 " VALUES (?,?,?,?,?,?,?,?)",
-                (wl.key, wl.name, wl.family, wl.backend, json.dumps(wl.params, sort_keys=True), wl.flops, wl.ir, time.time()),
+                (
+                    wl.key,
+                    wl.name,
+                    wl.family,
+                    wl.backend,
+                    json.dumps(wl.params, sort_keys=True),
+                    wl.flops,
+                    wl.ir,
+                    time.time(),
+                ),
             )
         return int(self._conn.execute("SELECT id FROM workloads WHERE key=?", (wl.key,)).fetchone()[0])
 
     @staticmethod
     def _workload_row(r: sqlite3.Row) -> WorkloadRow:
         return WorkloadRow(
-            id=r["id"], key=r["key"], name=r["name"], family=r["family"], backend=r["backend"],
-            params=json.loads(r["params"]), ir=r["ir"], flops=r["flops"],
+            id=r["id"],
+            key=r["key"],
+            name=r["name"],
+            family=r["family"],
+            backend=r["backend"],
+            params=json.loads(r["params"]),
+            ir=r["ir"],
+            flops=r["flops"],
         )
 
     def workload(self, key_or_name: str) -> WorkloadRow | None:
@@ -362,9 +395,18 @@ class Store:
                     "INSERT OR IGNORE INTO measurements(workload_id, target, device, schedule_hash, schedule,"
                     " latencies, median, status, error, source, extra, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
-                        wl_ids[rec.workload_key], rec.target, rec.device, rec.schedule_hash, rec.schedule,
-                        json.dumps(rec.latencies), rec.median, rec.status, rec.error[:4000], rec.source,
-                        json.dumps(rec.extra, sort_keys=True), now,
+                        wl_ids[rec.workload_key],
+                        rec.target,
+                        rec.device,
+                        rec.schedule_hash,
+                        rec.schedule,
+                        json.dumps(rec.latencies),
+                        rec.median,
+                        rec.status,
+                        rec.error[:4000],
+                        rec.source,
+                        json.dumps(rec.extra, sort_keys=True),
+                        now,
                     ),
                 )
                 mid = int(cur.lastrowid) if cur.rowcount == 1 and cur.lastrowid is not None else None
@@ -401,8 +443,7 @@ class Store:
 
     def count(self, workload_key: str, target: str, status: str | None = None) -> int:
         sql = (
-            "SELECT COUNT(*) FROM measurements m JOIN workloads w ON w.id = m.workload_id"
-            " WHERE w.key=? AND m.target=?"
+            "SELECT COUNT(*) FROM measurements m JOIN workloads w ON w.id = m.workload_id WHERE w.key=? AND m.target=?"
         )
         args: tuple[Any, ...] = (workload_key, target)
         if status:
@@ -502,8 +543,12 @@ class Store:
         except sqlite3.OperationalError:  # a file from before the devices table, opened read-only
             return []
         return [
-            {"fingerprint": r["fingerprint"], "target": r["target"], "descriptor": json.loads(r["descriptor"]),
-             "created": r["created"]}
+            {
+                "fingerprint": r["fingerprint"],
+                "target": r["target"],
+                "descriptor": json.loads(r["descriptor"]),
+                "created": r["created"],
+            }
             for r in rows
         ]
 
@@ -523,7 +568,8 @@ class Store:
         for g in groups:
             spreads = []
             for (lat,) in self._conn.execute(
-                "SELECT latencies FROM measurements WHERE workload_id=? AND target=? AND status='ok'", (g["id"], g["target"])
+                "SELECT latencies FROM measurements WHERE workload_id=? AND target=? AND status='ok'",
+                (g["id"], g["target"]),
             ):
                 xs = json.loads(lat)
                 if len(xs) > 1:
@@ -531,8 +577,13 @@ class Store:
             best = g["best"]
             out.append(
                 {
-                    "workload": g["name"], "family": g["family"], "backend": g["backend"], "target": g["target"],
-                    "records": int(g["n"]), "ok": int(g["ok"] or 0), "failed": int(g["n"] - (g["ok"] or 0)),
+                    "workload": g["name"],
+                    "family": g["family"],
+                    "backend": g["backend"],
+                    "target": g["target"],
+                    "records": int(g["n"]),
+                    "ok": int(g["ok"] or 0),
+                    "failed": int(g["n"] - (g["ok"] or 0)),
                     "best_latency_s": best,
                     "gflops": (g["flops"] / best / 1e9) if (best and g["flops"]) else None,
                     "repeat_spread": statistics.median(spreads) if spreads else None,

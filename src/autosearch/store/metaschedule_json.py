@@ -74,8 +74,12 @@ Featurizer = Callable[[Any, Any, str], Any]
 
 
 def import_json_database(
-    store: Any, workload_file: Path, record_file: Path, *,
-    featurize: Featurizer | None = None, extractor: tuple[str, str] | None = None,
+    store: Any,
+    workload_file: Path,
+    record_file: Path,
+    *,
+    featurize: Featurizer | None = None,
+    extractor: tuple[str, str] | None = None,
 ) -> TransferCount:
     """Add every tuning record to the store (source `import:<file>`); known workloads keep their names.
 
@@ -110,7 +114,9 @@ def import_json_database(
         key = structural_key(func)
         if key not in seen_workloads:
             wl = known.get(key) or Workload(
-                name=f"imported/{key}", family="imported", params={"source": str(workload_file)},
+                name=f"imported/{key}",
+                family="imported",
+                params={"source": str(workload_file)},
                 _builder=functools.partial(lambda f: f, func),
             )
             store.add_workload(WorkloadRecord.from_workload(wl))
@@ -124,9 +130,14 @@ def import_json_database(
         text = json.dumps(to_plain_json(rec.trace.as_json()), separators=(",", ":"))
         batch.append(
             MeasurementRecord(
-                workload_key=key, target=str(target), device=device_fingerprint(target), schedule=text,
-                status="ok" if ok else "run_error", latencies=secs if ok else [],
-                error="" if ok else "failed run in the imported MetaSchedule log", source=f"import:{record_file.name}",
+                workload_key=key,
+                target=str(target),
+                device=device_fingerprint(target),
+                schedule=text,
+                status="ok" if ok else "run_error",
+                latencies=secs if ok else [],
+                error="" if ok else "failed run in the imported MetaSchedule log",
+                source=f"import:{record_file.name}",
             )
         )
         count.failed += 0 if ok else 1
@@ -183,7 +194,10 @@ def export_json_database(store: Any, workload_file: Path, record_file: Path) -> 
             secs = m.latencies if m.status == "ok" else [FAILED_RUN_SECS]
             db.commit_tuning_record(
                 ms.database.TuningRecord(
-                    sch.trace, ms_workload, secs, tvm.target.Target(json.loads(m.target)),
+                    sch.trace,
+                    ms_workload,
+                    secs,
+                    tvm.target.Target(json.loads(m.target)),
                     ArgInfo.from_prim_func(_func_of(mod)),
                 )
             )

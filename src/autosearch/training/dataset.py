@@ -76,7 +76,12 @@ class Dataset:
     @classmethod
     def empty(cls, n_features: int = 0, extractor: tuple[str, str] = DEFAULT_EXTRACTOR) -> Dataset:
         return cls(
-            np.zeros((0, n_features), np.float32), np.zeros(1, np.int64), np.zeros(0), np.zeros(0), [], extractor,
+            np.zeros((0, n_features), np.float32),
+            np.zeros(1, np.int64),
+            np.zeros(0),
+            np.zeros(0),
+            [],
+            extractor,
         )
 
     # -- shape -------------------------------------------------------------------------------
@@ -126,8 +131,13 @@ class Dataset:
             for c in range(g.start, g.stop):
                 mid = int(self.measurement_ids[c]) if self.measurement_ids.size else -1
                 lat = self.latencies[c]
-                b.add(g.workload_key, g.target, mid, float(lat) if np.isfinite(lat) else None,
-                      self.rows[self.offsets[c] : self.offsets[c + 1]])
+                b.add(
+                    g.workload_key,
+                    g.target,
+                    mid,
+                    float(lat) if np.isfinite(lat) else None,
+                    self.rows[self.offsets[c] : self.offsets[c + 1]],
+                )
         out = b.finish(check=False)
         if out.n_candidates == 0:
             return Dataset.empty(self.n_features, self.extractor)
@@ -162,7 +172,9 @@ class _Builder:
         if self.width is None and mat.shape[0]:
             self.width = mat.shape[1]
         if mat.shape[0] and mat.shape[1] != self.width:
-            raise InputError(f"measurement {mid}: feature width {mat.shape[1]} differs from {self.width} of earlier rows")
+            raise InputError(
+                f"measurement {mid}: feature width {mat.shape[1]} differs from {self.width} of earlier rows"
+            )
         if mat.size and not np.isfinite(mat).all():
             self.n_nonfinite += 1
             return

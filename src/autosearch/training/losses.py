@@ -26,7 +26,9 @@ def _pair_mask(labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return valid & (labels[:, :, None] > labels[:, None, :])
 
 
-def pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, gap_weight: bool = False) -> torch.Tensor:
+def pairwise_loss(
+    scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, gap_weight: bool = False
+) -> torch.Tensor:
     """RankNet: logistic loss on the score difference of every pair with different labels.
 
     With `gap_weight`, a pair counts in proportion to its label gap, so confusing the fastest

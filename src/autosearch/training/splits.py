@@ -73,7 +73,9 @@ def split_workloads(
         test = [k for k in keys if wanted & {k, info[k][0], info[k][1]}]
         matched = {x for k in test for x in (k, info[k][0], info[k][1])}
         if wanted - matched:
-            raise InputError(f"--holdout names no workload or family in the dataset: {', '.join(sorted(wanted - matched))}")
+            raise InputError(
+                f"--holdout names no workload or family in the dataset: {', '.join(sorted(wanted - matched))}"
+            )
         train = [k for k in keys if k not in set(test)]
         if not train:
             raise InputError("--holdout covers every workload: nothing left to train on")

@@ -30,7 +30,18 @@ class CostModel(Protocol):
 
     def predict(self, batch: FeatureBatch) -> np.ndarray: ...
 
-__all__ = ["STOP_ON", "EvalResult", "evaluate", "fit_refit", "group_minibatches", "prediction_throughput", "quick_metrics", "selection_key", "valid_carve_out"]
+
+__all__ = [
+    "STOP_ON",
+    "EvalResult",
+    "evaluate",
+    "fit_refit",
+    "group_minibatches",
+    "prediction_throughput",
+    "quick_metrics",
+    "selection_key",
+    "valid_carve_out",
+]
 
 
 @dataclass

@@ -203,7 +203,9 @@ def _te_name(op: str, p: dict[str, Any]) -> str:
     if op == "conv2d_winograd_nhwc":
         r = p["kernel_size"] - p["tile_size"] + 1  # kernel_size is the transformed alpha
         tail = f"k{r}s{p['stride']}p{p['padding']}"
-        return f"conv2d_winograd_nhwc/{_x(p['N'], p['H'], p['W'], p['CI'])}/{tail}/{p['CO']}/t{p['tile_size']}{_suffix(p)}"
+        return (
+            f"conv2d_winograd_nhwc/{_x(p['N'], p['H'], p['W'], p['CI'])}/{tail}/{p['CO']}/t{p['tile_size']}{_suffix(p)}"
+        )
     if op == "batch_matmul_nkkm":
         return f"batch_matmul/{_x(p['B'], p['N'], p['M'], p['K'])}"
     if op == "transpose_batch_matmul":
@@ -271,7 +273,15 @@ def _mobilenetv2_layers() -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]
     convs: list[tuple[int, ...]] = [(1, 224, 224, 3, 32, 3, 2, 1)]  # stem
     dws: list[tuple[int, ...]] = []
     size, cin = 112, 32
-    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+    for t, c, n, s in (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ):
         for i in range(n):
             stride = s if i == 0 else 1
             hidden = cin * t

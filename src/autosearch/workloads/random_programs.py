@@ -79,8 +79,22 @@ _BINARY = ("add", "sub", "mul", "max")
 #: random state. Seen with ``tanh(max_pool(softmax(x)) + softmax(x))`` and with
 #: ``softmax(channel_scale(depthwise_conv2d(x), s))`` (the softmax's max, tiled because of the
 #: broadcast, is consumed by the exp block that also reads the convolution).
-_MATERIALIZED = frozenset({"exp", "softmax", "reduce_sum", "reduce_max", "reduce_mean", "global_avg_pool",
-                           "matmul", "batch_matmul", "conv2d", "depthwise_conv2d", "max_pool", "avg_pool"})
+_MATERIALIZED = frozenset(
+    {
+        "exp",
+        "softmax",
+        "reduce_sum",
+        "reduce_max",
+        "reduce_mean",
+        "global_avg_pool",
+        "matmul",
+        "batch_matmul",
+        "conv2d",
+        "depthwise_conv2d",
+        "max_pool",
+        "avg_pool",
+    }
+)
 #: Operators that get MetaSchedule's multi-level tiling (a large space of distinct schedules).
 _TILED = frozenset({"matmul", "batch_matmul", "conv2d", "depthwise_conv2d"})
 #: Reduction blocks each operator adds to the TIR (softmax: max and sum of exponentials).
@@ -243,7 +257,15 @@ class _Planner:
             co = rng.choice((4, 8, 12, 16, 24, 32, 48, 64))
             oh, ow = (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1
             out = (shape[0], oh, ow, co)
-            return [("conv2d", (cur, -1), out, {"kernel": k, "stride": s, "pad": p, "out_channels": co}, _prod(out) * k * k * shape[3])]
+            return [
+                (
+                    "conv2d",
+                    (cur, -1),
+                    out,
+                    {"kernel": k, "stride": s, "pad": p, "out_channels": co},
+                    _prod(out) * k * k * shape[3],
+                )
+            ]
         if kind == "depthwise":
             s = rng.choice((1, 1, 2)) if min(shape[1], shape[2]) >= 4 else 1
             oh, ow = (shape[1] + 2 - 3) // s + 1, (shape[2] + 2 - 3) // s + 1
@@ -414,7 +436,9 @@ def _build_node(node: Node, args: list[Any], name: str) -> Any:
 
         if op == "reduce_max":
             return te.compute(node.shape, lambda *i: te.max(x(*index(i)), axis=r), name=name)
-        total = te.compute(node.shape, lambda *i: te.sum(x(*index(i)), axis=r), name=f"{name}_sum" if op == "reduce_mean" else name)
+        total = te.compute(
+            node.shape, lambda *i: te.sum(x(*index(i)), axis=r), name=f"{name}_sum" if op == "reduce_mean" else name
+        )
         if op == "reduce_sum":
             return total
         inv = tirx.const(1.0 / int(x.shape[axis]), "float32")
@@ -468,7 +492,9 @@ def _build_node(node: Node, args: list[Any], name: str) -> Any:
         rh = te.reduce_axis((0, kk), name="rh")
         rw = te.reduce_axis((0, kk), name="rw")
         if op == "max_pool":
-            return te.compute(node.shape, lambda n, h, ww, c: te.max(xp(n, h * s + rh, ww * s + rw, c), axis=[rh, rw]), name=name)
+            return te.compute(
+                node.shape, lambda n, h, ww, c: te.max(xp(n, h * s + rh, ww * s + rw, c), axis=[rh, rw]), name=name
+            )
         total = te.compute(
             node.shape, lambda n, h, ww, c: te.sum(xp(n, h * s + rh, ww * s + rw, c), axis=[rh, rw]), name=f"{name}_sum"
         )

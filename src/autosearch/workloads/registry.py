@@ -121,8 +121,7 @@ def _random_items(arg: str, item: str) -> list[Workload]:
     arg = arg.strip()
     if not arg.isdigit() or int(arg) < 1:
         raise WorkloadError(
-            f"bad workload item '{item}': expected random:N with N a positive integer "
-            "(or random/SEED for one program)"
+            f"bad workload item '{item}': expected random:N with N a positive integer (or random/SEED for one program)"
         )
     return [random_program(seed) for seed in range(int(arg))]
 
@@ -168,4 +167,3 @@ def resolve_workloads(spec: str | Sequence[str]) -> list[Workload]:
         for wl in found:
             out.setdefault(wl.name, wl)
     return list(out.values())
-

@@ -101,9 +101,13 @@ class PoolBuilder:
             elif res.status == StatusKind.TIMEOUT:
                 out.append(BuilderResult(None, f"Timeout: build killed after {limit:g} s"))
             else:
-                out.append(BuilderResult(None, f"build failed: {one_line(res.value) if isinstance(res.value, BaseException) else str(res.value).strip().splitlines()[-1][:300]}"))
+                out.append(
+                    BuilderResult(
+                        None,
+                        f"build failed: {one_line(res.value) if isinstance(res.value, BaseException) else str(res.value).strip().splitlines()[-1][:300]}",
+                    )
+                )
         return out
-
 
     def close(self) -> None:
         """Kill the workers now (see `shutdown_pool`)."""
@@ -153,5 +157,3 @@ def build_in_process(candidates: list[Any], target: Any) -> list[Any]:
         except Exception as exc:
             out.append(BuilderResult(None, f"{type(exc).__name__}: {one_line(exc)}"))
     return out
-
-

@@ -107,8 +107,9 @@ class Measurer:
         if rpc is not None:
             host, port, key = rpc
             self.runner = RPCRunner(
-                rpc_config=RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=key,
-                                     session_timeout_sec=int(run_timeout)),
+                rpc_config=RPCConfig(
+                    tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=int(run_timeout)
+                ),
                 evaluator_config=self.evaluator.config(),
                 max_workers=1,
             )

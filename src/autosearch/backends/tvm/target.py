@@ -86,7 +86,9 @@ def parse_target(spec: str | dict[str, Any] | None = None):
             try:
                 spec = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise TargetError(f"--target is not valid JSON ({exc.msg} at column {exc.colno}): {text[:80]}") from None
+                raise TargetError(
+                    f"--target is not valid JSON ({exc.msg} at column {exc.colno}): {text[:80]}"
+                ) from None
         elif "/" in text:  # a TVM tag such as nvidia/nvidia-h100
             pass
         else:
@@ -101,7 +103,7 @@ def parse_target(spec: str | dict[str, Any] | None = None):
             target = tvm.target.Target(target, host=host_target())
         return target
     if not isinstance(spec, dict) or "kind" not in spec:
-        raise TargetError("a target JSON must be an object with a 'kind' key, e.g. {\"kind\": \"llvm\"}")
+        raise TargetError('a target JSON must be an object with a \'kind\' key, e.g. {"kind": "llvm"}')
     cfg = dict(spec)
     host = cfg.pop("host", None)
     if cfg["kind"] == "llvm" and cfg.get("mcpu") == "native":
