@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -60,13 +61,22 @@ def sketch_set(mod: Any, spaces: Iterable[Any], seed: int = 0) -> SketchSet:
 def _design_spaces(mod: Any, target: Any) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
-    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy="replay-trace",
-                         task_name="gradient-data", num_threads=1)
+    ctx = ms.TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy="replay-trace",
+        task_name="gradient-data",
+        num_threads=1,
+    )
     return list(ctx.generate_design_space())
 
 
 def groups_from_store(
-    db: str | os.PathLike[str], *, keep: Callable[[Any], bool] | None = None, max_per_group: int | None = None,
+    db: str | os.PathLike[str],
+    *,
+    keep: Callable[[Any], bool] | None = None,
+    max_per_group: int | None = None,
     log: Callable[[str], None] | None = None,
 ) -> list[Group]:
     """One Group per (workload, target, sketch) of the store's records (`.db.xz` is read directly)."""
@@ -83,7 +93,7 @@ def groups_from_store(
                 continue
             try:
                 mod = get_workload(row.name).mod()
-            except Exception:  # noqa: BLE001 - a custom workload: parse its stored IR
+            except Exception:
                 mod = tvm.script.from_source(row.ir)
             for tstr in store.targets():
                 recs = [m for m in store.measurements(row.key, tstr) if m.status in ("ok", "run_error", "build_error")]
@@ -103,5 +113,7 @@ def groups_from_store(
                         groups.append(Group(f"{row.key}/{i}", sset.fns[i].of_decisions(decs).to(torch.float32), lats))
                 if log is not None:
                     n = sum(len(v[0]) for v in by_sketch.values())
-                    log(f"{row.name}: {n}/{len(recs)} records matched {len(sset.sketches)} sketches ({len(sset.skipped)} skipped)")
+                    log(
+                        f"{row.name}: {n}/{len(recs)} records matched {len(sset.sketches)} sketches ({len(sset.skipped)} skipped)"
+                    )
     return groups

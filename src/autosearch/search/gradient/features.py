@@ -23,18 +23,27 @@ the block iterator k covers inside loop j (the product of its tile loops there).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from autosearch.search.gradient.structure import SketchStructure
 
-__all__ = ["FEATURE_NAMES", "FEATURE_WIDTH", "MAX_ACCESSES", "MAX_LOOPS", "FeatureFn", "N_TOTALS"]
+__all__ = ["FEATURE_NAMES", "FEATURE_WIDTH", "MAX_ACCESSES", "MAX_LOOPS", "N_TOTALS", "FeatureFn"]
 
 MAX_LOOPS = 24
 MAX_ACCESSES = 4
-_TOTALS = ["log_iters", "log_parallel", "log_vector", "log1p_unroll_step", "log_unrolled", "root_child", "spatial", "n_loops"]
+_TOTALS = [
+    "log_iters",
+    "log_parallel",
+    "log_vector",
+    "log1p_unroll_step",
+    "log_unrolled",
+    "root_child",
+    "spatial",
+    "n_loops",
+]
 N_TOTALS = len(_TOTALS)
 FEATURE_NAMES = (
     _TOTALS
@@ -75,8 +84,12 @@ class _Block:
         self.iter_mask = torch.tensor(mask, dtype=torch.float64)
         accs = sorted(spec.accesses, key=lambda a: not a.write)[:MAX_ACCESSES]
         self.accesses = [
-            (torch.tensor(np.abs(a.coef), dtype=torch.float64), torch.tensor(a.ext, dtype=torch.float64),
-             float(np.log(a.nbytes)), float(a.write))
+            (
+                torch.tensor(np.abs(a.coef), dtype=torch.float64),
+                torch.tensor(a.ext, dtype=torch.float64),
+                float(np.log(a.nbytes)),
+                float(a.write),
+            )
             for a in accs
         ]
 
@@ -89,6 +102,12 @@ class FeatureFn:
         self.blocks = [_Block(st, b) for b in range(len(st.blocks))]
         self.free = torch.tensor(st.free, dtype=torch.long)
         self.n_blocks = len(self.blocks)
+        # blocks under one outermost loop: the unroll pragma of any reduction block among them
+        # sits on that shared loop (RewriteParallelVectorizeUnroll annotates loops[0])
+        group = [b.shares_outer if b.shares_outer >= 0 else i for i, b in enumerate(st.blocks)]
+        self.unrolled_group = [
+            any(not st.blocks[j].spatial for j in range(len(group)) if group[j] == group[i]) for i in range(len(group))
+        ]
 
     def loop_log_extents(self, logf: torch.Tensor) -> list[torch.Tensor]:
         """log extent of every loop of every block, (B, loops) each."""
@@ -136,8 +155,15 @@ class FeatureFn:
             rows.append(self._block_row(blk, le, step, tau, par_of, step_of))
         return torch.stack(rows, 1)
 
-    def _block_row(self, blk: _Block, le: torch.Tensor, step: torch.Tensor, tau: float,
-                   par_of: list[torch.Tensor], step_of: list[torch.Tensor]) -> torch.Tensor:
+    def _block_row(
+        self,
+        blk: _Block,
+        le: torch.Tensor,
+        step: torch.Tensor,
+        tau: float,
+        par_of: list[torch.Tensor],
+        step_of: list[torch.Tensor],
+    ) -> torch.Tensor:
         B, L = le.shape
         z = torch.zeros(B, dtype=torch.float64)
         spec = blk.spec
@@ -149,13 +175,19 @@ class FeatureFn:
             log_par = par_of[spec.shares_outer]
         par_of.append(log_par)
         log_vec = (vec * le).sum(1)
-        ustep = step if not spec.spatial else z
-        if spec.shares_outer >= 0:  # the unroll pragma sits on the shared outermost loop
-            ustep = step_of[spec.shares_outer]
+        ustep = step if self.unrolled_group[len(step_of)] else z
         step_of.append(ustep)
         unrolled = -torch.logsumexp(torch.stack([-ustep, -total]), 0)
-        totals = [total, log_par, log_vec, ustep, unrolled,
-                  z + float(spec.root_child), z + float(spec.spatial), z + L / 10.0]
+        totals = [
+            total,
+            log_par,
+            log_vec,
+            ustep,
+            unrolled,
+            z + float(spec.root_child),
+            z + float(spec.spatial),
+            z + L / 10.0,
+        ]
         # loop slots, innermost first
         k = min(L, MAX_LOOPS)
         slot_ext = torch.zeros(B, MAX_LOOPS, dtype=torch.float64)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ from torch import nn
 from autosearch.errors import InputError
 from autosearch.search.gradient.features import FEATURE_NAMES, FEATURE_WIDTH
 
-__all__ = ["FORMAT", "Group", "GradientCostModel", "rank_loss"]
+__all__ = ["FORMAT", "GradientCostModel", "Group", "rank_loss"]
 
 FORMAT = ("autosearch-gradient-mlp", 1)
 
@@ -59,7 +59,11 @@ class _Net(nn.Module):
     def __init__(self, width: int, hidden: int) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1),
+            nn.Linear(width, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, 1),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, blocks, F) -> (B,)
@@ -69,8 +73,9 @@ class _Net(nn.Module):
 class GradientCostModel:
     """Per-block MLP, summed over blocks; `score` is differentiable in its input features."""
 
-    def __init__(self, hidden: int = 128, lr: float = 1e-3, epochs: int = 40, update_epochs: int = 15,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, hidden: int = 128, lr: float = 1e-3, epochs: int = 40, update_epochs: int = 15, seed: int = 0
+    ) -> None:
         self.hidden, self.lr, self.epochs, self.update_epochs, self.seed = hidden, lr, epochs, update_epochs, seed
         torch.manual_seed(seed)
         self.net = _Net(FEATURE_WIDTH, hidden)
@@ -117,6 +122,7 @@ class GradientCostModel:
         return self._train(groups, epochs or self.update_epochs)
 
     def _train(self, groups: Sequence[Group], epochs: int, batch: int = 128) -> list[float]:
+        torch.set_num_threads(1)  # small matrices: more threads only contend on a shared machine
         if self._opt is None:
             self._opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=1e-5)
         rng = random.Random(self.seed + self.n_trained)
@@ -139,7 +145,7 @@ class GradientCostModel:
                 self._opt.zero_grad()
                 loss.backward()
                 self._opt.step()
-                total += float(loss)
+                total += float(loss.detach())
             losses.append(total / max(1, len(chunks)))
         self.net.eval()
         self.n_trained += sum(len(g.latencies) for g in groups)
@@ -152,9 +158,15 @@ class GradientCostModel:
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         cfg = {
-            "format": FORMAT[0], "format_version": FORMAT[1], "hidden": self.hidden, "lr": self.lr,
-            "epochs": self.epochs, "update_epochs": self.update_epochs, "seed": self.seed,
-            "n_trained": self.n_trained, "feature_width": FEATURE_WIDTH,
+            "format": FORMAT[0],
+            "format_version": FORMAT[1],
+            "hidden": self.hidden,
+            "lr": self.lr,
+            "epochs": self.epochs,
+            "update_epochs": self.update_epochs,
+            "seed": self.seed,
+            "n_trained": self.n_trained,
+            "feature_width": FEATURE_WIDTH,
             "feature_names_hash": _names_hash(),
         }
         (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
@@ -177,8 +189,13 @@ class GradientCostModel:
             raise InputError(f"{p}: not a {FORMAT[0]} v{FORMAT[1]} model (format {cfg.get('format')!r})")
         if cfg.get("feature_width") != FEATURE_WIDTH or cfg.get("feature_names_hash") != _names_hash():
             raise InputError(f"{p}: trained on another feature definition; retrain it")
-        m = cls(hidden=int(cfg["hidden"]), lr=float(cfg["lr"]), epochs=int(cfg["epochs"]),
-                update_epochs=int(cfg["update_epochs"]), seed=int(cfg["seed"]))
+        m = cls(
+            hidden=int(cfg["hidden"]),
+            lr=float(cfg["lr"]),
+            epochs=int(cfg["epochs"]),
+            update_epochs=int(cfg["update_epochs"]),
+            seed=int(cfg["seed"]),
+        )
         t = load_file(str(p / "model.safetensors"))
         m.net.load_state_dict({k[4:]: v for k, v in t.items() if k.startswith("net.")})
         m.mean, m.std = t["mean"], t["std"]
@@ -191,5 +208,3 @@ def _names_hash() -> str:
     import hashlib
 
     return hashlib.sha256(",".join(FEATURE_NAMES).encode()).hexdigest()[:16]
-
-

@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = [
     "CategoricalKnob",
@@ -207,8 +208,9 @@ def _canonical(trace_json: Any) -> tuple[list[Any], list[int]]:
         insts.append((idx, inst))
     while True:
         used = {x for _, inst in insts for x in inst[1] if isinstance(x, str)}
-        keep = [(i, inst) for i, inst in insts
-                if not (inst[0].startswith("Get") and not any(o in used for o in inst[3]))]
+        keep = [
+            (i, inst) for i, inst in insts if not (inst[0].startswith("Get") and not any(o in used for o in inst[3]))
+        ]
         if len(keep) == len(insts):
             break
         insts = keep
@@ -236,4 +238,3 @@ def relax_reason(spaces: Sequence[Any]) -> str | None:
             if name.startswith("Sample") and name not in _KNOWN:
                 return f"the design space samples with {name}, which gradient search cannot relax"
     return None
-

@@ -195,7 +195,8 @@ class SketchStructure:
 
 
 def _flat_free(sketch: Sketch) -> list[int]:
-    free, pos = [], 0
+    free: list[int] = []
+    pos = 0
     for t in sketch.tiles:
         free.extend(range(pos + 1, pos + t.n))  # level 0 is implied by the product
         pos += t.n
@@ -216,8 +217,16 @@ def _accesses(block: Any) -> list[AccessSpec]:
                 rows.append(c)
                 exts.append(e if e is not None else 1)
             nbytes = max(1, int(buf.dtype.bits) * int(buf.dtype.lanes) // 8)
-            out.append(AccessSpec(buf.name, write, nbytes, np.array(rows, dtype=np.float64).reshape(len(rows), len(iters)),
-                                  np.array(exts, dtype=np.float64), ok))
+            out.append(
+                AccessSpec(
+                    buf.name,
+                    write,
+                    nbytes,
+                    np.array(rows, dtype=np.float64).reshape(len(rows), len(iters)),
+                    np.array(exts, dtype=np.float64),
+                    ok,
+                )
+            )
     return out
 
 
@@ -321,12 +330,15 @@ def read_structure(sketch: Sketch, *, probes: int | None = None, seed: int = 0) 
             continue
         decs.append(d)
         all_nests.append(nests)
-        ext_rows.append([[float(np.log(int(lp.extent))) if _is_const(lp.extent) else float("nan") for lp in n.loops]
-                         for n in nests])
+        ext_rows.append(
+            [[float(np.log(int(lp.extent))) if _is_const(lp.extent) else float("nan") for lp in n.loops] for n in nests]
+        )
     if len(decs) < min(n_probe, len(free) + 2):
         raise StructureError("the loop structure of this sketch changes with most of its decisions")
     assert first is not None
-    X = np.array([[sketch.log_factors(d)[i] for i in free] for d in decs], dtype=np.float64).reshape(len(decs), len(free))
+    X = np.array([[sketch.log_factors(d)[i] for i in free] for d in decs], dtype=np.float64).reshape(
+        len(decs), len(free)
+    )
     X1 = np.hstack([X, np.ones((len(decs), 1))])
     st = SketchStructure(sketch=sketch, free=free, blocks=[], probes=len(decs))
     if skipped:
@@ -356,10 +368,19 @@ def read_structure(sketch: Sketch, *, probes: int | None = None, seed: int = 0) 
 
             loops.append(LoopSpec(a.astype(np.float64), bias, exact, loop_reduce[i], not isinstance(lp.body, SeqStmt)))
         chain = affine and _chain_ok(nest, feeds0, coefs)
-        st.blocks.append(BlockSpec(
-            name=nest.name, loops=loops, iter_reduce=reduce, iter_loops=feeds, accesses=_accesses(nest.realize.block),
-            root_child=nest.root_child, chain_ok=chain, shares_outer=nest.shares_outer, max_fusible=_max_fusible(nest, feeds0, coefs) if affine else 0,
-        ))
+        st.blocks.append(
+            BlockSpec(
+                name=nest.name,
+                loops=loops,
+                iter_reduce=reduce,
+                iter_loops=feeds,
+                accesses=_accesses(nest.realize.block),
+                root_child=nest.root_child,
+                chain_ok=chain,
+                shares_outer=nest.shares_outer,
+                max_fusible=_max_fusible(nest, feeds0, coefs) if affine else 0,
+            )
+        )
     _root_annotations(sketch, st)
     return st
 
