@@ -101,6 +101,7 @@ def _metrics_table(title: str, per_group: list[dict[str, Any]], mean: dict[str, 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
+# Long by nature: a Typer command's signature is its option list.
 @app.command()
 @one_line_errors
 def train(

@@ -59,6 +59,7 @@ def _print_result(r: Any) -> None:
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
+# Long by nature: a Typer command's signature is its option list.
 @app.command()
 @one_line_errors
 def tune(
@@ -184,6 +185,7 @@ def apply(
     console.print(line)
 
 
+# Long by nature: a Typer command's signature is its option list.
 @app.command("tune-model")
 @one_line_errors
 def tune_model(

@@ -81,6 +81,7 @@ class _Job:
         return False
 
 
+# Long by nature: the public signature lists every collection setting.
 def collect(
     workloads: Sequence[Any],
     store: Store,

@@ -250,53 +250,11 @@ def _tune_tasks(
 ) -> Any:
     """Share `settings.trials` over the tasks, a round at a time (TaskScheduler); returns the
     MetaSchedule database holding every task's best schedule for the build."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from tvm.s_tir import meta_schedule as ms
 
-    from autosearch.search.scheduler import TaskScheduler
-    from autosearch.search.tune import TuneRun, TuneSettings
-
-    runs: list[Any] = []
-    infos: list[dict[str, Any]] = []
-    per_task = TuneSettings(**{**settings.__dict__, "trials": settings.trials})
-    for t, wl in zip(tasks, workloads):
-        info: dict[str, Any] = {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None}
-        result.tasks.append(info)
-        try:
-            task_model = model()
-            result.model = task_model.label
-            run = TuneRun(wl, target, task_model, per_task, store=store, evaluator=evaluator, console=console)
-        except WorkloadError as exc:
-            info["note"] = str(exc)
-            continue
-        if warm_start and store is not None:
-            info["warm_started_from"] = run.warm_start(store)
-        runs.append(run)
-        infos.append(info)
-    sched = TaskScheduler([float(i["weight"]) for i in infos], seed=settings.seed)
-    columns = [
-        TextColumn("[bold]tune-model[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    ]
+    runs, infos = _start_runs(result, tasks, workloads, target, model, settings, store, evaluator, console, warm_start)
     try:
-        with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
-            task = bar.add_task(f"{len(runs)} tasks", total=settings.trials)
-            while result.trials < settings.trials:
-                i = sched.pick()
-                if i is None:
-                    break
-                before = runs[i].result.trials
-                advanced = runs[i].step()
-                n = runs[i].result.trials - before
-                result.trials += n
-                sched.record(i, n, runs[i].result.best_latency, done=not advanced)
-                bar.update(
-                    task,
-                    completed=result.trials,
-                    description=f"{len(runs)} tasks | {infos[i]['name'][:40]} best {runs[i].result.best_latency or 0:.2e}s",
-                )
+        _schedule_rounds(result, runs, infos, settings, console, progress)
     except KeyboardInterrupt:
         result.interrupted = True
     database = ms.database.MemoryDatabase()
@@ -308,6 +266,79 @@ def _tune_tasks(
         if r.best_trace is not None:
             _commit_best(database, run.workload, r, target)
     return database
+
+
+def _start_runs(
+    result: NetworkResult,
+    tasks: list[Any],
+    workloads: list[Any],
+    target: Any,
+    model: Callable[[], TuneModel],
+    settings: Any,
+    store: Any,
+    evaluator: Any,
+    console: Any,
+    warm_start: bool,
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """One TuneRun per task with a design space (a task without one keeps TVM's default schedule)."""
+    from autosearch.search.tune import TuneRun
+
+    runs: list[Any] = []
+    infos: list[dict[str, Any]] = []
+    for t, wl in zip(tasks, workloads):
+        info: dict[str, Any] = {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None}
+        result.tasks.append(info)
+        try:
+            task_model = model()
+            result.model = task_model.label
+            run = TuneRun(wl, target, task_model, settings, store=store, evaluator=evaluator, console=console)
+        except WorkloadError as exc:
+            info["note"] = str(exc)
+            continue
+        if warm_start and store is not None:
+            info["warm_started_from"] = run.warm_start(store)
+        runs.append(run)
+        infos.append(info)
+    return runs, infos
+
+
+def _schedule_rounds(
+    result: NetworkResult,
+    runs: list[Any],
+    infos: list[dict[str, Any]],
+    settings: Any,
+    console: Any,
+    progress: bool,
+) -> None:
+    """Step the task the scheduler picks until the network's budget is spent."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from autosearch.search.scheduler import TaskScheduler
+
+    sched = TaskScheduler([float(i["weight"]) for i in infos], seed=settings.seed)
+    columns = [
+        TextColumn("[bold]tune-model[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
+        task = bar.add_task(f"{len(runs)} tasks", total=settings.trials)
+        while result.trials < settings.trials:
+            i = sched.pick()
+            if i is None:
+                break
+            before = runs[i].result.trials
+            advanced = runs[i].step()
+            n = runs[i].result.trials - before
+            result.trials += n
+            sched.record(i, n, runs[i].result.best_latency, done=not advanced)
+            best = runs[i].result.best_latency or 0.0
+            bar.update(
+                task,
+                completed=result.trials,
+                description=f"{len(runs)} tasks | {infos[i]['name'][:40]} best {best:.2e}s",
+            )
 
 
 def _commit_best(database: Any, wl: Any, r: Any, target: Any) -> None:

@@ -46,6 +46,7 @@ def reference_fn_name(params: dict[str, Any]) -> str | None:
     return op if op in known else None
 
 
+# Long by nature: a table of operator family -> PyTorch call.
 def reference_fn(params: dict[str, Any]) -> tuple[str, Callable[[], Any]] | None:
     """(description, zero-argument callable) computing the operator in PyTorch, or None."""
     import torch

@@ -86,67 +86,82 @@ def import_json_database(
     `featurize` (with its `extractor` id) adds features in the same transaction; the store layer
     does not know any extractor itself, so the caller (the CLI) passes one in.
     """
-    from tvm.s_tir import meta_schedule as ms
-
-    from autosearch.backends.tvm.space import to_plain_json
-    from autosearch.backends.tvm.target import device_fingerprint
-    from autosearch.store.db import MeasurementRecord, WorkloadRecord
-    from autosearch.workloads.base import Workload, structural_key
+    from autosearch.workloads.base import structural_key
 
     workload_file, record_file = Path(workload_file), Path(record_file)
+    records = _read_records(workload_file, record_file)
+    known = _key_index()
+    count = TransferCount()
+    seen_workloads: set[str] = set()
+    batch: list[Any] = []
+    feats: list[Any] = []
+    for rec in records:
+        func = _func_of(rec.workload.mod)
+        key = structural_key(func)
+        if key not in seen_workloads:
+            _add_workload(store, key, func, known, workload_file)
+            seen_workloads.add(key)
+            count.workloads += 1
+        if rec.target is None:
+            raise InputError(f"{record_file}: a record has no target; cannot tell where it was measured")
+        m = _record(rec, key, record_file)
+        batch.append(m)
+        count.failed += 0 if m.status == "ok" else 1
+        if featurize is not None:
+            feats.append(featurize(tvm_mod(func), rec.target, m.schedule))
+    with_features = featurize is not None and extractor is not None
+    ids = store.add_measurements(batch, feats if with_features else None, extractor if with_features else None)
+    count.records = sum(i is not None for i in ids)
+    return count
+
+
+def _read_records(workload_file: Path, record_file: Path) -> list[Any]:
+    """Every tuning record, read by TVM's own JSONDatabase after each line was validated."""
+    from tvm.s_tir import meta_schedule as ms
+
     _validate_lines(workload_file, "workload")
     _validate_lines(record_file, "tuning-record")
     try:
         db = ms.database.JSONDatabase(
             path_workload=str(workload_file), path_tuning_record=str(record_file), allow_missing=False
         )
-        records = list(db.get_all_tuning_records())
+        return list(db.get_all_tuning_records())
     except Exception as exc:
         raise InputError(f"TVM cannot read {record_file}: {str(exc).strip().splitlines()[-1]}") from None
-    known = _key_index()
-    count = TransferCount()
-    seen_workloads: dict[str, Any] = {}
-    batch: list[MeasurementRecord] = []
-    feats: list[Any] = []
-    for rec in records:
-        mod = rec.workload.mod
-        func = _func_of(mod)
-        key = structural_key(func)
-        if key not in seen_workloads:
-            wl = known.get(key) or Workload(
-                name=f"imported/{key}",
-                family="imported",
-                params={"source": str(workload_file)},
-                _builder=functools.partial(lambda f: f, func),
-            )
-            store.add_workload(WorkloadRecord.from_workload(wl))
-            seen_workloads[key] = wl
-            count.workloads += 1
-        if rec.target is None:
-            raise InputError(f"{record_file}: a record has no target; cannot tell where it was measured")
-        target = rec.target
-        secs = [float(x) for x in (rec.run_secs or [])]
-        ok = bool(secs) and all(0 < x < FAILED_RUN_SECS for x in secs)
-        text = json.dumps(to_plain_json(rec.trace.as_json()), separators=(",", ":"))
-        batch.append(
-            MeasurementRecord(
-                workload_key=key,
-                target=str(target),
-                device=device_fingerprint(target),
-                schedule=text,
-                status="ok" if ok else "run_error",
-                latencies=secs if ok else [],
-                error="" if ok else "failed run in the imported MetaSchedule log",
-                source=f"import:{record_file.name}",
-            )
-        )
-        count.failed += 0 if ok else 1
-        if featurize is not None:
-            feats.append(featurize(tvm_mod(func), target, text))
-    with_features = featurize is not None and extractor is not None
-    ids = store.add_measurements(batch, feats if with_features else None, extractor if with_features else None)
-    count.records = sum(i is not None for i in ids)
-    return count
+
+
+def _add_workload(store: Any, key: str, func: Any, known: dict[str, Any], workload_file: Path) -> None:
+    """The workload row: a registered workload keeps its name, any other is `imported/<key>`."""
+    from autosearch.store.db import WorkloadRecord
+    from autosearch.workloads.base import Workload
+
+    wl = known.get(key) or Workload(
+        name=f"imported/{key}",
+        family="imported",
+        params={"source": str(workload_file)},
+        _builder=functools.partial(lambda f: f, func),
+    )
+    store.add_workload(WorkloadRecord.from_workload(wl))
+
+
+def _record(rec: Any, key: str, record_file: Path) -> Any:
+    """A MeasurementRecord of one MetaSchedule tuning record (a failed run stays a failure)."""
+    from autosearch.backends.tvm.space import to_plain_json
+    from autosearch.backends.tvm.target import device_fingerprint
+    from autosearch.store.db import MeasurementRecord
+
+    secs = [float(x) for x in (rec.run_secs or [])]
+    ok = bool(secs) and all(0 < x < FAILED_RUN_SECS for x in secs)
+    return MeasurementRecord(
+        workload_key=key,
+        target=str(rec.target),
+        device=device_fingerprint(rec.target),
+        schedule=json.dumps(to_plain_json(rec.trace.as_json()), separators=(",", ":")),
+        status="ok" if ok else "run_error",
+        latencies=secs if ok else [],
+        error="" if ok else "failed run in the imported MetaSchedule log",
+        source=f"import:{record_file.name}",
+    )
 
 
 def tvm_mod(func: Any) -> Any:

@@ -48,6 +48,7 @@ def _build_te_workload(op: str, args: tuple[Any, ...]) -> Any:
     return te.create_prim_func(list(_te_workload_func(op)(*args)))
 
 
+# Long by nature: one TE compute definition (transform, batched GEMM, inverse transform) in one piece.
 def _winograd_nhwc_precomputed(
     N: int,
     H: int,

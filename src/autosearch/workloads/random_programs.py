@@ -192,6 +192,7 @@ class _Planner:
             if _prod(shape) <= MAX_ELEMENTS:
                 return self.add("input", (), shape)
 
+    # Long by nature: a dispatch over every operator kind, each with its own shape rule.
     # A proposal is None (not applicable) or a list of (op, input ids, output shape, attrs, work),
     # one per node it adds; input id -1 is a fresh input, -2 / -3 the two branches of a fork.
     def propose(self, cur: int, ops_left: int) -> list[tuple[str, tuple[int, ...], tuple[int, ...], dict, int]] | None:
@@ -412,6 +413,7 @@ def _padded(x: Any, p: int, pad_value: Any, name: str) -> Any:
     return value
 
 
+# Long by nature: a dispatch over every operator kind the generator emits, one TE expression each.
 def _build_node(node: Node, args: list[Any], name: str) -> Any:
     from tvm import te, tirx
 
