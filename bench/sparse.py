@@ -27,12 +27,14 @@ import math
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from autosearch.sparse.baselines import best_fixed_config, bestformat_by_op, confirm_best, geomean, side_by_side
-from autosearch.sparse.matrices import load_matrix
+from autosearch.sparse.collect import plan_matrix
+from autosearch.sparse.matrices import FAMILIES, MatrixSpec, load_matrix
 from autosearch.sparse.measure import MatrixBench, set_threads, threads
 from autosearch.sparse.models import save_model
 from autosearch.sparse.plots import plot_all
@@ -162,22 +164,52 @@ def noise_ceiling(test: list, ops: tuple[str, ...], n: int) -> dict[str, float]:
     return out
 
 
+@dataclass
+class _Target:
+    spec: MatrixSpec
+    family: str
+    dense: int
+    seed: int
+    matrix_hash: str = ""
+
+
+def _search_targets(test: list, op: str, n: int, holdout: str, large: tuple[int, int] | None) -> list[_Target]:
+    """Held-out collected groups (largest first), or with `large` fresh matrices of an unseen plan
+    (seed 99: never collected) with rows in that range, the held-out family first."""
+    if large is None:
+        return [
+            _Target(g.spec, g.family, g.dense, g.seed, g.matrix_hash) for g in _pick_search_groups(test, op, n, holdout)
+        ]
+    fams = [holdout] + [f for f in FAMILIES if f != holdout]
+    dense = 0 if op == "spmv" else 32
+    specs = [plan_matrix(i, 99, fams, rows=large, max_nnz=600_000) for i in range(n)]
+    return [_Target(s, s.family, dense, s.seed) for s in specs]
+
+
 def search_part(
-    test: list, ops: tuple[str, ...], models: dict, quality: dict, bestfmt: dict, n: int, trials: int, holdout: str
+    test: list,
+    ops: tuple[str, ...],
+    models: dict,
+    quality: dict,
+    bestfmt: dict,
+    n: int,
+    trials: int,
+    holdout: str,
+    large: tuple[int, int] | None = None,
 ) -> list[dict]:
     rows = []
     for op in ops:
         # the model used in search: the variant with the best validation top-1 (never the test score)
         name = max(quality[op], key=lambda k: quality[op][k]["valid_top1"])
-        for g in _pick_search_groups(test, op, n, holdout):
-            a = load_matrix(g.spec, g.matrix_hash)
+        for g in _search_targets(test, op, n, holdout, large):
+            a = load_matrix(g.spec, g.matrix_hash or None)
             mb = MatrixBench(op, a, g.dense, seed=g.seed)
             # known before the search: BestFormat (from the training matrices) and the default CSR kernel
             first = [c for c in (bestfmt.get(op), default_config(op, g.dense)) if c is not None]
             ms = tune(a, op, g.dense, model=models[(op, name)], trials=trials, seed=0, bench=mb, first=first)
             rs = tune(a, op, g.dense, model=None, trials=trials, seed=0, bench=mb, first=first)
-            ours = confirm_best(mb, ms.measured)  # re-times the search's 3 fastest; no new configuration
-            rand = confirm_best(mb, rs.measured)
+            ours = confirm_best(mb, ms.measured, also=first)  # re-times the search's 3 fastest; no new configuration
+            rand = confirm_best(mb, rs.measured, also=first)
             t = side_by_side(mb, ours, bestfmt.get(op))
             t_rand = side_by_side(mb, rand, None, rounds=1)["ours"] if rand is not None else math.inf
             base = min(t["scipy"], t["torch"], t["default_csr"], t["bestformat"])
@@ -208,8 +240,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--ops", default="spmv,spmm,sddmm")
     ap.add_argument("--holdout-family", default="community")
-    ap.add_argument("--search-matrices", type=int, default=4, help="held-out matrices searched per operator")
+    ap.add_argument("--search-matrices", type=int, default=2, help="held-out matrices searched per operator")
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument(
+        "--search-rows",
+        type=int,
+        nargs=2,
+        default=[20000, 50000],
+        metavar=("MIN", "MAX"),
+        help="search fresh held-out matrices (unseen plan, seed 99) of this many rows; 0 0: "
+        "the collected held-out matrices instead",
+    )
     ap.add_argument("--noise-groups", type=int, default=2, help="held-out groups per op re-measured for the ceiling")
     ap.add_argument("--threads", type=int, default=0, help="threads for TVM and torch (0: physical cores)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/sparse.json"))
@@ -254,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"BestFormat {op}: {bf.short() if bf else '-'}; its held-out top-1 equivalent {np.mean(vals):.3f}")
     ceiling = noise_ceiling(test, ops, a.noise_groups) if a.noise_groups else {}
     print(f"\nsearch: {a.search_matrices} held-out matrices per operator, <= {a.trials} measured configurations")
-    rows = search_part(test, ops, models, quality, bestfmt, a.search_matrices, a.trials, a.holdout_family)
+    large = (a.search_rows[0], a.search_rows[1]) if a.search_rows and a.search_rows[1] > 0 else None
+    rows = search_part(test, ops, models, quality, bestfmt, a.search_matrices, a.trials, a.holdout_family, large)
     geo = {op: geomean([r["speedup_vs_best_baseline"] for r in rows if r["op"] == op]) for op in ops}
     best_top1 = {op: max(quality[op][n]["top1"] for n in names) for op in ops}
     res = {

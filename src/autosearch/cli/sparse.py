@@ -229,7 +229,7 @@ def tune(
     res = run_tune(a, o, dense, model=model, trials=trials, eps=eps, online=online, seed=seed, bench=mb, first=first)
     if res.best is None:
         raise InputError(f"no configuration ran on {matrix} ({res.rejected} rejected as not applicable)")
-    best = confirm_best(mb, res.measured) or res.best  # re-time the 3 fastest (noise), no new configuration
+    best = confirm_best(mb, res.measured, also=first) or res.best  # re-time the 3 fastest (noise), no new configuration
     times = side_by_side(mb, best, bestformat)
     t = Table("kernel", "ms", "speed-up of best")
     for k in ("ours", "default_csr", "bestformat", "scipy", "torch"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -62,9 +63,11 @@ def confirm_best(
     measured: list[tuple[SuperSchedule, float]],
     k: int = 3,
     rounds: int = 2,
+    also: Sequence[SuperSchedule] = (),
     timing: Timing = Timing(repeat=5, min_repeat_ms=10.0),
 ) -> SuperSchedule | None:
-    """Re-time the k fastest configurations a search measured (interleaved rounds) and keep the fastest.
+    """Re-time the k fastest configurations a search measured, and those in `also` it measured
+    (interleaved rounds), and keep the fastest.
 
     Why: a search's latencies were taken one at a time on a shared machine, and the minimum of
     20 noisy numbers favours a lucky one. No new configuration is measured, so the search's
@@ -74,6 +77,7 @@ def confirm_best(
     if not ok:
         return None
     best = {i: math.inf for _t, i in ok}
+    best.update({i: math.inf for i, (c, t) in enumerate(measured) if c in also and math.isfinite(t)})
     for _ in range(rounds):
         for i in best:
             best[i] = min(best[i], _fastest(mb.run(measured[i][0], timing, verify=False)))
