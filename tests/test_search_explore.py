@@ -83,3 +83,18 @@ def test_adapter_trusts_a_right_prior_and_explores_past_a_wrong_one(sign: float,
 def test_explore_mode_is_checked() -> None:
     with pytest.raises(InputError, match="explore must be one of"):
         ModelAdapter(_Prior(1.0), explore="ucb-ish")
+
+
+def test_tuning_warns_when_the_model_never_saw_the_device() -> None:
+    import warnings
+
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.model_spec import warn_unknown_device
+
+    prior = _Prior(1.0)
+    prior.trained_on = ['{"kind":"llvm","num-cores":2,"mcpu":"znver4"}']  # type: ignore[attr-defined]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}'))
+        assert not warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}'))
+    assert len(seen) == 1 and "znver4/2 cores" in str(seen[0].message) and "never saw" in str(seen[0].message)

@@ -158,6 +158,7 @@ def train(
             f" (+{valid.n_groups if valid else 0} for early stopping{', then refit on all' if refit else ''}), held out {te.n_groups}"
         )
     report = _fit_with_progress(cost_model, model, tr, fit_set, valid, refit, valid_fraction, seed, show=not json_out)
+    cost_model.trained_on = sorted({g.target for g in tr.groups})
     cost_model.save(out)
     sp.save(Path(out) / SPLIT_FILE)
     (Path(out) / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=1) + "\n")

@@ -123,7 +123,7 @@ def tune(
     wl = resolve_workload_spec(workload, module)
     tgt = parse_target(target)
     evaluator = EvaluatorSettings(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    tune_model = make_cost_model(model, seed=seed, retrain_fraction=retrain_fraction, explore=explore)
+    tune_model = make_cost_model(model, seed=seed, retrain_fraction=retrain_fraction, explore=explore, target=tgt)
     out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:
         err.print(
@@ -221,7 +221,7 @@ def tune_model(
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
-        make_cost_model(model, seed=seed, explore=explore)  # a bad --model fails before the network is imported
+        make_cost_model(model, seed=seed, explore=explore, target=tgt)  # a bad --model fails before the import
         r = tune_network(
             spec,
             shapes,

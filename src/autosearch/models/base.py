@@ -54,6 +54,9 @@ class CostModel(abc.ABC):
     kind: ClassVar[str] = ""
     #: The one file `save` writes and `_from_dir` reads; config.json must name exactly this file.
     weights_file: ClassVar[str] = ""
+    #: Targets (canonical JSON) of the measurements it was trained on; saved in config.json, so a
+    #: tuning run on another device can say that the model never saw it.
+    trained_on: list[str] = []  # noqa: RUF012 - replaced per instance (set by training / load), never mutated
     #: The hyper-parameter that says how long training runs (epochs / boosting rounds); None when
     #: the model stops on its own criterion. `--epochs` and refitting after early stopping set it.
     length_param: ClassVar[str | None] = None
@@ -101,6 +104,7 @@ class CostModel(abc.ABC):
         model = cls._from_dir(str(path), cfg)
         model.extractor = (cfg["extractor"][0], cfg["extractor"][1])
         model.n_features = cfg["n_features"]
+        model.trained_on = [str(t) for t in cfg.get("trained_on", []) if isinstance(t, str)]
         return model
 
     def predict(self, batch: FeatureBatch) -> np.ndarray:
@@ -123,10 +127,17 @@ class CostModel(abc.ABC):
         return cls(**{k: v for k, v in config.get("params", {}).items() if k in cls.hyper})
 
     def _write_config(self, path: str | os.PathLike[str], weights: str) -> None:
-        """config.json next to the weights file `save` just wrote."""
+        """config.json next to the weights file `save` just wrote (with the targets it was trained on)."""
         params = {k: getattr(self, k) for k in self.hyper}
+        trained_on = sorted(getattr(self, "trained_on", []) or [])
         write_config(
-            path, self.kind, weights, n_features=self.n_features, extractor=list(self.extractor), params=params
+            path,
+            self.kind,
+            weights,
+            n_features=self.n_features,
+            extractor=list(self.extractor),
+            params=params,
+            trained_on=trained_on,
         )
 
     def _should_update(self, new: Dataset) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from autosearch.errors import InputError
 
-__all__ = ["MODEL_CHOICES", "TuneModel", "make_cost_model", "pretrained_dir"]
+__all__ = ["MODEL_CHOICES", "TuneModel", "make_cost_model", "pretrained_dir", "warn_unknown_device"]
 
 #: Named `--model` values (anything else must be a model directory).
 MODEL_CHOICES = ("pretrained", "xgb", "mlp", "lgbm-rank", "tvm-xgb", "random")
@@ -42,8 +42,10 @@ def make_cost_model(
     timer: Callable[[str], Any] | None = None,
     retrain_fraction: float = 0.2,
     explore: str = "none",
+    target: Any = None,
 ) -> TuneModel:
-    """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes.
+    """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
+    trained model that never saw that device says so (one warning line).
 
     `explore="trust"` (search/explore.py) lets a trained prior's share of each round follow how
     well it ordered the previous rounds' measurements; it does nothing for TVM's own models."""
@@ -83,6 +85,8 @@ def make_cost_model(
         label = path.name
     model = load_model(path)
     check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
+    if target is not None:
+        warn_unknown_device(model, target)
     adapter = ModelAdapter(
         model,
         seed=seed,
@@ -92,3 +96,36 @@ def make_cost_model(
         explore=explore,
     )
     return TuneModel(ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label)
+
+
+def _device_of(target_json: str) -> tuple[str, str, int]:
+    """(kind, mcpu, cores) of a canonical target: what makes two measurement sets comparable."""
+    import json
+
+    try:
+        t = json.loads(target_json)
+    except (TypeError, ValueError):
+        return (str(target_json), "", 0)
+    return (str(t.get("kind", "")), str(t.get("mcpu", "")), int(t.get("num-cores", 0) or 0))
+
+
+def warn_unknown_device(model: Any, target: Any) -> bool:
+    """Warn (one line) when the model was trained on measurements of other devices than `target`'s;
+    True if it warned. A model saved before `trained_on` existed says nothing either way."""
+    import warnings
+
+    from autosearch.backends.tvm.target import canonical_target
+
+    known = list(getattr(model, "trained_on", []) or [])
+    if not known:
+        return False
+    here = _device_of(canonical_target(target))
+    if any(_device_of(k) == here for k in known):
+        return False
+    names = ", ".join(sorted({f"{d[1] or d[0]}/{d[2]} cores" for d in map(_device_of, known)}))
+    warnings.warn(
+        f"the model was trained on {names}; this target is {here[1] or here[0]}/{here[2]} cores, which it never "
+        "saw: its ranking may not transfer (--explore trust lets the search rely on it only as far as it proves right)",
+        stacklevel=2,
+    )
+    return True
