@@ -128,6 +128,10 @@ class ModelAdapter:
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
         self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
         self.gate = TrustGate(trust0=trust0, seed=seed) if explore == "trust" else None
+        #: What the model reads, computed for MetaSchedule candidates (search.featurize); set by
+        #: `make_cost_model`. Default: PerStoreFeature.
+        self.extractor: tuple[str, str] = ("per-store-feature", "tvm-0.27")
+        self.featurize: Callable[[Any, Sequence[Any]], list[np.ndarray]] | None = None
 
     # -- helpers -----------------------------------------------------------------------------
     def _section(self, name: str) -> Any:
@@ -370,12 +374,12 @@ def _ms_class() -> Any:
 
         def update(self, context: Any, candidates: Any, results: Any) -> None:
             with self.adapter._section("features"):
-                feats = extract_features(context, list(candidates))
+                feats = (self.adapter.featurize or extract_features)(context, list(candidates))
             self.adapter.observe(group_key(context.mod), feats, [_median(r.run_secs) for r in results])
 
         def predict(self, context: Any, candidates: Any) -> np.ndarray:
             with self.adapter._section("features"):
-                feats = extract_features(context, list(candidates))
+                feats = (self.adapter.featurize or extract_features)(context, list(candidates))
             return self.adapter.score(feats)
 
     _CLASS = AutosearchCostModel

@@ -51,6 +51,7 @@ def make_cost_model(
     well it ordered the previous rounds' measurements; it does nothing for TVM's own models."""
     from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
     from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
+    from autosearch.search.featurize import featurizer_for
 
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
@@ -84,7 +85,9 @@ def make_cost_model(
             raise InputError(f"--model {spec!r} is neither a model directory nor one of {', '.join(MODEL_CHOICES)}")
         label = path.name
     model = load_model(path)
-    check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
+    extractor, featurize = featurizer_for(model, target)
+    if extractor == EXTRACTOR:
+        check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
     if target is not None:
         warn_unknown_device(model, target)
     adapter = ModelAdapter(
@@ -95,6 +98,7 @@ def make_cost_model(
         online=online if plus else None,
         explore=explore,
     )
+    adapter.extractor, adapter.featurize = extractor, featurize
     return TuneModel(ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label)
 
 

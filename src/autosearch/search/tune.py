@@ -207,7 +207,7 @@ class TuneRun:
             return 0
         if self.model.adapter is not None:  # the model learns them as evidence, like any round
             with self.timer.section("features"):
-                feats = extract_features(self.source.context, cands)
+                feats = (self.model.adapter.featurize or extract_features)(self.source.context, cands)
             self.model.adapter.observe(self.group, feats, [r.median for r in rows[: len(cands)]])
         best = rows[0]
         self.result.best_latency, self.result.best_trace, self.result.best_trial = best.median, best.schedule, 0
@@ -342,8 +342,14 @@ def _round(run: TuneRun, cands: list[Any]) -> None:
     with timer.section("features"):
         feats = extract_features(run.source.context, cands)
     with timer.section("update"):
-        if run.model.adapter is not None:
-            run.model.adapter.observe(run.group, feats, lats)
+        adapter = run.model.adapter
+        if adapter is not None:
+            if adapter.featurize is not None and tuple(adapter.extractor) != EXTRACTOR:
+                with timer.section("features"):
+                    model_feats = adapter.featurize(run.source.context, cands)
+            else:
+                model_feats = feats
+            adapter.observe(run.group, model_feats, lats)
         else:
             run.model.cost_model.update(run.source.context, cands, run.source.runner_results(measured))
     texts = [trace_json(c.sch) for c in cands]
