@@ -10,15 +10,27 @@ XGBModel stops on training RMSE, as they do inside TVM.
     python bench/prediction_quality.py --max-groups 12 --epochs 10   # a quick run
 
 Every model trains once per training seed (`--seeds`, default 0,1,2) and the table shows the
-means: one table (top-1 with its spread over seeds, top-5, pairwise accuracy, Kendall tau, train
-time, predictions/s), the ratio of our best top-1 to TVM-XGB's, and the peak memory.
+means: one table (top-1 with its spread over seeds, top-5, TLP's weighted top-1/top-5, pairwise
+accuracy, Kendall tau, train time, predictions/s), the ratio of our best top-1 to TVM-XGB's, and
+the peak memory.
+
+`tlp` and `tlp+device` read `trace-tokens:v1` (computed from the stored traces if the store lacks
+them); `tlp+device` also gets each target's device descriptor. Splits (`--split`):
+- `families` (default): the held-out families of data/README.md (DEP, CAP, NRM, SFM);
+- `device`: train on every target but `--holdout-target` (default: the one with fewest records),
+  test on that target's records; `--finetune N` first updates each model on N measured schedules
+  per workload of the new target (split b').
+`--throughput N` adds scoring speed side by side: features + model for N stored candidates,
+trace tokens + tlp vs PerStoreFeature (replayed, then extracted) + mlp.
+
+    python bench/prediction_quality.py --models tlp,tlp+device,mlp-lambdarank   # split (a)
+    python bench/prediction_quality.py --db multi.db --split device --finetune 50 --models tlp+device
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import resource
 import sys
@@ -33,7 +45,9 @@ from autosearch.training.splits import Split, apply_split, split_workloads
 from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
 
 ROOT = Path(__file__).resolve().parent.parent
-ALL = ("xgb", "xgb-rank", "lgbm-rank", "mlp-mse", "mlp-pairwise", "mlp-lambdarank", "mlp-lambdarank-x5", "tvm-xgb", "tvm-mlp")
+ALL = ("xgb", "xgb-rank", "lgbm-rank", "mlp-mse", "mlp-pairwise", "mlp-lambdarank", "mlp-lambdarank-x5", "tvm-xgb", "tvm-mlp",
+       "tlp", "tlp-mixed", "tlp+device")
+TRACE_TOKENS = ("trace-tokens", "v1")
 PUBLISHED = "TenSet XGB 0.83/0.90, TenSet MLP 0.87/0.95, TLP 0.92/0.97 (top-1/top-5, other CPUs)"
 
 
@@ -71,16 +85,115 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
         return make_model("tvm-xgb", nthread=t)
     if name == "tvm-mlp":
         return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=seed)
+    if name in ("tlp", "tlp+device"):
+        return make_model("tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, device=name == "tlp+device")
+    if name == "tlp-mixed":  # TLP's own scheme: one LambdaRank list over all workloads of a batch, gains 2**label - 1
+        return make_model("tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, mixed=True, gain_scale=1.0,
+                          groups_per_batch=16)
     raise SystemExit(f"unknown model {name}")
 
 
-_METRICS = ("top1", "top5", "pairwise", "kendall", "rmse")
+_METRICS = ("top1", "top5", "wtop1", "wtop5", "pairwise", "kendall", "rmse")
+
+
+def weighted_topk(scores: list[np.ndarray], data, k: int) -> float:  # type: ignore[no-untyped-def]
+    """TLP's top-k: sum of the groups' best latencies / sum of the best latency among each group's
+    k best-predicted (tlp_eval.py with every task weight 1), so slow workloads weigh more."""
+    best, picked = 0.0, 0.0
+    for g, sc in zip(data.groups, scores):
+        lat = data.latencies[g.start : g.stop]
+        ok = np.isfinite(lat)
+        if not ok.any():
+            continue
+        top = np.argsort(-np.where(np.isfinite(sc), sc, -np.inf), kind="stable")[:k]
+        chosen = lat[top][np.isfinite(lat[top])]
+        best += float(lat[ok].min())
+        picked += float(chosen.min()) if chosen.size else float(lat[ok].max())
+    return best / picked if picked > 0 else float("nan")
+
+
+def _datasets(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
+    """The dataset each model family reads: PerStoreFeature, trace tokens, trace tokens + device."""
+    from autosearch.features.trace_tokens import ensure_features
+
+    db = resolve_db(args.db)
+    out: dict[str, object] = {}
+    if any(not n.startswith("tlp") for n in names):
+        out["per-store"] = load_dataset(db, max_groups=args.max_groups)
+    if any(n.startswith("tlp") for n in names):
+        t = time.perf_counter()
+        n_new = ensure_features(db, TRACE_TOKENS)
+        if n_new:
+            print(f"computed trace tokens of {n_new} records in {time.perf_counter() - t:.1f} s")
+        out["tokens"] = load_dataset(db, extractor=TRACE_TOKENS, max_groups=args.max_groups)
+    if "tlp+device" in names:
+        from autosearch.features.device import target_descriptors, with_device
+        from autosearch.store.db import Store
+
+        tok = out["tokens"]
+        with Store(db) as store:
+            desc = target_descriptors(store, [g.target for g in tok.groups], profile_missing=True)  # type: ignore[attr-defined]
+        out["tokens+device"] = with_device(tok, desc)
+        for t_, d in desc.items():
+            print(f"device of {t_}: {json.dumps({k: d.get(k) for k in ('cores', 'isa_level', 'mem_bandwidth_gbs', 'peak_gflops')})}")
+    return out
+
+
+def _data_key(name: str) -> str:
+    return "tokens+device" if name == "tlp+device" else ("tokens" if name.startswith("tlp") else "per-store")
+
+
+def _within(ds, n: int, seed: int):  # type: ignore[no-untyped-def]
+    """(first n candidates of every group, the rest), drawn at random per group: split b' fine-tuning."""
+    from autosearch.training.dataset import Dataset
+
+    rng = np.random.default_rng(seed)
+    ft, rest = [], []
+    names = {g.workload_key: (g.name, g.family) for g in ds.groups}
+    for g in ds.groups:
+        idx = g.start + rng.permutation(g.size)
+        for part, sel in ((ft, idx[:n]), (rest, idx[n:])):
+            if len(sel):
+                mats = [ds.rows[ds.offsets[c] : ds.offsets[c + 1]] for c in sel]
+                lats = [float(x) if np.isfinite(x) else None for x in ds.latencies[sel]]
+                part.append((g.workload_key, g.target, mats, lats))
+    return (Dataset.from_groups(ft, ds.extractor, names), Dataset.from_groups(rest, ds.extractor, names))
+
+
+def _device_split(ds, target: str | None, finetune: int, seed: int):  # type: ignore[no-untyped-def]
+    """(train, finetune or None, test, held-out target) for split (b)/(b')."""
+    counts: dict[str, int] = {}
+    for g in ds.groups:
+        counts[g.target] = counts.get(g.target, 0) + g.size
+    if len(counts) < 2:
+        raise SystemExit(f"--split device needs records of at least 2 targets; {args_db_hint(ds)} has {len(counts)}")
+    held = target or min(counts, key=lambda t: (counts[t], t))
+    if held not in counts:
+        raise SystemExit(f"--holdout-target {held!r} is not among the stored targets: {', '.join(counts)}")
+    train = ds.subset([i for i, g in enumerate(ds.groups) if g.target != held])
+    test = ds.subset([i for i, g in enumerate(ds.groups) if g.target == held])
+    if finetune <= 0:
+        return train, None, test, held
+    ft, rest = _within(test, finetune, seed)
+    return train, ft, rest, held
+
+
+def args_db_hint(ds) -> str:  # type: ignore[no-untyped-def]
+    return f"the dataset ({ds.n_groups} groups)"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default=_default_db(), help="store (.db or .db.xz); default data/reference.db.xz")
-    ap.add_argument("--split", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)")
+    ap.add_argument("--split", choices=("families", "device"), default="families",
+                    help="families: held-out workload families (a); device: held-out target (b, b' with --finetune)")
+    ap.add_argument("--split-file", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)")
+    ap.add_argument("--holdout-target", default=None, help="--split device: the target (JSON as stored) held out")
+    ap.add_argument("--finetune", type=int, default=0, help="--split device: schedules per workload of the held-out "
+                    "target given to each model's update() before testing on the rest (split b')")
+    ap.add_argument("--tlp-epochs", type=int, default=40, help="epochs of the tlp models (early stopping picks fewer)")
+    ap.add_argument("--throughput", type=int, default=0, metavar="N", help="also measure scoring speed on N stored "
+                    "candidates: trace tokens + tlp vs PerStoreFeature + mlp, side by side")
     ap.add_argument("--holdout", default="", help="comma-separated held-out families / names (overrides the README)")
     ap.add_argument("--fraction", type=float, default=0.2, help="held-out fraction of workloads if no list is given")
     ap.add_argument("--seed", type=int, default=0, help="seed of the split (with --fraction) and the early-stopping carve-out")
@@ -101,23 +214,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_check:
         return memory_check(args.memory_check, args)
 
+    names_req = [m.strip() for m in args.models.split(",") if m.strip()]
     t0 = time.perf_counter()
-    db = resolve_db(args.db)
-    ds = load_dataset(db, max_groups=args.max_groups)
+    data = _datasets(args, names_req)
     load_s = time.perf_counter() - t0
     rss_after_load = _peak_rss_mb()
-    if args.split:
-        split = Split.load(args.split)
-        how = f"split file {args.split}"
+    ds = next(iter(data.values()))
+    splits: dict[str, tuple] = {}
+    if args.split == "device":
+        for key, d in data.items():
+            splits[key] = _device_split(d, args.holdout_target, args.finetune, args.seed)
+        how = f"held-out target {splits[next(iter(splits))][3]}" + (f", {args.finetune} per workload to fine-tune" if args.finetune else "")
     else:
-        names = [x for x in args.holdout.split(",") if x] or _readme_holdout(ROOT / "data/README.md")
-        present = {x for g in ds.groups for x in (g.name, g.family, g.workload_key)}
-        names = [n for n in names if n in present]  # --max-groups may have dropped some
-        if names:
-            split, how = split_workloads(ds, holdout=names), f"held-out list ({len(names)} names)"
+        if args.split_file:
+            split = Split.load(args.split_file)
+            how = f"split file {args.split_file}"
         else:
-            split, how = split_workloads(ds, fraction=args.fraction, seed=args.seed), f"seeded fraction {args.fraction}"
-    train, test = apply_split(ds, split)
+            names = [x for x in args.holdout.split(",") if x] or _readme_holdout(ROOT / "data/README.md")
+            present = {x for g in ds.groups for x in (g.name, g.family, g.workload_key)}  # type: ignore[attr-defined]
+            names = [n for n in names if n in present]  # --max-groups may have dropped some
+            if names:
+                split, how = split_workloads(ds, holdout=names), f"held-out list ({len(names)} names)"  # type: ignore[arg-type]
+            else:
+                split, how = split_workloads(ds, fraction=args.fraction, seed=args.seed), f"seeded fraction {args.fraction}"  # type: ignore[arg-type]
+        for key, d in data.items():
+            tr_, te_ = apply_split(d, split)  # type: ignore[arg-type]
+            splits[key] = (tr_, None, te_, None)
+    train, _, test, _ = splits[next(iter(splits))]
     fit_set, valid = valid_carve_out(train, 0.15, args.seed)
     print(f"{ds} from {args.db} (loaded in {load_s:.1f} s)")
     print(f"split: {how}; train {train.n_groups} groups / {train.n_candidates} candidates"
@@ -126,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
 
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     rows = []
-    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+    for name in names_req:
+        train, ft, test, _ = splits[_data_key(name)]
         runs = []
         for seed in seeds:
             model = _make(name, args, seed)
@@ -137,24 +261,31 @@ def main(argv: list[str] | None = None) -> int:
                 # workloads picked noisy round counts in cross-validation on an early data snapshot).
                 report = model.fit(train)
             elif args.no_refit:
-                report = model.fit(fit_set, valid)
+                fs, va = valid_carve_out(train, 0.15, args.seed)
+                report = model.fit(fs, va)
             else:  # early-stop on the carve-out, then train on every training workload that long
                 report = fit_refit(model, train, 0.15, args.seed)
+            if ft is not None:
+                model.update(ft)
             train_s = time.perf_counter() - t
-            res = evaluate(model, test)
-            runs.append({"seed": seed, **{k: res.mean[k] for k in _METRICS}, "train_s": train_s,
-                         "pred_per_s": res.candidates_per_s, "best_epoch": report.best_epoch})
-            print(f"  {name:17s} seed {seed}: top-1 {runs[-1]['top1']:.3f} top-5 {runs[-1]['top5']:.3f} ({train_s:.1f} s)", flush=True)
+            res = evaluate(model, test, keep_scores=True)
+            runs.append({"seed": seed, **{k: res.mean[k] for k in _METRICS if k in res.mean},
+                         "wtop1": weighted_topk(res.scores, test, 1), "wtop5": weighted_topk(res.scores, test, 5),
+                         "train_s": train_s, "pred_per_s": res.candidates_per_s, "best_epoch": report.best_epoch})
+            print(f"  {name:17s} seed {seed}: top-1 {runs[-1]['top1']:.3f} top-5 {runs[-1]['top5']:.3f}"
+                  f" (TLP-weighted {runs[-1]['wtop1']:.3f} / {runs[-1]['wtop5']:.3f}) ({train_s:.1f} s)", flush=True)
         row = {"model": name, **{k: float(np.mean([r[k] for r in runs])) for k in (*_METRICS, "train_s", "pred_per_s")},
                "top1_sd": float(np.std([r["top1"] for r in runs])), "runs": runs}
         rows.append(row)
 
     print(f"\nmeans over training seeds {args.seeds} (top-1 +- its standard deviation over seeds)\n")
-    hdr = f"| {'model':17s} | top-1 (+- sd)   | top-5 | pairwise | Kendall tau | train s | predictions/s |"
+    hdr = (f"| {'model':17s} | top-1 (+- sd)   | top-5 | TLP top-1 | TLP top-5 | pairwise | Kendall tau | train s |"
+           " predictions/s |")
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for r in rows:
-        print(f"| {r['model']:17s} | {r['top1']:.3f} (+-{r['top1_sd']:.3f}) | {r['top5']:.3f} | {r['pairwise']:8.3f} |"
+        print(f"| {r['model']:17s} | {r['top1']:.3f} (+-{r['top1_sd']:.3f}) | {r['top5']:.3f} | {r['wtop1']:9.3f} |"
+              f" {r['wtop5']:9.3f} | {r['pairwise']:8.3f} |"
               f" {r['kendall']:11.3f} | {r['train_s']:7.1f} | {r['pred_per_s']:13,.0f} |")
     ours = [r for r in rows if not r["model"].startswith("tvm-")]
     tvm = {r["model"]: r for r in rows if r["model"].startswith("tvm-")}
@@ -164,13 +295,102 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nour best top-1 ({best['model']}) {best['top1']:.3f} / TVM-XGB top-1 {tvm['tvm-xgb']['top1']:.3f} = {ratio:.3f}x")
         winners = [r["model"] for r in ours if all(r["top1"] > t["top1"] and r["top5"] > t["top5"] for t in tvm.values())]
         print(f"ours that beat every TVM model on both top-1 and top-5: {', '.join(winners) if winners else 'none'}")
+    if args.throughput:
+        throughput = scoring_throughput(args, data, rows, args.throughput)
+    else:
+        throughput = None
     peak = _peak_rss_mb()
-    print(f"peak memory (max RSS): {peak:,.0f} MB (after loading {ds.n_candidates} records: {rss_after_load:,.0f} MB)")
+    print(f"peak memory (max RSS): {peak:,.0f} MB (after loading {ds.n_candidates} records: {rss_after_load:,.0f} MB)")  # type: ignore[attr-defined]
     print(f"published reference points: {PUBLISHED}")
     if args.json:
         args.json.write_text(json.dumps({"db": args.db, "split": how, "rows": rows, "peak_rss_mb": peak,
-                                         "n_records": ds.n_candidates, "argv": sys.argv[1:]}, indent=1, default=float))
+                                         "n_records": ds.n_candidates, "argv": sys.argv[1:],  # type: ignore[attr-defined]
+                                         "throughput": throughput}, indent=1, default=float))
     return 0
+
+
+def _sample_records(db: str, n: int) -> list[tuple[object, str]]:
+    """About n stored TVM records spread evenly over the store: (workload row, trace JSON)."""
+    from autosearch.store.db import Store
+
+    with Store(db, readonly=True) as st:
+        wls = {w.id: w for w in st.workloads(backend="tvm")}
+        recs = [(wls[m.workload_id], m.schedule) for m in st.measurements() if m.workload_id in wls]
+    step = max(1, len(recs) // n)
+    return recs[::step][:n]
+
+
+def scoring_throughput(args: argparse.Namespace, data: dict[str, object], rows: list[dict], n: int) -> dict[str, float]:
+    """Candidates/s from a candidate to its score, side by side: trace tokens + tlp vs PerStoreFeature + mlp.
+
+    Both models are scored one workload at a time (as search does) with torch's default threads
+    (this machine's cores). The PerStoreFeature path starts from replayed schedules (what tuning
+    holds) and times extraction + scoring; the tlp path starts from the stored trace JSON, and is
+    also shown with the cost of writing a replayed schedule's trace as JSON (`trace_json`).
+    """
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.features.per_store import candidate_from_trace, extract_features
+    from autosearch.features.trace_tokens import TraceTokenizer
+    from autosearch.models.base import FeatureBatch
+
+    db = resolve_db(args.db)
+    recs = _sample_records(db, n)
+    by_wl: dict[str, tuple[object, list[str]]] = {}
+    for w, tr in recs:
+        by_wl.setdefault(w.key, (w, []))[1].append(tr)  # type: ignore[attr-defined]
+    out: dict[str, float] = {"candidates": float(len(recs))}
+    if "tokens" in data:
+        tlp = make_model("tlp", epochs=1, seed=0)
+        tlp.fit(data["tokens"])  # weights do not change the speed
+        tok = TraceTokenizer()
+        for label in ("cold", "warm"):  # cold: a fresh tokenizer (no sketch cached yet), warm: second pass
+            t = time.perf_counter()
+            for w, traces in by_wl.values():
+                mats = [tok(x, w.ir, w.flops) for x in traces]  # type: ignore[attr-defined]
+                tlp.predict(FeatureBatch.from_list(mats))
+            out[f"tlp_{label}_per_s"] = len(recs) / (time.perf_counter() - t)
+    m = min(len(recs), max(50, n // 10))
+    sub = _sample_records(db, m)
+    target = parse_target(_first_target(db))
+    mlp = make_model("mlp", epochs=1, seed=0)
+    mlp.fit(data["per-store"]) if "per-store" in data else mlp.fit(load_dataset(db, max_groups=4))
+    groups: dict[str, tuple[object, object, list[object]]] = {}
+    for w, tr in sub:
+        if w.key not in groups:  # type: ignore[attr-defined]
+            mod = tvm.script.from_source(w.ir)  # type: ignore[attr-defined]
+            groups[w.key] = (mod, ms.TuneContext(mod=mod, target=target), [])  # type: ignore[attr-defined]
+        groups[w.key][2].append(candidate_from_trace(groups[w.key][0], tr))  # type: ignore[attr-defined]
+    for _, ctx, cands in groups.values():  # warm-up: the first extraction of a context pays one-off costs
+        extract_features(ctx, cands[:1])
+    t = time.perf_counter()
+    for _, ctx, cands in groups.values():
+        mlp.predict(FeatureBatch.from_list(extract_features(ctx, cands)))
+    out["per_store_mlp_per_s"] = len(sub) / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for _, _, cands in groups.values():
+        for c in cands:
+            trace_json(c.sch)
+    out["trace_json_per_s"] = len(sub) / (time.perf_counter() - t)
+    if "tlp_warm_per_s" in out:
+        both = 1.0 / (1.0 / out["tlp_warm_per_s"] + 1.0 / out["trace_json_per_s"])
+        out["tlp_with_trace_json_per_s"] = both
+    print(f"\nscoring throughput (features + model, candidates/s, torch threads {__import__('torch').get_num_threads()}):")
+    for k, v in out.items():
+        print(f"  {k:28s} {v:12,.0f}")
+    if "tlp_warm_per_s" in out:
+        print(f"SUMMARY scoring: tlp (warm) / PerStoreFeature+mlp = {out['tlp_warm_per_s'] / out['per_store_mlp_per_s']:.1f}x")
+    return out
+
+
+def _first_target(db: str) -> str:
+    from autosearch.store.db import Store
+
+    with Store(db, readonly=True) as st:
+        return st.targets()[0]
 
 
 def memory_check(n_records: int, args: argparse.Namespace) -> int:

@@ -65,8 +65,11 @@ def test_decisions_reach_the_split_token() -> None:
     tok = tt.TraceTokenizer()
     a, b = tok(trace, ir, flops), tok(json.dumps(obj2, separators=(",", ":")), ir, flops)
     rows = np.nonzero((a != b).any(axis=1))[0]
-    assert len(rows) == 1
-    split = b[rows[0]]
+    assert len(rows) == 2  # the summary token and the Split
+    summary, split = b[rows[0]], b[rows[1]]
+    assert summary[COL["kind=summary"]] == 1.0 and rows[0] == tok.workload(ir, flops)[0].shape[0]
+    assert sum(summary[COL[f"tiles_s{i}"]] for i in range(4)) == pytest.approx(math.log2(extent) + sum(
+        a[rows[0], COL[f"tiles_s{i}"]] for i in range(4)) - sum(math.log2(f) for f in decisions[k][1]))
     assert split[COL["kind=Split"]] == 1.0
     got = [split[COL[f"factor{i}"]] for i in range(4)]
     assert got == pytest.approx([math.log2(f) + 1 for f in new])
@@ -100,7 +103,8 @@ def test_crop_and_unknown_kinds() -> None:
     insts = [["FutureInstruction", [], [], []]] + [["Annotate", ["b0", 1], ["pragma_x"], []]] * 200
     out = tt.trace_tokens([insts, []], None)
     assert out.shape == (tt.MAX_TRACE_TOKENS, tt.FEATURE_WIDTH)
-    assert out[0, COL["kind=other"]] == 1.0 and out[1, COL["annotation=other"]] == 1.0
+    assert out[0, COL["kind=summary"]] == 1.0
+    assert out[1, COL["kind=other"]] == 1.0 and out[2, COL["annotation=other"]] == 1.0
 
 
 def test_backfill_and_coverage(tiny: Path) -> None:

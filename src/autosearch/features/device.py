@@ -106,9 +106,10 @@ def device_descriptor(store: Any, target: Any, refresh: bool = False) -> dict[st
 def target_descriptors(store: Any, targets: Iterable[str], profile_missing: bool = False) -> dict[str, dict[str, Any]]:
     """Descriptor per stored target string (the newest one stored for it on any machine).
 
-    With `profile_missing`, a target with none is profiled here (right only for this machine's
-    own targets); otherwise it is left out and the caller decides.
+    With `profile_missing`, a target with none is profiled here if this CPU can run its code
+    (an LLVM target whose ISA features this host has); otherwise it is left out and the caller decides.
     """
+    from autosearch.backends.tvm.device import runnable_here
     from autosearch.backends.tvm.target import parse_target
 
     known: dict[str, dict[str, Any]] = {}
@@ -118,8 +119,8 @@ def target_descriptors(store: Any, targets: Iterable[str], profile_missing: bool
     for t in dict.fromkeys(targets):
         if t in known:
             out[t] = known[t]
-        elif profile_missing:
-            out[t] = device_descriptor(store, parse_target(t))
+        elif profile_missing and runnable_here(tgt := parse_target(t)):
+            out[t] = device_descriptor(store, tgt)
     return out
 
 

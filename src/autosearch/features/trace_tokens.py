@@ -91,6 +91,7 @@ TOKEN_KINDS: tuple[str, ...] = (
     "PadEinsum",
     "SamplePartitionedTile",
     "other",
+    "summary",
     "workload",
 )
 #: Instruction kinds folded into the tokens of the instructions that use their results.
@@ -153,6 +154,8 @@ _NUMERIC: tuple[tuple[str, str], ...] = (
     ("loop_pos", "position of the (first) loop input in the block's loop nest it came from / nest depth"),
     ("loop_depth", "log2(1 + depth of that loop nest)"),
     ("loop_derived", "1 if the loop input was made by a Split or Fuse (not an original loop)"),
+    ("loop_spatial", "1 if the (first) loop input is, or was split from, a spatial (S) axis of the IR block"),
+    ("loop_reduce", "1 if it is, or was split from, a reduction (R) axis"),
     ("loc_inline", "ComputeAt with a sampled location: 1 if the sample chose to inline"),
     ("loc_root", "ComputeAt with a sampled location: 1 if the sample chose the root (no compute-at)"),
     ("loc_index", "ComputeAt with a sampled location: log2(2 + chosen loop index)"),
@@ -162,6 +165,9 @@ _NUMERIC: tuple[tuple[str, str], ...] = (
     ("value_r", "Annotate with a tiling-structure string: number of R levels"),
     ("buffer_index", "CacheRead/CacheWrite/ReIndex/TransformLayout: log2(1 + buffer index)"),
     ("preserve_unit", "first attribute when it is a boolean/flag (preserve_unit_iters/loops)"),
+    # the summary token (one per candidate, the first trace token): the tiling as a whole
+    *((f"tiles_s{k}", f"summary: sum over Splits of spatial loops of log2(factor {k})") for k in range(5)),
+    *((f"tiles_r{k}", f"summary: sum over Splits of reduction loops of log2(factor {k})") for k in range(5)),
     # workload tokens (0 on trace tokens)
     ("wl_extent0", "workload block: log2(1 + extent) of loop 0 (outermost)"),
     ("wl_extent1", "workload block: log2(1 + extent) of loop 1"),
@@ -242,6 +248,7 @@ class _Block:
     cast: int = 0
     reads: int = 0
     init: bool = False
+    axes: str = ""  # S/R of each block axis, in order
 
     @property
     def iters(self) -> int:
@@ -301,10 +308,12 @@ def parse_ir_blocks(ir: str) -> list[_Block]:
             if r:
                 cur.spatial += r.group(1).count("S")
                 cur.reduce += r.group(1).count("R")
+                cur.axes += r.group(1)
         elif "T.axis." in stripped:
             for a in _AXIS.findall(stripped):
                 cur.spatial += a == "spatial"
                 cur.reduce += a == "reduce"
+                cur.axes += "S" if a == "spatial" else "R"
         elif stripped.startswith("T.reads("):
             cur.reads += len(re.findall(r"\w+\[", stripped)) or (0 if stripped == "T.reads()" else 1)
         elif stripped.startswith("with T.init()"):
@@ -365,6 +374,8 @@ _C_EXT, _C_EXTK, _C_LPOS, _C_LDEPTH, _C_LDER = (
     _COL["loop_depth"],
     _COL["loop_derived"],
 )
+_C_LS, _C_LR = _COL["loop_spatial"], _COL["loop_reduce"]
+_C_TS, _C_TR = _COL["tiles_s0"], _COL["tiles_r0"]
 _C_INL, _C_ROOT, _C_LOC = _COL["loc_inline"], _COL["loc_root"], _COL["loc_index"]
 _C_VAL, _C_CHOICE, _C_VS, _C_VR = _COL["value"], _COL["value_choice"], _COL["value_s"], _COL["value_r"]
 _C_BUF, _C_PRES = _COL["buffer_index"], _COL["preserve_unit"]
@@ -394,11 +405,11 @@ class _Sym:
     def resolve(self, dec: dict[int, Any]) -> float:
         d: Any = dec.get(self.inst)  # a malformed decision fails below and counts as unknown
         try:
-            if self.kind in ("tile", "ext"):
+            if self.kind in ("tile", "ext", "acc"):
                 f = d[self.k]
                 if not isinstance(f, int) or f <= 0:
                     return 0.0
-                return _log2(f) + 1.0 if self.kind == "tile" else _log2(1 + f)
+                return _log2(f) + {"tile": 1.0, "acc": 0.0}[self.kind] if self.kind != "ext" else _log2(1 + f)
             if self.kind == "cat":
                 v = self.cands[d]
                 return _log2(1 + max(float(v), 0.0)) if isinstance(v, (int, float)) else 0.0
@@ -418,15 +429,16 @@ class _Sym:
 class _State:
     """What the folded instructions told us: sampled variables, roles of blocks and loops."""
 
-    __slots__ = ("block", "loop", "name", "post", "seen_nest", "value")
+    __slots__ = ("block", "loop", "name", "post", "seen_nest", "summary", "value")
 
     def __init__(self, post: float = 0.0) -> None:
         self.value: dict[str, Any] = {}  # sampled variable -> _Sym (tile factor, categorical, location)
         self.block: dict[str, str] = {}  # block variable -> role
         self.name: dict[str, str] = {}  # block variable -> IR block name (GetSBlock)
-        self.loop: dict[str, tuple[float, float, Any, float]] = {}  # loop -> (pos, depth, extent, derived)
+        self.loop: dict[str, tuple[float, float, Any, float, str]] = {}  # loop -> (pos, depth, extent, derived, S/R)
         self.post = post
         self.seen_nest: set[str] = set()  # blocks whose original loop nest was already read
+        self.summary: _Cols | None = None  # the summary token's columns, while compiling from the start
 
 
 def _fold(kind: str, idx: int, ins: list[Any], st: _State, blocks: dict[str, _Block]) -> None:
@@ -450,8 +462,9 @@ def _fold(kind: str, idx: int, ins: list[Any], st: _State, blocks: dict[str, _Bl
         if b is not None:
             st.seen_nest.add(name)
         depth = _log2(1 + n)
+        axes = b.axes if (exts and b is not None and len(b.axes) == n) else ""
         for i, lv in enumerate(outs):
-            st.loop[lv] = (i / n, depth, exts[i] if exts else 0, 0.0)
+            st.loop[lv] = (i / n, depth, exts[i] if exts else 0, 0.0, axes[i] if axes else "")
     elif kind in ("GetChildBlocks", "GetProducers", "GetConsumers", "GetOutputBlocks"):
         for o in outs:
             st.block[o] = "found"
@@ -488,6 +501,8 @@ def _token(kind: str, ins: list[Any], st: _State) -> _Cols:
             loop = st.loop.get(first)
             if loop is not None:
                 cols += [(_C_LPOS, loop[0]), (_C_LDEPTH, loop[1]), (_C_LDER, loop[3])]
+                if loop[4]:
+                    cols.append((_C_LS if loop[4] == "S" else _C_LR, 1.0))
                 ext = loop[2]
                 if ext.__class__ is _Sym:
                     cols += [(_C_EXT, ext.derive("ext")), (_C_EXTK, 1.0)]
@@ -530,7 +545,7 @@ def _effects(kind: str, ins: list[Any], st: _State) -> None:
             e = info[2] if info else 0
             ext = ext * e if (ext and e and e.__class__ is int) else 0
         for o in ins[3]:
-            st.loop[o] = (0.0, 0.0, ext, 1.0)
+            st.loop[o] = (0.0, 0.0, ext, 1.0, "")
     elif kind in _CREATES_BLOCK:
         for o in ins[3]:
             st.block[o] = "created"
@@ -585,9 +600,16 @@ def _split(inputs: list[Any], outs: list[Any], st: _State, cols: _Cols) -> None:
             cols.append((_C_F0 + i, _log2(f) + 1.0))
     n = max(len(outs), 1)
     parent = st.loop.get(inputs[0]) if inputs else None
-    depth = parent[1] if parent else 0.0
+    depth, axis = (parent[1], parent[4]) if parent else (0.0, "")
     for i, (o, f) in enumerate(zip(outs, factors)):
-        st.loop[o] = (i / n, depth, f if (f.__class__ is _Sym or (f.__class__ is int and f > 0)) else 0, 1.0)
+        st.loop[o] = (i / n, depth, f if (f.__class__ is _Sym or (f.__class__ is int and f > 0)) else 0, 1.0, axis)
+    if axis and st.summary is not None:  # the tiling as a whole: log2 tile sizes per level and axis kind
+        base = _C_TS if axis == "S" else _C_TR
+        for i, f in enumerate(factors[:5]):
+            if f.__class__ is _Sym:
+                st.summary.append((base + i, f.derive("acc")))
+            elif f.__class__ is int and f > 0:
+                st.summary.append((base + i, _log2(f)))
 
 
 def _annotate(inputs: list[Any], attrs: list[Any], st: _State, cols: _Cols) -> None:
@@ -606,6 +628,9 @@ def _annotate(inputs: list[Any], attrs: list[Any], st: _State, cols: _Cols) -> N
         cols += [(_C_VS, float(text.count("S"))), (_C_VR, float(text.count("R")))]
 
 
+_TILE_CODE = {"tile": 0, "ext": 1, "acc": 2}  # how a tile factor f enters a column: log2 f + 1, log2(1 + f), log2 f
+
+
 class _Plan:
     """Tokens of a run of instructions with the decision-dependent values left open.
 
@@ -618,35 +643,35 @@ class _Plan:
 
     def __init__(self, rows: list[_Cols]) -> None:
         self.static = np.zeros((len(rows), FEATURE_WIDTH), dtype=np.float32)
-        tiles: list[tuple[int, int, int, int, bool]] = []
+        tiles: list[tuple[int, int, int, int, int]] = []
         self.others: list[tuple[int, int, _Sym]] = []
         r_idx, c_idx, vals = [], [], []
         for r, cols in enumerate(rows):
             for c, v in cols:
                 if v.__class__ is _Sym:
-                    if v.kind in ("tile", "ext"):
-                        tiles.append((r, c, v.inst, v.k, v.kind == "ext"))
+                    if v.kind in _TILE_CODE:
+                        tiles.append((r, c, v.inst, v.k, _TILE_CODE[v.kind]))
                     else:
                         self.others.append((r, c, v))
                 else:
                     r_idx.append(r)
                     c_idx.append(c)
                     vals.append(v)
-        if r_idx:
-            self.static[r_idx, c_idx] = vals
+        if r_idx:  # add, not assign: the summary token sums several values into one column
+            np.add.at(self.static, (np.asarray(r_idx), np.asarray(c_idx)), np.asarray(vals, dtype=np.float32))
         t = np.asarray([x[:4] for x in tiles], dtype=np.int64).reshape(-1, 4)
         self.tiles = (
             t[:, 0],
             t[:, 1],
             [(int(i), int(k)) for i, k in t[:, 2:]],
-            np.asarray([x[4] for x in tiles], bool),
+            np.asarray([x[4] for x in tiles], np.int64),
         )
 
     def apply(self, dec: dict[int, Any]) -> np.ndarray:
         if not self.others and not self.tiles[2]:
             return self.static
         out = self.static.copy()
-        rows, cols, where, is_ext = self.tiles
+        rows, cols, where, code = self.tiles
         if where:
             try:
                 f = np.asarray([dec[i][k] for i, k in where], dtype=np.float64)
@@ -655,8 +680,8 @@ class _Plan:
                 f = np.exp2(f) - 1.0
             ok = f > 0
             lg = np.log2(np.where(ok, f, 1.0))
-            val = np.where(is_ext, np.log2(np.where(ok, f, 0.0) + 1.0), lg + 1.0)
-            out[rows, cols] = np.where(ok, val, 0.0)
+            val = np.where(code == 1, np.log2(np.where(ok, f, 0.0) + 1.0), lg + (code == 0))
+            np.add.at(out, (rows, cols), np.where(ok, val, 0.0).astype(np.float32))
         for r, c, sym in self.others:
             out[r, c] = sym.resolve(dec)
         return out
@@ -673,6 +698,10 @@ def _compile(
     st = st or _State()
     rows: list[_Cols] = []
     n = 0
+    if start == 0:  # the summary token comes first; the Splits fill it in as they come
+        st.summary = [(_KIND_COL["summary"], 1.0)]
+        rows.append(st.summary)
+        n = 1
     for i, ins in enumerate(insts):
         if not (ins.__class__ is list and len(ins) == 4 and ins[0].__class__ is str):
             raise InputError(f"trace instruction {start + i} is not [kind, inputs, attrs, outputs]")
@@ -724,8 +753,8 @@ def trace_tokens(trace: str | list[Any], ir: str | None = None, _blocks: dict[st
 
 
 def count_trace_tokens(trace: str | list[Any]) -> int:
-    """How many trace tokens a trace has before cropping (for coverage)."""
-    return sum(1 for ins in _parse(trace)[0] if ins[0] not in FOLDED_KINDS)
+    """How many trace tokens a trace has before cropping (for coverage), the summary token included."""
+    return 1 + sum(1 for ins in _parse(trace)[0] if ins[0] not in FOLDED_KINDS)
 
 
 _POSTPROC = '["EnterPostproc",'
@@ -792,8 +821,9 @@ class TraceTokenizer:
         head_rows = plan.apply(dec)
         st = _State(post=0.0)
         st.block, st.name = dict(st0.block), dict(st0.name)  # post-processing may refer to earlier blocks
+        st.summary = []
         ids = self._tail(post, blocks, n_insts, st, MAX_TRACE_TOKENS - head_rows.shape[0])
-        if ids is None:
+        if ids is None or st.summary:  # a Split in post-processing (GPU cooperative fetch): reference path
             return None
         return _positions(np.concatenate([head_rows, self._bank.rows[ids]], axis=0))
 

@@ -26,6 +26,7 @@ __all__ = [
     "measure_bandwidth",
     "measure_peak_flops",
     "profile_target",
+    "runnable_here",
     "static_descriptor",
 ]
 
@@ -234,6 +235,22 @@ def measure_peak_flops(target: Any, steps: int = 200_000) -> float:
     y = tvm.runtime.tensor(np.zeros((cores, width), "float32"), dev)
     sec = _best_seconds(rt, "fma", [x, y], 20)
     return 2.0 * cores * width * steps / sec / 1e9
+
+
+def runnable_here(target: Any) -> bool:
+    """Whether this machine can run code built for `target` (an LLVM target whose CPU features it has)."""
+    from tvm.target import codegen
+
+    from autosearch.backends.tvm.target import host_target
+
+    if target.kind.name != "llvm":
+        return False
+    try:
+        want = {str(f) for f in codegen.llvm_get_cpu_features(target)}
+        have = {str(f) for f in codegen.llvm_get_cpu_features(host_target())}
+    except Exception:  # an mcpu LLVM does not know
+        return False
+    return want <= have
 
 
 def profile_target(target: Any) -> dict[str, Any]:

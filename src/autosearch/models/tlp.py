@@ -1,0 +1,337 @@
+"""TLP: a cost model that reads the schedule as a token sequence (TLP, ASPLOS'23).
+
+The network: every token (a trace instruction, or a workload block; `trace-tokens`) goes through
+a small MLP, then 1-2 self-attention layers with residuals let tokens see each other (a tile
+factor means little without the loop it splits and the workload it belongs to), the sequence is
+summed, and a head scores it. Training: LambdaRank on `min_latency / latency` labels, early
+stopping on held-out workloads' top-1 as our other models do. `mixed=True, gain_scale=1` is TLP's
+own scheme (the candidates of several workloads in one ranking list, gains 2**label - 1); on the
+reference dataset it ranked held-out families worse than ranking within each workload with our
+other models' gains (2**(10 label) - 1), so that is the default (bench/README.md has both).
+
+`device=True`: the last DEVICE_WIDTH columns of every row are the device descriptor
+(`autosearch.features.device.with_device`); the head also gets it directly, and the model
+remembers which device vectors it was trained on (`known_devices`, `knows_device`).
+
+Speed: sequences are bucketed by length before padding, and the attention uses a key-padding
+mask, so scoring cost follows the real token counts (~30 per candidate).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from autosearch.errors import InputError, one_line
+from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+
+__all__ = ["TLPModel", "TLPNet"]
+
+#: Width of the device descriptor appended by `features.device.with_device` (kept here so the model
+#: needs no import of the feature layer at scoring time; checked against it in the tests).
+DEVICE_WIDTH = 14
+#: Longest token sequence the position embedding covers (trace-tokens: 8 workload + 80 trace tokens).
+MAX_TOKENS = 96
+
+
+class _SelfAttention(nn.Module):
+    """Multi-head self-attention over padded sequences (torch's fused kernel; no weights returned)."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+
+    def forward(self, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        n, length, width = h.shape
+        q, k, v = self.qkv(h).view(n, length, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
+        a = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+        return self.out(a.transpose(1, 2).reshape(n, length, width))
+
+
+class TLPNet(nn.Module):
+    """Token rows (R, F) of N candidates -> one score per candidate.
+
+    The per-token MLP runs on the packed rows (no padding); only the attention sees padded
+    (N, L, hidden) sequences, gathered by `_layout`.
+    """
+
+    scale: torch.Tensor  # registered buffer: 1 / max |column| on the training set
+
+    def __init__(self, n_features: int, hidden: int = 64, heads: int = 4, n_attention: int = 1, device_width: int = 0,
+                 positions: bool = False):
+        super().__init__()
+        self.device_width, self.positions = device_width, positions
+        self.register_buffer("scale", torch.ones(n_features))
+        self.encoder = nn.Sequential(nn.Linear(n_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.position = nn.Embedding(MAX_TOKENS, hidden)  # token order: a sketch's tokens line up by position
+        nn.init.normal_(self.position.weight, std=0.02)
+        self.norm = nn.LayerNorm(hidden)
+        self.attention = nn.ModuleList(_SelfAttention(hidden, heads) for _ in range(n_attention))
+        self.ffn = nn.ModuleList(nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU()) for _ in range(n_attention))
+        self.head = nn.Sequential(nn.Linear(hidden + device_width, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+    def forward(self, rows: torch.Tensor, index: torch.Tensor, keep: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+        """rows (R, F); index (N, L) row of each token, R for padding; keep (N, L); first (N,) first row."""
+        x = rows * self.scale
+        h = self.encoder(x)
+        h = torch.cat([h, h.new_zeros(1, h.shape[1])])[index]  # (N, L, hidden), padding = zeros
+        if self.positions:
+            h = h + self.position.weight[: h.shape[1]].unsqueeze(0)
+        for attn, ffn in zip(self.attention, self.ffn):
+            h = h + attn(self.norm(h), keep)
+            h = h + ffn(h)
+        pooled = (h * keep.unsqueeze(-1)).sum(dim=1)
+        if self.device_width:
+            pooled = torch.cat([pooled, x[first, -self.device_width :]], dim=1)
+        return self.head(pooled).squeeze(-1)
+
+
+def _layout(offsets: np.ndarray, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row selection, (n, L) token index into it with len(selection) = padding, keep mask, first rows)."""
+    starts, lens = offsets[idx], offsets[idx + 1] - offsets[idx]
+    n, total = len(idx), int(lens.sum())
+    longest = max(int(lens.max()) if n else 1, 1)
+    begin = np.cumsum(lens) - lens
+    sel = np.repeat(starts - begin, lens) + np.arange(total)  # rows of the candidates, packed
+    keep = np.arange(longest)[None, :] < lens[:, None]
+    index = np.full((n, longest), total, dtype=np.int64)
+    index[keep] = np.arange(total)
+    if n and lens.min() == 0:  # an empty candidate attends to one zero token instead of nothing (NaN)
+        keep[lens == 0, 0] = True
+    first = np.minimum(begin, max(total - 1, 0))
+    return torch.from_numpy(sel), torch.from_numpy(index), torch.from_numpy(keep), torch.from_numpy(first)
+
+
+class TLPModel(CostModel):
+    """Token MLP + self-attention + sum, trained with LambdaRank over mixed workloads."""
+
+    kind = "tlp"
+    weights_file: ClassVar[str] = "model.safetensors"
+    length_param: ClassVar[str | None] = "epochs"
+    hyper = (
+        "hidden", "heads", "n_attention", "loss", "mixed", "lr", "weight_decay", "epochs", "groups_per_batch",
+        "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed", "device", "known_devices",
+        "positions", "gain_scale",
+    )
+
+    def __init__(
+        self,
+        hidden: int = 64,
+        heads: int = 4,
+        n_attention: int = 1,
+        loss: str = "lambdarank",
+        mixed: bool = False,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-6,
+        epochs: int = 30,
+        groups_per_batch: int = 16,
+        cands_per_group: int = 32,
+        grad_clip: float = 1.0,
+        patience: int = 8,
+        stop_on: str = "top1",
+        update_epochs: int = 3,
+        seed: int = 0,
+        device: bool = False,
+        known_devices: list[list[float]] | None = None,
+        positions: bool = False,
+        gain_scale: float = 10.0,
+    ) -> None:
+        if int(n_attention) not in (0, 1, 2):
+            raise InputError(f"n_attention must be 0, 1 or 2, got {n_attention}")
+        if int(hidden) % int(heads):
+            raise InputError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+        self.hidden, self.heads, self.n_attention = int(hidden), int(heads), int(n_attention)
+        self.loss, self.mixed = loss, _flag(mixed)
+        self.lr, self.weight_decay, self.epochs = float(lr), float(weight_decay), int(epochs)
+        self.groups_per_batch, self.cands_per_group = int(groups_per_batch), int(cands_per_group)
+        self.grad_clip, self.patience, self.stop_on = float(grad_clip), int(patience), stop_on
+        self.update_epochs, self.seed, self.device = int(update_epochs), int(seed), _flag(device)
+        self.known_devices = [list(map(float, v)) for v in (known_devices or [])]
+        self.positions = _flag(positions)
+        self.gain_scale = float(gain_scale)
+        self.net: TLPNet | None = None
+
+    # -- training ----------------------------------------------------------------------------
+    def fit(self, train: Any, valid: Any = None, progress: Any = None) -> TrainReport:
+        """Train from scratch; `progress(epoch, record)` is called after every epoch."""
+        from autosearch.training.trainer import selection_key
+
+        loss_fn = self._loss_fn()
+        selection_key(0.0, 0.0, self.stop_on)  # validate the name before training
+        self.n_features = None
+        self._check_fit_input(train, valid)
+        if self.device and train.n_features <= DEVICE_WIDTH:
+            raise InputError(f"device=true needs rows with the {DEVICE_WIDTH} device columns appended (with_device)")
+        self.extractor = train.extractor
+        torch.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+        self.net = TLPNet(train.n_features, self.hidden, self.heads, self.n_attention, DEVICE_WIDTH if self.device else 0,
+                          self.positions)
+        col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
+        self.net.scale.copy_(torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32)))
+        self.n_features = train.n_features
+        if self.device:
+            self.known_devices = _distinct_devices(train)
+        opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(self.epochs, 1))
+        report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
+        has_valid = valid is not None and valid.n_groups > 0
+        best, best_state, bad = (-1.0, -1.0), None, 0
+        t0 = time.perf_counter()
+        for epoch in range(self.epochs):
+            rec: dict[str, float] = {"epoch": epoch, "train_loss": self._run_epoch(train, loss_fn, opt, rng)}
+            sched.step()
+            if has_valid:
+                rec.update(self._validate(valid))
+                key = selection_key(rec["valid_top1"], rec["valid_top5"], self.stop_on)
+                if key > best:
+                    best, bad, report.best_epoch = key, 0, epoch
+                    best_state = copy.deepcopy(self.net.state_dict())
+                else:
+                    bad += 1
+            report.history.append(rec)
+            if progress is not None:
+                progress(epoch, rec)
+            if has_valid and bad >= self.patience:
+                break
+        if best_state is not None:
+            self.net.load_state_dict(best_state)
+        report.train_time_s = time.perf_counter() - t0
+        return report
+
+    def _run_epoch(self, data: Any, loss_fn: Any, opt: torch.optim.Optimizer, rng: np.random.Generator) -> float:
+        from autosearch.training.trainer import group_minibatches
+
+        assert self.net is not None
+        self.net.train()
+        total, steps = 0.0, 0
+        labels_all = torch.from_numpy(data.labels.astype(np.float32))
+        rows = torch.from_numpy(data.rows)
+        for idx in group_minibatches(data, self.groups_per_batch, self.cands_per_group, rng):
+            mask = torch.from_numpy(idx >= 0)
+            flat = idx[idx >= 0]
+            scores = torch.zeros(mask.shape).masked_scatter(mask, self._forward(rows, data.offsets, flat))
+            labels = torch.zeros(mask.shape).masked_scatter(mask, labels_all[torch.from_numpy(flat)])
+            if self.mixed:  # TLP: one ranking list over every workload in the batch
+                scores, labels, mask = scores.reshape(1, -1), labels.reshape(1, -1), mask.reshape(1, -1)
+            loss = loss_fn(scores, labels, mask)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.net.parameters(), self.grad_clip)
+            opt.step()
+            total += float(loss.detach())
+            steps += 1
+        return total / max(steps, 1)
+
+    @torch.no_grad()
+    def _validate(self, valid: Any) -> dict[str, float]:
+        from autosearch.training.trainer import quick_metrics
+
+        return {f"valid_{k}": v for k, v in quick_metrics(self._predict(valid.batch()), valid).items()}
+
+    def update(self, new: Any) -> None:
+        """A few epochs on the new candidates only, at a tenth of the learning rate."""
+
+        if not self._should_update(new):
+            return
+        assert self.net is not None
+        opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr * 0.1, weight_decay=self.weight_decay)
+        rng = np.random.default_rng(self.seed + 1)
+        for _ in range(self.update_epochs):
+            self._run_epoch(new, self._loss_fn(), opt, rng)
+
+    def _loss_fn(self) -> Any:
+        """The loss; LambdaRank with gains 2**(gain_scale * label) - 1 (TLP: gain_scale 1)."""
+        import functools
+
+        from autosearch.training.losses import get_loss, lambdarank_loss
+
+        fn = get_loss(self.loss)
+        return functools.partial(lambdarank_loss, gain_scale=self.gain_scale) if fn is lambdarank_loss else fn
+
+    # -- devices -----------------------------------------------------------------------------
+    def knows_device(self, vector: np.ndarray, tol: float = 0.15) -> bool:
+        """Whether a device vector (features.device.descriptor_vector) is close to one trained on.
+
+        Close = every field within `tol` (fields are log2 / unit scaled), so a re-measurement of the
+        same machine matches and a different ISA level, core count or bandwidth class does not.
+        """
+        v = np.asarray(vector, dtype=np.float64).reshape(-1)
+        return any(np.max(np.abs(np.asarray(k) - v)) <= tol for k in self.known_devices if len(k) == v.size)
+
+    # -- inference ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def _predict(self, batch: FeatureBatch) -> np.ndarray:
+        assert self.net is not None
+        self.net.eval()
+        lens = np.diff(batch.offsets)
+        order = np.argsort(lens, kind="stable")  # similar lengths together: little padding
+        out = np.empty(batch.n_candidates, dtype=np.float64)
+        step = max(1, 65536 // max(int(lens.max(initial=1)), 1))
+        rows = torch.from_numpy(np.ascontiguousarray(batch.rows, dtype=np.float32))
+        for s in range(0, len(order), step):
+            idx = order[s : s + step]
+            out[idx] = self._forward(rows, batch.offsets, idx).double().numpy()
+        return out
+
+    def _forward(self, rows: torch.Tensor, offsets: np.ndarray, idx: np.ndarray) -> torch.Tensor:
+        assert self.net is not None
+        sel, index, keep, first = _layout(offsets, idx)
+        return self.net(rows[sel], index, keep, first)
+
+    # -- persistence -------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> None:
+        from safetensors.torch import save_file
+
+        from autosearch.models.io import prepare_dir
+
+        if self.net is None:
+            raise InputError("cannot save an untrained tlp model")
+        state = {k: v.contiguous() for k, v in self.net.state_dict().items()}
+        save_file(state, str(prepare_dir(path) / self.weights_file))
+        self._write_config(path, self.weights_file)
+
+    @classmethod
+    def _from_dir(cls, path: str, config: dict[str, Any]) -> TLPModel:
+        from safetensors.torch import load_file
+
+        model = cls._from_params(config)
+        f = os.path.join(path, cls.weights_file)
+        try:
+            state = load_file(f)
+        except Exception as exc:  # safetensors raises its own error types for truncated headers/data
+            raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
+        net = TLPNet(int(config["n_features"]), model.hidden, model.heads, model.n_attention,
+                     DEVICE_WIDTH if model.device else 0, model.positions)
+        try:
+            net.load_state_dict(state)
+        except RuntimeError as exc:
+            raise InputError(f"{f} does not match its config.json: {one_line(exc)}") from None
+        model.net = net
+        return model
+
+
+def _flag(v: Any) -> bool:
+    """A boolean hyper-parameter, also from `-p key=true/false/1/0` strings."""
+    if isinstance(v, str):
+        if v.lower() in ("1", "true", "yes", "on"):
+            return True
+        if v.lower() in ("0", "false", "no", "off"):
+            return False
+        raise InputError(f"expected true or false, got {v!r}")
+    return bool(v)
+
+
+def _distinct_devices(ds: Any) -> list[list[float]]:
+    """The distinct device vectors (last DEVICE_WIDTH columns) of a dataset's candidates."""
+    first = ds.rows[ds.offsets[:-1][np.diff(ds.offsets) > 0], -DEVICE_WIDTH:]
+    uniq = np.unique(np.round(first.astype(np.float64), 4), axis=0)
+    return [list(map(float, r)) for r in uniq]
