@@ -216,7 +216,7 @@ def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path
     _one_line_error(
         capsys,
         ["tune", WL, "--model", str(d), *SMALL, "--db", str(tmp_path / "x.db")],
-        "trained on features other-feature:v9",
+        "reads features other-feature:v9, which tuning cannot compute",
     )
 
 
