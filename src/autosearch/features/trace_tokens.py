@@ -9,8 +9,10 @@ first.
 Token sequence of one candidate (rows of one float32 matrix, `FEATURE_WIDTH` columns):
 1. up to `MAX_WORKLOAD_TOKENS` workload tokens (kind `workload`), the IR blocks with the largest
    iteration spaces, in program order;
-2. one token per trace instruction that changes the program (`TOKEN_KINDS`), in trace order,
-   cropped at `MAX_TRACE_TOKENS`. Instructions that only look something up (GetSBlock, GetLoops,
+2. a summary token: the tiling as a whole (sum of log2 tile factors per tiling level, over the
+   spatial and over the reduction loops), filled in by the Splits;
+3. one token per trace instruction that changes the program (`TOKEN_KINDS`), in trace order,
+   cropped at `MAX_TRACE_TOKENS` (the summary token included). Instructions that only look something up (GetSBlock, GetLoops,
    GetChildBlocks, ...) or sample a decision (SamplePerfectTile, SampleCategorical,
    SampleComputeLocation), and EnterPostproc / Unannotate, get no token of their own
    (`FOLDED_KINDS`): what they produce is written into the token of the instruction that uses it
@@ -56,7 +58,7 @@ __all__ = [
 
 #: (name, version) under which tokens are stored; bump the version when any column changes.
 EXTRACTOR = ("trace-tokens", "v1")
-#: Trace tokens kept per candidate (the reference dataset's longest trace has 63; see `coverage`).
+#: Trace tokens kept per candidate (the reference dataset's longest trace has 70; see `coverage`).
 MAX_TRACE_TOKENS = 80
 #: Workload tokens per candidate (the winograd conv, the largest registry program, has 8 blocks).
 MAX_WORKLOAD_TOKENS = 8
