@@ -22,7 +22,7 @@ from tvm.s_tir import meta_schedule as ms
 out = {}
 for name in sys.argv[2:]:
     ctx = ms.TuneContext(mod=get_workload(name).mod(), target=target, space_generator="post-order-apply",
-                         search_strategy="evolutionary", task_name=name)
+                         search_strategy="evolutionary", task_name=name, rand_state=0)
     out[name] = [str(s.trace) for s in ctx.generate_design_space()]
 print(json.dumps({"spaces": out, "full": "tvm.s_tir.tensor_intrin.cuda" in sys.modules}))
 """

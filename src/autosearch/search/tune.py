@@ -174,6 +174,8 @@ class TuneRun:
         _check_device(target)
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
+        if model.adapter is not None:  # features / predict / update inside the search are timed too
+            model.adapter.timer = self.timer.section
         self.result = TuneResult(
             workload=workload.name,
             workload_key=workload.key,
