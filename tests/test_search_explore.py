@@ -98,3 +98,15 @@ def test_tuning_warns_when_the_model_never_saw_the_device() -> None:
         assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}'))
         assert not warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}'))
     assert len(seen) == 1 and "znver4/2 cores" in str(seen[0].message) and "never saw" in str(seen[0].message)
+
+
+def test_favourites_that_are_slower_than_earlier_picks_lose_trust() -> None:
+    # The round (new) is ordered perfectly among itself, but every new pick is slower than the
+    # earlier results the model scores below them: only new-vs-old pairs tell.
+    gate = TrustGate(trust0=0.3)
+    new_lat = [2.0, 2.1, 2.2, 2.3]
+    old_lat = [1.0, 1.1, 1.2, 1.3]
+    scores = [4.0, 3.9, 3.8, 3.7, 0.0, -0.1, -0.2, -0.3]  # favours every new one over every old one
+    acc = gate.judge(scores, new_lat + old_lat, [True] * 4 + [False] * 4)
+    within = TrustGate().judge(scores[:4], new_lat)
+    assert within == 1.0 and acc is not None and acc < 0.3

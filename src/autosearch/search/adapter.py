@@ -200,7 +200,7 @@ class ModelAdapter:
         if len(feats) != len(latencies):
             raise InputError(f"{len(feats)} feature matrices but {len(latencies)} latencies")
         if self.gate is not None and self.model is not None and len(feats):
-            self.gate.judge(self._model_scores(feats), latencies)  # before the model learns them
+            self._judge(group, feats, latencies)
         for f, lat in zip(feats, latencies):
             ok = lat is not None and np.isfinite(lat) and lat > 0
             for store in (self.groups, self.pending):
@@ -213,6 +213,20 @@ class ModelAdapter:
         with self._section("update"):
             self._retrain()
         return True
+
+    def _judge(self, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None]) -> None:
+        """Give the trust gate this round's results, scored before the model learns them, against
+        up to 48 earlier results of the group (sampled once per round)."""
+        old = self.groups.get(group)
+        idx = np.arange(len(old.lats)) if old is not None else np.zeros(0, np.int64)
+        if idx.size > 48:
+            idx = self.rng.choice(idx, 48, replace=False)
+        old_feats = [old.feats[i] for i in idx] if old is not None else []
+        old_lats = [old.lats[i] for i in idx] if old is not None else []
+        scores = self._model_scores([*feats, *old_feats])
+        new = [True] * len(feats) + [False] * len(old_feats)
+        assert self.gate is not None
+        self.gate.judge(scores, [*latencies, *old_lats], new)
 
     def _dataset(self, groups: dict[str, _Group]) -> Any:
         """A Dataset of these groups, labels normalised by each group's best latency so far."""

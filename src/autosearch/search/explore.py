@@ -25,12 +25,22 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from autosearch.errors import InputError
-from autosearch.training.metrics import pairwise_accuracy
 
 __all__ = ["EXPLORE_MODES", "TrustGate", "zscore"]
 
 #: `--explore` values: "none" (scores as the model gives them), "trust" (this module).
 EXPLORE_MODES = ("none", "trust")
+
+
+def _pairwise_with_new(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> float | None:
+    """Share of pairs (at least one of them new, different latencies) that `s` orders like the
+    latencies (higher score = faster)."""
+    ds = np.sign(s[:, None] - s[None, :])
+    dl = np.sign(lat[None, :] - lat[:, None])  # +1 where i is faster than j
+    mask = np.triu(np.ones(ds.shape, bool), 1) & (dl != 0) & (new[:, None] | new[None, :])
+    if not mask.any():
+        return None
+    return float(np.mean(ds[mask] == dl[mask]))
 
 
 def zscore(x: np.ndarray) -> np.ndarray:
@@ -70,17 +80,25 @@ class TrustGate:
         acc = float(np.mean(self.evidence[-self.window :]))
         return float(np.clip((acc - self.floor) / self.span, 0.0, 1.0))
 
-    def judge(self, scores: ArrayLike, latencies: Sequence[float | None]) -> float | None:
-        """Record how well `scores` (made before the model saw these results) ordered them."""
+    def judge(
+        self, scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool] | None = None
+    ) -> float | None:
+        """Record how well `scores` (made before the model saw the `new` results) ordered them.
+
+        With `new`, only pairs that involve a new result count, and the others may be earlier
+        measurements: a round's picks are the model's own favourites, so ordering them among
+        themselves says little; ordering them against what was measured before (random picks
+        included) says whether its favourites really are faster."""
         lat = np.array([np.inf if x is None else float(x) for x in latencies], dtype=np.float64)
+        fresh = np.ones(lat.shape, bool) if new is None else np.asarray(new, dtype=bool)
         ok = np.isfinite(lat) & (lat > 0)
-        if ok.sum() < 3:
+        if (ok & fresh).sum() < 2 or ok.sum() < 3:
             return None  # too few successes to say anything
-        acc = pairwise_accuracy(np.asarray(scores, dtype=np.float64)[ok], lat[ok])
-        if not np.isfinite(acc):
+        acc = _pairwise_with_new(np.asarray(scores, dtype=np.float64)[ok], lat[ok], fresh[ok])
+        if acc is None:
             return None
-        self.evidence.append(float(acc))
-        return float(acc)
+        self.evidence.append(acc)
+        return acc
 
     def mix(self, scores: np.ndarray, spread: np.ndarray | None = None) -> np.ndarray:
         """Scores for the search: trusted model (+ uncertainty bonus) blended with fresh noise."""
