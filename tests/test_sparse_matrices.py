@@ -98,3 +98,14 @@ def test_config_json_roundtrip_and_pool() -> None:
     assert pool[0].fmt == "csr" and not pool[0].parallel and len({c.to_json() for c in pool}) == len(pool)
     with pytest.raises(InputError, match="unknown keys"):
         SuperSchedule.from_json('{"op": "spmv", "tiling": 3}')
+
+
+def test_fast_distinct_matches_numpy() -> None:
+    from autosearch.sparse.formats import _unique_inverse, count_distinct
+
+    keys = np.random.default_rng(0).integers(0, 500, 3000)
+    u, inv = np.unique(keys, return_inverse=True)
+    u2, inv2 = _unique_inverse(keys)
+    np.testing.assert_array_equal(u, u2)
+    np.testing.assert_array_equal(inv, inv2)
+    assert count_distinct(keys) == u.size and count_distinct(keys[:0]) == 0

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from autosearch.sparse.formats import count_distinct
 from autosearch.sparse.space import FORMATS, OPS, SuperSchedule
 
 __all__ = [
@@ -68,7 +69,7 @@ def matrix_info(a: sp.csr_matrix) -> np.ndarray:
     cols = a.indices.astype(np.int64)
     diag_dist = np.abs(rows / max(m, 1) - cols / max(k, 1))
     kb = -(-k // 4)
-    blocks4 = np.unique((rows // 4) * kb + cols // 4).size
+    blocks4 = count_distinct((rows // 4) * kb + cols // 4)
     widths8 = np.pad(lens, (0, (-m) % 8)).reshape(-1, 8).max(axis=1)
     info = [
         math.log10(m) / 6,

@@ -39,6 +39,25 @@ class Converted:
     seconds: float = 0.0
 
 
+def count_distinct(keys: np.ndarray) -> int:
+    """Distinct values of an integer array by sort + diff (numpy 2.4's `np.unique` took 1.3 s
+    where this takes 0.06 s for 600k keys, measured here)."""
+    if keys.size == 0:
+        return 0
+    s = np.sort(keys)
+    return int(np.count_nonzero(np.diff(s))) + 1
+
+
+def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct keys, index of each key among them), as np.unique(return_inverse=True)."""
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
+    new = np.concatenate([[True], s[1:] != s[:-1]]) if s.size else np.zeros(0, dtype=bool)
+    inv = np.empty(keys.size, dtype=np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return s[new], inv
+
+
 def _rows_of(a: sp.csr_matrix) -> np.ndarray:
     return np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
 
@@ -54,7 +73,7 @@ def _ell_widths(a: sp.csr_matrix, s: int) -> np.ndarray:
 def _n_blocks(a: sp.csr_matrix, br: int, bc: int) -> int:
     kb = -(-a.shape[1] // bc)
     keys = (_rows_of(a) // br) * kb + a.indices.astype(np.int64) // bc
-    return int(np.unique(keys).size)
+    return count_distinct(keys)
 
 
 def fill_ratio(a: sp.csr_matrix, fmt: str, br: int = 1, bc: int = 1, slice_: int = 1) -> float:
@@ -126,7 +145,7 @@ def _bcsr(a: sp.csr_matrix, br: int, bc: int) -> Converted:
     mb, kb = -(-m // br), -(-k // bc)
     rows, cols = _rows_of(a), a.indices.astype(np.int64)
     keys = (rows // br) * kb + cols // bc
-    ukeys, blk = np.unique(keys, return_inverse=True)
+    ukeys, blk = _unique_inverse(keys)
     nb = ukeys.size
     bptr = np.concatenate([[0], np.cumsum(np.bincount(ukeys // kb, minlength=mb))])
     slot = blk * (br * bc) + (rows % br) * bc + (cols % bc)

@@ -80,10 +80,18 @@ def _rows_per_unit(c: SuperSchedule) -> int:
     return c.br if c.fmt == "bcsr" else c.slice if c.fmt == "ell" else 1
 
 
-def config_reason(c: SuperSchedule, a: sp.csr_matrix) -> str:
-    """Why configuration `c` cannot run on matrix `a` ('' when it can)."""
+def config_reason(c: SuperSchedule, a: sp.csr_matrix, fmt_cache: dict[Any, str] | None = None) -> str:
+    """Why configuration `c` cannot run on matrix `a` ('' when it can).
+
+    `fmt_cache` keeps the format part (the padding of BCSR / ELL costs a pass over the nonzeros)
+    per format key, for callers that check many configurations of one matrix.
+    """
     acc = _rows_per_unit(c) * c.dense if (c.op == "spmm" and c.order == "kj") else 0
-    return applicable(a, c.fmt, c.br, c.bc, c.slice, c.panel, acc)
+    if fmt_cache is None:
+        return applicable(a, c.fmt, c.br, c.bc, c.slice, c.panel, acc)
+    if c.format_key not in fmt_cache:
+        fmt_cache[c.format_key] = applicable(a, c.fmt, c.br, c.bc, c.slice, c.panel)
+    return fmt_cache[c.format_key] or applicable(a, "csr", 1, 1, 1, 0, acc)
 
 
 def _time_call(fn: Any, timing: Timing) -> list[float]:

@@ -49,14 +49,11 @@ def candidates_for(
     a: sp.csr_matrix, op: str, dense: int, n: int, rng: np.random.Generator
 ) -> tuple[list[SuperSchedule], int]:
     """Up to n applicable candidates (the pool's anchors first, then random); also how many were rejected."""
-    seen: dict[tuple[Any, ...], str] = {}
+    fmt_cache: dict[Any, str] = {}
     out, rejected = [], 0
     anchors = config_pool(op, dense)[:ANCHORS]
     for c in anchors + sample_configs(rng, op, n, dense, exclude={x.to_json() for x in anchors}):
-        key = (c.format_key, c.order, c.dense)
-        if key not in seen:
-            seen[key] = config_reason(c, a)
-        if seen[key]:
+        if config_reason(c, a, fmt_cache):
             rejected += 1
             continue
         out.append(c)
