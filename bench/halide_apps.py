@@ -144,6 +144,44 @@ def training_speed(args: argparse.Namespace, apps: list[str]) -> dict:
     }
 
 
+def report(rows: list[dict], ks: list[int], speed: dict, lr: float, threads: int) -> dict[str, float]:
+    """Print the table, the training speed line and the SUMMARY; return geomeans vs stock."""
+    labels = ["Mullapudi2016", "Li2018", "Adams2019 stock"] + [f"Adams2019 autotune K={k}" for k in ks]
+    print()
+    print(f"| app | {' | '.join(labels)} | autotuned (largest K) / stock | sample s | train s |")
+    print("|---" * (len(labels) + 4) + "|")
+    for r in rows:
+        cells = [f"{r['ms'][lab]:.4g}" if lab in r["ms"] else ("fail" if lab in r["errors"] else "-") for lab in labels]
+        kk = max((k for k in ks if f"Adams2019 autotune K={k}" in r["ms"]), default=None)
+        st, at = r["ms"].get("Adams2019 stock"), r["ms"].get(f"Adams2019 autotune K={kk}")
+        c = r["autotune_cost"].get(kk) or r["autotune_cost"].get(str(kk), {})  # int keys in a run, str from JSON
+        print(f"| {r['app']} | {' | '.join(cells)} | {at / st:.3f} (K={kk}) | {c['sample_s']:.0f} | {c['train_s']:.1f} |"
+              if st and at else f"| {r['app']} | {' | '.join(cells)} | - | - | - |")
+    gm = {}
+    for lab in labels:
+        gm[lab] = geomean([r["ms"][lab] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]]
+                          ) / geomean([r["ms"]["Adams2019 stock"] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]])
+    napps = {lab: sum(1 for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]) for lab in labels}
+    print("| **geomean / Adams2019 stock (apps)** | " + " | ".join(f"{gm[lab]:.3f} ({napps[lab]})" for lab in labels) + " | | | |")
+    print()
+    print(f"training speed ({speed['schedules']} schedules of {speed['pipelines']} pipelines, {speed['epochs']} epochs, "
+          f"lr {lr}, {threads} thread(s)): Halide tool {speed['halide_s']:.2f} s "
+          f"({speed['halide_samples_per_s']:.0f} samples/s, loss {speed['halide_first_loss']} -> {speed['halide_last_loss']}); "
+          f"ours {speed['ours_s']:.2f} s ({speed['ours_samples_per_s']:.0f} samples/s, loss {speed['ours_first_loss']:.4g} -> {speed['ours_last_loss']:.4g})")
+    # the goal is judged on the largest K that every app reached (a K reached by a few apps only is not a geomean
+    # over the apps, and the apps that got there first were the fast ones)
+    k_all = max((k for k in ks if napps[f"Adams2019 autotune K={k}"] == len(rows)), default=ks[0])
+    auto = gm[f"Adams2019 autotune K={k_all}"]
+    partial = [k for k in ks if k > k_all and napps[f"Adams2019 autotune K={k}"]]
+    extra = "".join(f"; K={k} / stock = {gm[f'Adams2019 autotune K={k}']:.3f} over only {napps[f'Adams2019 autotune K={k}']}"
+                    f" apps" for k in partial)
+    print(f"SUMMARY adams2019-stock/mullapudi2016 geomean runtime = {1 / gm['Mullapudi2016']:.3f} "
+          f"(paper ~0.5) over {napps['Mullapudi2016']} apps; autotune K={k_all} / stock = {auto:.3f} over "
+          f"{napps[f'Adams2019 autotune K={k_all}']} apps (goal <= 0.909: {'met' if auto <= 0.909 else 'not met'}){extra}; "
+          f"torch/halide training samples/s = {speed['ours_samples_per_s'] / speed['halide_samples_per_s']:.2f}")
+    return gm
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", default=",".join(sorted(APPS)))
@@ -160,9 +198,15 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--out-dir", default="/tmp/halide_apps")
     ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "halide_apps.json"))
+    ap.add_argument("--report-only", action="store_true", help="print the table and SUMMARY of --json; measure nothing")
     args = ap.parse_args()
     apps = [a for a in args.apps.split(",") if a]
     ks = sorted(int(k) for k in args.batches.split(","))
+    if args.report_only:
+        saved = json.loads(Path(args.json).read_text())
+        a = saved["args"]
+        report(saved["rows"], sorted(int(k) for k in a["batches"].split(",")), saved["training"], a["lr"], a["threads"])
+        return
     log(f"apps {apps}; autotune to K={ks[-1]} batches of {args.batch_size}; {args.threads} thread(s); cpu count {os.cpu_count()}")
     tuned: dict[str, dict] = {}
     for k in ks:  # every app to the smallest K first: a run cut short still has a complete table at that K
@@ -173,33 +217,7 @@ def main() -> None:
         rows.append(compare(args, name, ks))
         log(f"compared {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rows[-1]["ms"].items()) + (f"; errors {rows[-1]['errors']}" if rows[-1]["errors"] else ""))
     speed = training_speed(args, apps)
-    labels = ["Mullapudi2016", "Li2018", "Adams2019 stock"] + [f"Adams2019 autotune K={k}" for k in ks]
-    print()
-    print(f"| app | {' | '.join(labels)} | autotuned (largest K) / stock | sample s | train s |")
-    print("|---" * (len(labels) + 4) + "|")
-    for r in rows:
-        cells = [f"{r['ms'][lab]:.4g}" if lab in r["ms"] else ("fail" if lab in r["errors"] else "-") for lab in labels]
-        kk = max((k for k in ks if f"Adams2019 autotune K={k}" in r["ms"]), default=None)
-        st, at = r["ms"].get("Adams2019 stock"), r["ms"].get(f"Adams2019 autotune K={kk}")
-        c = r["autotune_cost"].get(kk, {})
-        print(f"| {r['app']} | {' | '.join(cells)} | {at / st:.3f} (K={kk}) | {c['sample_s']:.0f} | {c['train_s']:.1f} |"
-              if st and at else f"| {r['app']} | {' | '.join(cells)} | - | - | - |")
-    gm = {}
-    for lab in labels:
-        gm[lab] = geomean([r["ms"][lab] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]]
-                          ) / geomean([r["ms"]["Adams2019 stock"] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]])
-    napps = {lab: sum(1 for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]) for lab in labels}
-    print("| **geomean / Adams2019 stock (apps)** | " + " | ".join(f"{gm[lab]:.3f} ({napps[lab]})" for lab in labels) + " | | | |")
-    print()
-    print(f"training speed ({speed['schedules']} schedules of {speed['pipelines']} pipelines, {speed['epochs']} epochs, "
-          f"lr {args.lr}, {args.threads} thread(s)): Halide tool {speed['halide_s']:.2f} s "
-          f"({speed['halide_samples_per_s']:.0f} samples/s, loss {speed['halide_first_loss']} -> {speed['halide_last_loss']}); "
-          f"ours {speed['ours_s']:.2f} s ({speed['ours_samples_per_s']:.0f} samples/s, loss {speed['ours_first_loss']:.4g} -> {speed['ours_last_loss']:.4g})")
-    auto = gm[labels[-1]]
-    print(f"SUMMARY adams2019-stock/mullapudi2016 geomean runtime = {1 / gm['Mullapudi2016']:.3f} "
-          f"(paper ~0.5) over {napps['Mullapudi2016']} apps; autotune K={ks[-1]} / stock = {auto:.3f} over "
-          f"{napps[labels[-1]]} apps (goal <= 0.909: {'met' if auto <= 0.909 else 'not met'}); "
-          f"torch/halide training samples/s = {speed['ours_samples_per_s'] / speed['halide_samples_per_s']:.2f}")
+    gm = report(rows, ks, speed, args.lr, args.threads)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "geomean_vs_stock": gm, "training": speed,
                                            "autotune": tuned, "wall_s": time.time() - T0}, indent=1) + "\n")

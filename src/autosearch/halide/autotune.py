@@ -101,9 +101,10 @@ def _best_sample(samples: Path) -> tuple[float, Path] | None:
 
 
 def _same_schedule(a: str, b: str) -> bool:
-    """Equal up to the `_<n>` suffixes Halide appends to Func names (they count the Funcs a
-    process created before, so a rebuilt pipeline's differ)."""
-    return re.sub(r"_\d+\b", "", a) == re.sub(r"_\d+\b", "", b)
+    """Equal up to the `_<n>` suffixes Halide appends to Func names (they count the Funcs of that
+    name a process created before, so a rebuilt pipeline's differ; `stage_7` may come back as
+    `stage_7_1`)."""
+    return re.sub(r"(?:_\d+)+\b", "", a) == re.sub(r"(?:_\d+)+\b", "", b)
 
 
 def _write_best(spec: PipelineSpec, out: Path, sample_path: Path, runtime_ms: float, threads: int, name: str,
