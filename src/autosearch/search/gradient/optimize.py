@@ -129,6 +129,7 @@ class GradientSearch:
 
         try:
             sch = self.sset.sketches[key[0]].apply(key[1])
+            sch.enter_postproc()  # as MetaSchedule does: the stored trace separates decisions from post-processing
             for p in self.postprocs:
                 if not p.apply(sch):
                     return None
