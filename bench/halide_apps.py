@@ -73,10 +73,24 @@ def run_autotune(args: argparse.Namespace, apps: list[str], kmax: int) -> dict[s
             log(f"{name}: {len(done)} batches already in {args.out_dir}")
             continue
         t = time.time()
-        res = autotune(name, Path(args.out_dir) / name, kmax, args.batch_size, pipeline_params=APPS[name].params,
-                       threads=args.threads, repeats=args.sample_repeats, min_time_s=args.sample_min_time)
-        out[name] = {"batches": [vars(b) for b in res.batches], "best_ms": res.best_ms, "resumed_from": res.resumed_from}
-        log(f"autotuned {name}: {len(res.batches)} batches, best {res.best_ms:.4g} ms ({time.time() - t:.0f} s this call)")
+        res = autotune(
+            name,
+            Path(args.out_dir) / name,
+            kmax,
+            args.batch_size,
+            pipeline_params=APPS[name].params,
+            threads=args.threads,
+            repeats=args.sample_repeats,
+            min_time_s=args.sample_min_time,
+        )
+        out[name] = {
+            "batches": [vars(b) for b in res.batches],
+            "best_ms": res.best_ms,
+            "resumed_from": res.resumed_from,
+        }
+        log(
+            f"autotuned {name}: {len(res.batches)} batches, best {res.best_ms:.4g} ms ({time.time() - t:.0f} s this call)"
+        )
     return out
 
 
@@ -97,10 +111,14 @@ def compare(args: argparse.Namespace, name: str, ks: list[int]) -> dict:
         params.append(p)
         scheds.append("Adams2019")
         bs = [b for b in done if b["batch_id"] <= k]
-        cost[k] = {"sample_s": sum(b["sample_s"] for b in bs), "train_s": sum(b["train_s"] for b in bs if b["batch_id"] < k)}
+        cost[k] = {
+            "sample_s": sum(b["sample_s"] for b in bs),
+            "train_s": sum(b["train_s"] for b in bs if b["batch_id"] < k),
+        }
     t = time.time()
-    res = autoschedule_and_benchmark(spec, params, autoscheduler=scheds, threads=th, repeats=args.repeats,
-                                     min_time_s=args.min_time)
+    res = autoschedule_and_benchmark(
+        spec, params, autoscheduler=scheds, threads=th, repeats=args.repeats, min_time_s=args.min_time
+    )
     row = {"app": name, "ms": {}, "errors": {}, "compare_s": time.time() - t, "autotune_cost": cost}
     for lab, r in zip(labels, res):
         if r.status == "ok" and r.latencies:
@@ -122,10 +140,21 @@ def training_speed(args: argparse.Namespace, apps: list[str]) -> dict:
         env = dict(os.environ, HL_NUM_THREADS=str(args.threads))
         t = time.perf_counter()
         proc = subprocess.run(
-            [str(tool_path("adams2019_retrain_cost_model")), f"--epochs={args.train_epochs}", f"--rates={args.lr}",
-             f"--initial_weights={init}", f"--weights_out={Path(tmp) / 'out.weights'}", "--num_cores=32",
-             f"--best_benchmark={Path(tmp) / 'b.txt'}", f"--best_schedule={Path(tmp) / 'b.h'}"],
-            input="\n".join(files) + "\n", capture_output=True, text=True, env=env, check=False,
+            [
+                str(tool_path("adams2019_retrain_cost_model")),
+                f"--epochs={args.train_epochs}",
+                f"--rates={args.lr}",
+                f"--initial_weights={init}",
+                f"--weights_out={Path(tmp) / 'out.weights'}",
+                "--num_cores=32",
+                f"--best_benchmark={Path(tmp) / 'b.txt'}",
+                f"--best_schedule={Path(tmp) / 'b.h'}",
+            ],
+            input="\n".join(files) + "\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
         halide_s = time.perf_counter() - t
     losses = [float(x) for x in re.findall(r"Loss: ([0-9.eE+-]+)", proc.stdout)]
@@ -136,11 +165,20 @@ def training_speed(args: argparse.Namespace, apps: list[str]) -> dict:
     ours = Adams2019Trainer(args.lr, args.train_epochs, num_cores=32).fit(Weights.baseline(), groups)
     ours_s = time.perf_counter() - t
     return {
-        "schedules": n, "pipelines": len(groups), "epochs": args.train_epochs, "threads": args.threads,
-        "halide_s": halide_s, "halide_rc": proc.returncode, "halide_last_loss": losses[-1] if losses else None,
-        "halide_first_loss": losses[0] if losses else None, "halide_tail": proc.stdout[-300:] if proc.returncode else "",
-        "ours_s": ours_s, "ours_first_loss": ours.losses[0], "ours_last_loss": ours.losses[-1],
-        "halide_samples_per_s": n * args.train_epochs / halide_s, "ours_samples_per_s": n * args.train_epochs / ours_s,
+        "schedules": n,
+        "pipelines": len(groups),
+        "epochs": args.train_epochs,
+        "threads": args.threads,
+        "halide_s": halide_s,
+        "halide_rc": proc.returncode,
+        "halide_last_loss": losses[-1] if losses else None,
+        "halide_first_loss": losses[0] if losses else None,
+        "halide_tail": proc.stdout[-300:] if proc.returncode else "",
+        "ours_s": ours_s,
+        "ours_first_loss": ours.losses[0],
+        "ours_last_loss": ours.losses[-1],
+        "halide_samples_per_s": n * args.train_epochs / halide_s,
+        "ours_samples_per_s": n * args.train_epochs / ours_s,
     }
 
 
@@ -155,30 +193,44 @@ def report(rows: list[dict], ks: list[int], speed: dict, lr: float, threads: int
         kk = max((k for k in ks if f"Adams2019 autotune K={k}" in r["ms"]), default=None)
         st, at = r["ms"].get("Adams2019 stock"), r["ms"].get(f"Adams2019 autotune K={kk}")
         c = r["autotune_cost"].get(kk) or r["autotune_cost"].get(str(kk), {})  # int keys in a run, str from JSON
-        print(f"| {r['app']} | {' | '.join(cells)} | {at / st:.3f} (K={kk}) | {c['sample_s']:.0f} | {c['train_s']:.1f} |"
-              if st and at else f"| {r['app']} | {' | '.join(cells)} | - | - | - |")
+        print(
+            f"| {r['app']} | {' | '.join(cells)} | {at / st:.3f} (K={kk}) | {c['sample_s']:.0f} | {c['train_s']:.1f} |"
+            if st and at
+            else f"| {r['app']} | {' | '.join(cells)} | - | - | - |"
+        )
     gm = {}
     for lab in labels:
-        gm[lab] = geomean([r["ms"][lab] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]]
-                          ) / geomean([r["ms"]["Adams2019 stock"] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]])
+        gm[lab] = geomean([r["ms"][lab] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]]) / geomean(
+            [r["ms"]["Adams2019 stock"] for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]]
+        )
     napps = {lab: sum(1 for r in rows if lab in r["ms"] and "Adams2019 stock" in r["ms"]) for lab in labels}
-    print("| **geomean / Adams2019 stock (apps)** | " + " | ".join(f"{gm[lab]:.3f} ({napps[lab]})" for lab in labels) + " | | | |")
+    print(
+        "| **geomean / Adams2019 stock (apps)** | "
+        + " | ".join(f"{gm[lab]:.3f} ({napps[lab]})" for lab in labels)
+        + " | | | |"
+    )
     print()
-    print(f"training speed ({speed['schedules']} schedules of {speed['pipelines']} pipelines, {speed['epochs']} epochs, "
-          f"lr {lr}, {threads} thread(s)): Halide tool {speed['halide_s']:.2f} s "
-          f"({speed['halide_samples_per_s']:.0f} samples/s, loss {speed['halide_first_loss']} -> {speed['halide_last_loss']}); "
-          f"ours {speed['ours_s']:.2f} s ({speed['ours_samples_per_s']:.0f} samples/s, loss {speed['ours_first_loss']:.4g} -> {speed['ours_last_loss']:.4g})")
+    print(
+        f"training speed ({speed['schedules']} schedules of {speed['pipelines']} pipelines, {speed['epochs']} epochs, "
+        f"lr {lr}, {threads} thread(s)): Halide tool {speed['halide_s']:.2f} s "
+        f"({speed['halide_samples_per_s']:.0f} samples/s, loss {speed['halide_first_loss']} -> {speed['halide_last_loss']}); "
+        f"ours {speed['ours_s']:.2f} s ({speed['ours_samples_per_s']:.0f} samples/s, loss {speed['ours_first_loss']:.4g} -> {speed['ours_last_loss']:.4g})"
+    )
     # the goal is judged on the largest K that every app reached (a K reached by a few apps only is not a geomean
     # over the apps, and the apps that got there first were the fast ones)
     k_all = max((k for k in ks if napps[f"Adams2019 autotune K={k}"] == len(rows)), default=ks[0])
     auto = gm[f"Adams2019 autotune K={k_all}"]
     partial = [k for k in ks if k > k_all and napps[f"Adams2019 autotune K={k}"]]
-    extra = "".join(f"; K={k} / stock = {gm[f'Adams2019 autotune K={k}']:.3f} over only {napps[f'Adams2019 autotune K={k}']}"
-                    f" apps" for k in partial)
-    print(f"SUMMARY adams2019-stock/mullapudi2016 geomean runtime = {1 / gm['Mullapudi2016']:.3f} "
-          f"(paper ~0.5) over {napps['Mullapudi2016']} apps; autotune K={k_all} / stock = {auto:.3f} over "
-          f"{napps[f'Adams2019 autotune K={k_all}']} apps (goal <= 0.909: {'met' if auto <= 0.909 else 'not met'}){extra}; "
-          f"torch/halide training samples/s = {speed['ours_samples_per_s'] / speed['halide_samples_per_s']:.2f}")
+    extra = "".join(
+        f"; K={k} / stock = {gm[f'Adams2019 autotune K={k}']:.3f} over only {napps[f'Adams2019 autotune K={k}']} apps"
+        for k in partial
+    )
+    print(
+        f"SUMMARY adams2019-stock/mullapudi2016 geomean runtime = {1 / gm['Mullapudi2016']:.3f} "
+        f"(paper ~0.5) over {napps['Mullapudi2016']} apps; autotune K={k_all} / stock = {auto:.3f} over "
+        f"{napps[f'Adams2019 autotune K={k_all}']} apps (goal <= 0.909: {'met' if auto <= 0.909 else 'not met'}){extra}; "
+        f"torch/halide training samples/s = {speed['ours_samples_per_s'] / speed['halide_samples_per_s']:.2f}"
+    )
     return gm
 
 
@@ -190,8 +242,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds of the final comparison (median)")
     ap.add_argument("--min-time", type=float, default=0.02, help="seconds one measurement lasts (final comparison)")
-    ap.add_argument("--tune-up-to", type=int, default=0,
-                    help="run the autotune loop only to this K; larger K are compared where --out-dir already has them")
+    ap.add_argument(
+        "--tune-up-to",
+        type=int,
+        default=0,
+        help="run the autotune loop only to this K; larger K are compared where --out-dir already has them",
+    )
     ap.add_argument("--sample-repeats", type=int, default=3)
     ap.add_argument("--sample-min-time", type=float, default=0.005)
     ap.add_argument("--train-epochs", type=int, default=50)
@@ -207,7 +263,9 @@ def main() -> None:
         a = saved["args"]
         report(saved["rows"], sorted(int(k) for k in a["batches"].split(",")), saved["training"], a["lr"], a["threads"])
         return
-    log(f"apps {apps}; autotune to K={ks[-1]} batches of {args.batch_size}; {args.threads} thread(s); cpu count {os.cpu_count()}")
+    log(
+        f"apps {apps}; autotune to K={ks[-1]} batches of {args.batch_size}; {args.threads} thread(s); cpu count {os.cpu_count()}"
+    )
     tuned: dict[str, dict] = {}
     for k in ks:  # every app to the smallest K first: a run cut short still has a complete table at that K
         if k <= (args.tune_up_to or ks[-1]):
@@ -215,12 +273,28 @@ def main() -> None:
     rows = []
     for name in apps:
         rows.append(compare(args, name, ks))
-        log(f"compared {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in rows[-1]["ms"].items()) + (f"; errors {rows[-1]['errors']}" if rows[-1]["errors"] else ""))
+        log(
+            f"compared {name}: "
+            + ", ".join(f"{k} {v:.4g}" for k, v in rows[-1]["ms"].items())
+            + (f"; errors {rows[-1]['errors']}" if rows[-1]["errors"] else "")
+        )
     speed = training_speed(args, apps)
     gm = report(rows, ks, speed, args.lr, args.threads)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "geomean_vs_stock": gm, "training": speed,
-                                           "autotune": tuned, "wall_s": time.time() - T0}, indent=1) + "\n")
+    Path(args.json).write_text(
+        json.dumps(
+            {
+                "args": vars(args),
+                "rows": rows,
+                "geomean_vs_stock": gm,
+                "training": speed,
+                "autotune": tuned,
+                "wall_s": time.time() - T0,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     log(f"wrote {args.json}")
 
 

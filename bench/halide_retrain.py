@@ -35,17 +35,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train-pipelines", type=int, default=40, help="sampled pipelines, validation share included")
     ap.add_argument("--rounds", type=int, default=1, help="sample-retrain rounds (Halide's autotune loop)")
-    ap.add_argument("--valid-frac", type=float, default=0.25, help="share of sampled pipelines used for model selection")
+    ap.add_argument(
+        "--valid-frac", type=float, default=0.25, help="share of sampled pipelines used for model selection"
+    )
     ap.add_argument("--batch-size", type=int, default=5)
     ap.add_argument("--heldout", type=int, default=10)
-    ap.add_argument("--heldout-samples", type=int, default=4, help="schedules per held-out pipeline for ordering accuracy")
+    ap.add_argument(
+        "--heldout-samples", type=int, default=4, help="schedules per held-out pipeline for ordering accuracy"
+    )
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--lr", type=float, default=0.0001, help="Halide's autotune loop uses 1e-4")
     ap.add_argument("--select", choices=["best_valid", "last"], default="best_valid")
-    ap.add_argument("--min-improvement", type=float, default=0.02, help="validation pairwise margin over stock to keep an epoch")
+    ap.add_argument(
+        "--min-improvement", type=float, default=0.02, help="validation pairwise margin over stock to keep an epoch"
+    )
     ap.add_argument("--no-calibrate", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="1: on a shared machine 2-thread timings are erratic")
-    ap.add_argument("--beam-size", type=int, default=8, help="held-out comparison schedules (Halide uses 32; 8 fits the time)")
+    ap.add_argument(
+        "--beam-size", type=int, default=8, help="held-out comparison schedules (Halide uses 32; 8 fits the time)"
+    )
     ap.add_argument("--sample-beam-size", type=int, default=8, help="sample 0 of every sampled batch")
     ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds per sample")
     ap.add_argument("--compare-repeats", type=int, default=7, help="interleaved rounds, held-out comparison")
@@ -56,11 +64,19 @@ def main() -> None:
     ap.add_argument("--channels", default="3,4,8", help="random pipeline input channel counts")
     ap.add_argument("--max-elems", type=int, default=1 << 21)
     ap.add_argument("--max-stages", type=int, default=5)
-    ap.add_argument("--gate-ratio", type=float, default=0.97,
-                    help="keep the selected weights only if their beam-search schedules of the validation pipelines are "
-                         "at most this fraction of stock's runtime (geomean); 0 disables the gate")
-    ap.add_argument("--reuse-samples", default="", help="take train/, remeasure/ and samples.db from an earlier --out-dir "
-                                                         "(same pipeline options) instead of sampling again")
+    ap.add_argument(
+        "--gate-ratio",
+        type=float,
+        default=0.97,
+        help="keep the selected weights only if their beam-search schedules of the validation pipelines are "
+        "at most this fraction of stock's runtime (geomean); 0 disables the gate",
+    )
+    ap.add_argument(
+        "--reuse-samples",
+        default="",
+        help="take train/, remeasure/ and samples.db from an earlier --out-dir "
+        "(same pipeline options) instead of sampling again",
+    )
     ap.add_argument("--out-dir", default="bench_halide_out")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -82,8 +98,12 @@ def main() -> None:
     out = Path(args.out_dir)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    rp = {"max_stages": args.max_stages, "sizes": [int(v) for v in args.sizes.split(",")],
-          "channels": [int(v) for v in args.channels.split(",")], "max_elems": args.max_elems}
+    rp = {
+        "max_stages": args.max_stages,
+        "sizes": [int(v) for v in args.sizes.split(",")],
+        "channels": [int(v) for v in args.channels.split(",")],
+        "max_elems": args.max_elems,
+    }
     timing = {"min_time_s": args.min_time, "per_iter_min": not args.mean_timing}
 
     def spec(seed: int):
@@ -110,15 +130,24 @@ def main() -> None:
     db = Store(out / "samples.db")
     stock = Weights.baseline()
     stock_path = stock.save(out / "stock.weights")
-    trainer = Adams2019Trainer(learning_rate=args.lr, epochs=args.epochs, num_cores=args.threads, seed=args.seed,
-                               calibrate=not args.no_calibrate, select=args.select,
-                               min_improvement=args.min_improvement)
+    trainer = Adams2019Trainer(
+        learning_rate=args.lr,
+        epochs=args.epochs,
+        num_cores=args.threads,
+        seed=args.seed,
+        calibrate=not args.no_calibrate,
+        select=args.select,
+        min_improvement=args.min_improvement,
+    )
     valid_pids = {spec(s).pipeline_id() for s in valid_seeds}
 
     def split_samples() -> tuple[list, list, list]:
         samples = load_from_dir(out / "train")
-        return (samples, group_samples([x for x in samples if x.pipeline_id not in valid_pids], min_schedules=2),
-                group_samples([x for x in samples if x.pipeline_id in valid_pids], min_schedules=2))
+        return (
+            samples,
+            group_samples([x for x in samples if x.pipeline_id not in valid_pids], min_schedules=2),
+            group_samples([x for x in samples if x.pipeline_id in valid_pids], min_schedules=2),
+        )
 
     def gm(xs: list[float]) -> float:
         return math.exp(float(np.mean(np.log(xs)))) if xs else float("nan")
@@ -133,35 +162,68 @@ def main() -> None:
             elif train:
                 res = trainer.fit(stock, train, valid=valid or None)
                 sampling_path = res.weights.save(out / f"round{r}.weights")
-                log(f"round {r + 1}/{len(rounds)} samples with weights retrained on {res.schedules} schedules "
-                    f"({'= stock: no epoch beat it on validation' if res.weights == stock else f'epoch {res.best_epoch}'})")
+                log(
+                    f"round {r + 1}/{len(rounds)} samples with weights retrained on {res.schedules} schedules "
+                    f"({'= stock: no epoch beat it on validation' if res.weights == stock else f'epoch {res.best_epoch}'})"
+                )
         beam_gap = []
         for s in chunk:
             s = int(s)
-            rep = sample_batch(spec(s), out / "train", batch_size=args.batch_size, threads=args.threads, repeats=args.repeats,
-                               beam_size=args.sample_beam_size, name=f"rand{s}", store=db, weights_path=sampling_path, **timing)
+            rep = sample_batch(
+                spec(s),
+                out / "train",
+                batch_size=args.batch_size,
+                threads=args.threads,
+                repeats=args.repeats,
+                beam_size=args.sample_beam_size,
+                name=f"rand{s}",
+                store=db,
+                weights_path=sampling_path,
+                **timing,
+            )
             batch_of[s] = rep.batch_id
             if rep.beam_ms and rep.best_ms:
                 beam_gap.append(rep.beam_ms / rep.best_ms)
-            log(f"{'valid' if s in valid_seeds else 'train'} pipeline {len(batch_of)}/{len(train_seeds)} seed {s}: {rep.ok} ok, "
-                f"{rep.failed} failed, best {rep.best_ms if rep.best_ms is not None else float('nan'):.4g} ms")
-        log(f"round {r + 1}: beam-search sample / best of its batch, geomean {gm(beam_gap):.3f} over {len(beam_gap)} pipelines")
+            log(
+                f"{'valid' if s in valid_seeds else 'train'} pipeline {len(batch_of)}/{len(train_seeds)} seed {s}: {rep.ok} ok, "
+                f"{rep.failed} failed, best {rep.best_ms if rep.best_ms is not None else float('nan'):.4g} ms"
+            )
+        log(
+            f"round {r + 1}: beam-search sample / best of its batch, geomean {gm(beam_gap):.3f} over {len(beam_gap)} pipelines"
+        )
     samples, train, valid = split_samples()
 
     # 2. label quality: round spread, and an independent second measurement of a few batches
-    spreads = [float(np.median(r.latencies) / min(r.latencies) - 1) for r in db.measurements(status="ok") if len(r.latencies) > 1]
+    spreads = [
+        float(np.median(r.latencies) / min(r.latencies) - 1)
+        for r in db.measurements(status="ok")
+        if len(r.latencies) > 1
+    ]
     db.close()
     agree_pairs = total_pairs = 0
     ratio_dev = []
     for s in train_seeds[: args.remeasure] if not args.reuse_samples else []:
-        sample_batch(spec(s), out / "remeasure", batch_size=args.batch_size, batch_id=batch_of[s], threads=args.threads,
-                     repeats=args.repeats, beam_size=args.sample_beam_size, name=f"rand{s}", **timing)
+        sample_batch(
+            spec(s),
+            out / "remeasure",
+            batch_size=args.batch_size,
+            batch_id=batch_of[s],
+            threads=args.threads,
+            repeats=args.repeats,
+            beam_size=args.sample_beam_size,
+            name=f"rand{s}",
+            **timing,
+        )
     if args.remeasure:
         first = {x.schedule_id: x for x in samples}
         by_pid: dict[int, list[tuple[float, float]]] = {}
         for x in load_from_dir(out / "remeasure"):
             y = first.get(x.schedule_id)
-            if y is not None and y.pipeline_id == x.pipeline_id and np.array_equal(y.schedule_features, x.schedule_features):
+            if (
+                y is not None
+                and y.pipeline_id == x.pipeline_id
+                and np.array_equal(y.schedule_features, x.schedule_features)
+            ):
                 by_pid.setdefault(x.pipeline_id, []).append((y.runtime_ms, x.runtime_ms))
                 ratio_dev.append(abs(math.log(x.runtime_ms / y.runtime_ms)))
         for pairs in by_pid.values():
@@ -181,15 +243,24 @@ def main() -> None:
     kept_stock = retrained == stock
     sel = ""
     if result.valid_scores:
-        sel = (f"; validation pairwise: stock {result.valid_scores[0]:.3f}, best {max(result.valid_scores):.3f} "
-               f"at epoch {result.best_epoch}{' (= stock weights kept)' if kept_stock else ''}")
-    log(f"trained on {result.schedules} schedules of {result.groups} pipelines (validation: {sum(b.size for b in valid)} "
-        f"of {len(valid)}); calibration x{result.calibration:.3g}; loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}{sel}")
+        sel = (
+            f"; validation pairwise: stock {result.valid_scores[0]:.3f}, best {max(result.valid_scores):.3f} "
+            f"at epoch {result.best_epoch}{' (= stock weights kept)' if kept_stock else ''}"
+        )
+    log(
+        f"trained on {result.schedules} schedules of {result.groups} pipelines (validation: {sum(b.size for b in valid)} "
+        f"of {len(valid)}); calibration x{result.calibration:.3g}; loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}{sel}"
+    )
 
     def compare(seed: int, a_path: Path, b_path: Path) -> tuple:
         p = {"parallelism": args.threads, "beam_size": args.beam_size}
-        res = autoschedule_and_benchmark(spec(seed), [{**p, "weights_path": str(a_path)}, {**p, "weights_path": str(b_path)}],
-                                         threads=args.threads, repeats=args.compare_repeats, **timing)
+        res = autoschedule_and_benchmark(
+            spec(seed),
+            [{**p, "weights_path": str(a_path)}, {**p, "weights_path": str(b_path)}],
+            threads=args.threads,
+            repeats=args.compare_repeats,
+            **timing,
+        )
         return seed, res[0], res[1]
 
     # 3b. the gate: the ordering proxy chose an epoch; does it make faster schedules of the
@@ -204,25 +275,43 @@ def main() -> None:
         if not g_ratio <= args.gate_ratio:
             retrained, kept_stock = stock, True
             wpath = retrained.save(out / "retrained.weights")
-        log(f"gate: selected/stock on validation pipelines = {g_ratio:.3f} (need <= {args.gate_ratio}): "
-            f"{'kept the selected epoch' if not kept_stock else 'kept the stock weights'}")
+        log(
+            f"gate: selected/stock on validation pipelines = {g_ratio:.3f} (need <= {args.gate_ratio}): "
+            f"{'kept the selected epoch' if not kept_stock else 'kept the stock weights'}"
+        )
 
     # 4. held-out pipelines: stock vs retrained schedules, interleaved in one worker
     rows = []
     for s in held_seeds:
         rows.append(compare(s, stock_path, wpath))
         _, a, b = rows[-1]
-        log(f"held-out seed {s}: stock {a.runtime_s * 1e3:.4g} ms, retrained {b.runtime_s * 1e3:.4g} ms"
-            f"{' (same schedule)' if a.featurization == b.featurization else ''}")
+        log(
+            f"held-out seed {s}: stock {a.runtime_s * 1e3:.4g} ms, retrained {b.runtime_s * 1e3:.4g} ms"
+            f"{' (same schedule)' if a.featurization == b.featurization else ''}"
+        )
 
     # 5. ordering accuracy on held-out samples (sampled with stock weights)
     for s in held_seeds:
-        sample_batch(spec(s), out / "heldout", batch_size=args.heldout_samples, threads=args.threads, repeats=args.repeats,
-                     beam_size=args.sample_beam_size, name=f"rand{s}", **timing)
+        sample_batch(
+            spec(s),
+            out / "heldout",
+            batch_size=args.heldout_samples,
+            threads=args.threads,
+            repeats=args.repeats,
+            beam_size=args.sample_beam_size,
+            name=f"rand{s}",
+            **timing,
+        )
     held = group_samples(load_from_dir(out / "heldout"), min_schedules=2)
     sets = {"stock": stock, "retrained (kept)": retrained, "best validation epoch": selected, "last epoch": last}
-    m = {k: (evaluate(w, held, args.threads), evaluate(w, train, args.threads), evaluate(w, valid, args.threads) if valid else None)
-         for k, w in sets.items()}
+    m = {
+        k: (
+            evaluate(w, held, args.threads),
+            evaluate(w, train, args.threads),
+            evaluate(w, valid, args.threads) if valid else None,
+        )
+        for k, w in sets.items()
+    }
 
     print()
     print("| held-out pipeline | stages | stock (ms) | retrained (ms) | retrained / stock |")
@@ -235,7 +324,9 @@ def main() -> None:
             ratios.append(b.runtime_s / a.runtime_s)
             stock_ms.append(a.runtime_s * 1e3)
             new_ms.append(b.runtime_s * 1e3)
-            print(f"| random seed {s}{same} | {stages} | {a.runtime_s * 1e3:.4g} | {b.runtime_s * 1e3:.4g} | {ratios[-1]:.3f} |")
+            print(
+                f"| random seed {s}{same} | {stages} | {a.runtime_s * 1e3:.4g} | {b.runtime_s * 1e3:.4g} | {ratios[-1]:.3f} |"
+            )
         else:
             print(f"| random seed {s} | {stages} | {a.status} | {b.status} | - |")
 
@@ -243,24 +334,37 @@ def main() -> None:
     print()
     print("| ordering accuracy | " + " | ".join(f"{k} weights" for k in sets) + " |")
     print("|---|" + "---|" * len(sets))
-    for key, label in (("pairwise", "pairwise, held-out"), ("top1", "top-1, held-out"), ("halide_rate", "Halide 'Rate', held-out")):
+    for key, label in (
+        ("pairwise", "pairwise, held-out"),
+        ("top1", "top-1, held-out"),
+        ("halide_rate", "Halide 'Rate', held-out"),
+    ):
         print(f"| {label} | " + " | ".join(f"{m[k][0][key]:.3f}" for k in sets) + " |")
     print("| pairwise, training pipelines | " + " | ".join(f"{m[k][1]['pairwise']:.3f}" for k in sets) + " |")
     if valid:
         print("| pairwise, validation pipelines | " + " | ".join(f"{m[k][2]['pairwise']:.3f}" for k in sets) + " |")
     print()
-    print(f"label quality: median round spread (median/min - 1) {np.median(spreads) * 100:.1f}% over {len(spreads)} samples"
-          + (f"; re-measured {len(ratio_dev)} schedules: median |log(t2/t1)| {np.median(ratio_dev) * 100:.1f}%, "
-             f"max {np.max(ratio_dev) * 100:.1f}%, pairwise agreement of the two measurements {agree_pairs / total_pairs:.3f}"
-             if ratio_dev and total_pairs else ""))
-    print(f"held-out pipelines: {len(ratios)}/{len(rows)} compared; held-out samples: {sum(b.size for b in held)} "
-          f"in {len(held)} groups; training: {result.schedules} schedules in {result.groups} groups; validation: "
-          f"{sum(b.size for b in valid)} in {len(valid)}; selection kept {'the stock weights' if kept_stock else f'epoch {result.best_epoch}'}"
-          f"{f' (gate on {len(gate_rows)} validation pipelines)' if gate_rows else ''}; "
-          f"{time.time() - t_start:.0f} s total")
+    print(
+        f"label quality: median round spread (median/min - 1) {np.median(spreads) * 100:.1f}% over {len(spreads)} samples"
+        + (
+            f"; re-measured {len(ratio_dev)} schedules: median |log(t2/t1)| {np.median(ratio_dev) * 100:.1f}%, "
+            f"max {np.max(ratio_dev) * 100:.1f}%, pairwise agreement of the two measurements {agree_pairs / total_pairs:.3f}"
+            if ratio_dev and total_pairs
+            else ""
+        )
+    )
+    print(
+        f"held-out pipelines: {len(ratios)}/{len(rows)} compared; held-out samples: {sum(b.size for b in held)} "
+        f"in {len(held)} groups; training: {result.schedules} schedules in {result.groups} groups; validation: "
+        f"{sum(b.size for b in valid)} in {len(valid)}; selection kept {'the stock weights' if kept_stock else f'epoch {result.best_epoch}'}"
+        f"{f' (gate on {len(gate_rows)} validation pipelines)' if gate_rows else ''}; "
+        f"{time.time() - t_start:.0f} s total"
+    )
     g = gm(ratios)
-    print(f"SUMMARY retrained/stock geomean runtime ratio = {g:.3f} ({(1 / g - 1) * 100:+.1f}% speed) "
-          f"over {len(ratios)} held-out random pipelines; goal <= 0.909 (10% faster): {'met' if g <= 1 / 1.1 else 'not met'}")
+    print(
+        f"SUMMARY retrained/stock geomean runtime ratio = {g:.3f} ({(1 / g - 1) * 100:+.1f}% speed) "
+        f"over {len(ratios)} held-out random pipelines; goal <= 0.909 (10% faster): {'met' if g <= 1 / 1.1 else 'not met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -38,15 +38,36 @@ def test_quick_start_retrain_continues_numbering_and_writes_loadable_weights(tmp
         "    return PipelineDef([by], [(n, n)], [(inp, (n + 1, n + 1))])\n"
     )
     sd, wp, db = tmp_path / "samples", tmp_path / "random_init.weights", tmp_path / "s.db"
-    rep = autosampler.retrain_cost_model(str(user), "tiny_blur", 1, batch_size=3, samples_dir=str(sd),
-                                         weight_path=str(wp), train_iters=5, threads=1, store=str(db),
-                                         repeats=2, beam_size=4, progress=False)
+    rep = autosampler.retrain_cost_model(
+        str(user),
+        "tiny_blur",
+        1,
+        batch_size=3,
+        samples_dir=str(sd),
+        weight_path=str(wp),
+        train_iters=5,
+        threads=1,
+        store=str(db),
+        repeats=2,
+        beam_size=4,
+        progress=False,
+    )
     assert rep.random_init and rep.batches[0]["batch_id"] == 1 and rep.batches[0]["ok"] == 3
     first = Weights.load(wp)
     assert first != Weights.random(0)  # trained, written back
-    rep2 = autosampler.retrain_cost_model(str(user), "tiny_blur", 1, batch_size=3, samples_dir=str(sd),
-                                          weight_path=str(wp), train_iters=5, threads=1, repeats=2, beam_size=4,
-                                          progress=False)
+    rep2 = autosampler.retrain_cost_model(
+        str(user),
+        "tiny_blur",
+        1,
+        batch_size=3,
+        samples_dir=str(sd),
+        weight_path=str(wp),
+        train_iters=5,
+        threads=1,
+        repeats=2,
+        beam_size=4,
+        progress=False,
+    )
     assert not rep2.random_init and rep2.batches[0]["batch_id"] == 2 and next_batch_id(sd) == 3
     samples = load_from_dir(sd, strict=True)
     assert len(samples) == 6 and {s.schedule_id for s in samples} >= {10000, 20000}
@@ -59,8 +80,9 @@ def test_quick_start_retrain_continues_numbering_and_writes_loadable_weights(tmp
         assert feats and feats[0].features.shape == (2, 326)
     # Halide loads the retrained weights (a random fallback would print a WARNING and differ)
     spec = resolve_pipeline(str(user))
-    res = autoschedule_and_benchmark(spec, [{"parallelism": 1, "beam_size": 1, "weights_path": str(wp)}],
-                                     threads=1, benchmark=False)[0]
+    res = autoschedule_and_benchmark(
+        spec, [{"parallelism": 1, "beam_size": 1, "weights_path": str(wp)}], threads=1, benchmark=False
+    )[0]
     assert res.status == "ok" and res.schedule_source
 
 

@@ -23,23 +23,64 @@ def _json(result):
 
 def test_schedule_json(tmp_path):
     out = tmp_path / "blur.schedule.h"
-    d = _json(runner.invoke(halide_app, ["schedule", "blur", *TINY, "--threads", "1", "--beam-size", "1",
-                                         "-o", str(out), "--json"]))
+    d = _json(
+        runner.invoke(
+            halide_app, ["schedule", "blur", *TINY, "--threads", "1", "--beam-size", "1", "-o", str(out), "--json"]
+        )
+    )
     assert d["stages"] == 2 and "blur_y" in d["schedule"] and out.read_text() == d["schedule"]
 
 
 def test_sample_then_retrain_from_existing_samples(tmp_path):
     sd, db = tmp_path / "samples", tmp_path / "a.db"
-    d = _json(runner.invoke(halide_app, ["sample", "blur", *TINY, "--batch-size", "3", "--threads", "1",
-                                         "--repeats", "2", "--samples-dir", str(sd), "--db", str(db), "--json"]))
+    d = _json(
+        runner.invoke(
+            halide_app,
+            [
+                "sample",
+                "blur",
+                *TINY,
+                "--batch-size",
+                "3",
+                "--threads",
+                "1",
+                "--repeats",
+                "2",
+                "--samples-dir",
+                str(sd),
+                "--db",
+                str(db),
+                "--json",
+            ],
+        )
+    )
     assert d[0]["batch_id"] == 1 and d[0]["ok"] == 3
     assert len(load_from_dir(sd, strict=True)) == 3
     with Store(db) as st:
         rows = list(st.measurements())
         assert len(rows) >= 1 and rows[0].extra["pipeline_id"] == d[0]["pipeline_id"]
     w = tmp_path / "w.weights"
-    r = _json(runner.invoke(halide_app, ["retrain", "blur", "tiny", "--batches", "0", "--iters", "3",
-                                         "--samples-dir", str(sd), "--weights", str(w), "--db", "", "--json"]))
+    r = _json(
+        runner.invoke(
+            halide_app,
+            [
+                "retrain",
+                "blur",
+                "tiny",
+                "--batches",
+                "0",
+                "--iters",
+                "3",
+                "--samples-dir",
+                str(sd),
+                "--weights",
+                str(w),
+                "--db",
+                "",
+                "--json",
+            ],
+        )
+    )
     assert r["random_init"] and r["groups"] == 1 and r["final_loss"] is not None
     validate_weights_file(w)
     assert Weights.load(w) != Weights.random(0)

@@ -38,12 +38,14 @@ QUICK_START = textwrap.dedent(
 
 def _run_quick_start(cwd: Path, via_stdin: bool) -> subprocess.CompletedProcess[str]:
     if via_stdin:
-        return subprocess.run([sys.executable, "-"], input=QUICK_START, cwd=cwd, capture_output=True, text=True,
-                              timeout=300, check=False)
+        return subprocess.run(
+            [sys.executable, "-"], input=QUICK_START, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+        )
     script = cwd / "quick_start.py"  # no `if __name__ == "__main__":` guard, as the seed's README shows it
     script.write_text(QUICK_START)
-    return subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 @pytest.mark.parametrize(
@@ -75,9 +77,19 @@ def test_a_batch_without_any_successful_sample_is_an_error_and_writes_no_weights
     )
     wp = tmp_path / "w.weights"
     with pytest.raises(autosampler.NoSamplesError, match="none of its 2 schedules ran"):
-        autosampler.retrain_cost_model(str(broken), "broken", 1, batch_size=2, samples_dir=str(tmp_path / "s"),
-                                       weight_path=str(wp), train_iters=2, threads=1, repeats=1, beam_size=1,
-                                       progress=False)
+        autosampler.retrain_cost_model(
+            str(broken),
+            "broken",
+            1,
+            batch_size=2,
+            samples_dir=str(tmp_path / "s"),
+            weight_path=str(wp),
+            train_iters=2,
+            threads=1,
+            repeats=1,
+            beam_size=1,
+            progress=False,
+        )
     assert not wp.exists()
 
 
@@ -150,8 +162,25 @@ def test_cli_refuses_a_name_that_escapes_the_samples_dir(tmp_path):
 
     from autosearch.cli.halide import app
 
-    res = CliRunner().invoke(app, ["sample", "blur", "-p", "width=32", "-p", "height=32", "--batch-size", "1",
-                                   "--samples-dir", str(tmp_path / "s"), "--name", "../../x", "--db", ""])
+    res = CliRunner().invoke(
+        app,
+        [
+            "sample",
+            "blur",
+            "-p",
+            "width=32",
+            "-p",
+            "height=32",
+            "--batch-size",
+            "1",
+            "--samples-dir",
+            str(tmp_path / "s"),
+            "--name",
+            "../../x",
+            "--db",
+            "",
+        ],
+    )
     assert res.exit_code == 2
     out = (res.output or "") + (getattr(res, "stderr", "") or "")
     assert "plain file name" in out and "Traceback" not in out

@@ -48,7 +48,12 @@ def featurizations():
     out = []
     for seed in range(6):
         p = build_pipeline(spec).pipeline()
-        params = {"parallelism": str(NUM_CORES), "beam_size": "1", "random_dropout": "5", "random_dropout_seed": str(seed)}
+        params = {
+            "parallelism": str(NUM_CORES),
+            "beam_size": "1",
+            "random_dropout": "5",
+            "random_dropout_seed": str(seed),
+        }
         res = p.apply_autoscheduler(hl.get_host_target(), hl.AutoschedulerParams("Adams2019", params))
         out.append(featurization_matrix(bytes(res.featurization)))
     return np.stack(out)
@@ -127,10 +132,20 @@ def test_retrain_tool_agrees_with_our_trainer(featurizations, tmp_path):
     w0.save(tmp_path / "init.weights")
     out = tmp_path / "out.weights"
     proc = subprocess.run(
-        [str(tool_path("adams2019_retrain_cost_model")), "--epochs=1", "--rates=0.001",
-         f"--initial_weights={tmp_path / 'init.weights'}", f"--weights_out={out}", "--num_cores=32",
-         f"--best_benchmark={tmp_path / 'best.txt'}", f"--best_schedule={tmp_path / 'best.h'}"],
-        input="\n".join(files) + "\n", capture_output=True, text=True, timeout=120,
+        [
+            str(tool_path("adams2019_retrain_cost_model")),
+            "--epochs=1",
+            "--rates=0.001",
+            f"--initial_weights={tmp_path / 'init.weights'}",
+            f"--weights_out={out}",
+            "--num_cores=32",
+            f"--best_benchmark={tmp_path / 'best.txt'}",
+            f"--best_schedule={tmp_path / 'best.h'}",
+        ],
+        input="\n".join(files) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     m = re.search(r"Loss: ([0-9.eE+-]+)", proc.stdout)

@@ -15,7 +15,7 @@ from autosearch.backends.halide.pipelines import (
 )
 from autosearch.errors import InputError, WorkloadError
 
-USER_FILE = '''
+USER_FILE = """
 import os, time
 import halide as hl
 from autosearch.backends.halide.pipelines import PipelineDef
@@ -33,7 +33,7 @@ def pipeline(size=32, crash_at=0, mode="abort", counter=""):
     f = hl.Func("f")
     f[x, y] = inp[x, y] * 2 + inp[y, x]
     return PipelineDef([f], [(size, size)], [(inp, (size, size))])
-'''
+"""
 
 
 def test_random_pipeline_is_deterministic_and_varied():

@@ -29,8 +29,12 @@ def test_bytes_match_featurization_to_sample(tmp_path):
     feat_file = tmp_path / "x.featurization"
     feat_file.write_bytes(f.tobytes())
     theirs = tmp_path / "theirs.sample"
-    subprocess.run([str(tool_path("featurization_to_sample")), str(feat_file), "0.00125", "42", "10003", str(theirs)],
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [str(tool_path("featurization_to_sample")), str(feat_file), "0.00125", "42", "10003", str(theirs)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     ours = write_sample(tmp_path / "ours.sample", f.tobytes(), 1.25, 42, 10003)
     assert (tmp_path / "ours.sample").read_bytes() == theirs.read_bytes()
     back = load_a_sample(theirs)

@@ -54,7 +54,9 @@ def test_best_valid_selection_never_returns_worse_than_the_start():
     valid = [_batch(3, seed=3), _batch(4, seed=4)]
     w = Weights.baseline()
     # a huge learning rate wrecks the model; selection must fall back to the starting weights
-    res = Adams2019Trainer(learning_rate=10.0, epochs=4, num_cores=CORES, select="best_valid").fit(w, train, valid=valid)
+    res = Adams2019Trainer(learning_rate=10.0, epochs=4, num_cores=CORES, select="best_valid").fit(
+        w, train, valid=valid
+    )
     assert len(res.valid_scores) == 5 and res.best_epoch is not None
     kept = ordering_score(Adams2019Net(CORES, res.weights), valid, CORES)
     assert kept == pytest.approx(max(res.valid_scores)) and kept >= res.valid_scores[0]

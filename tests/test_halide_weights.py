@@ -90,10 +90,20 @@ def test_random_init_matches_halides_randomize(tmp_path):
     """Halide's retrain tool randomizes with a printed time seed; with no samples it saves them."""
     out = tmp_path / "rand.weights"
     proc = subprocess.run(
-        [str(tool_path("adams2019_retrain_cost_model")), "--epochs=1", "--rates=0.001", "--randomize_weights=1",
-         f"--weights_out={out}", "--num_cores=2", f"--best_benchmark={tmp_path / 'b.txt'}",
-         f"--best_schedule={tmp_path / 'b.h'}"],
-        input="", capture_output=True, text=True, timeout=60,
+        [
+            str(tool_path("adams2019_retrain_cost_model")),
+            "--epochs=1",
+            "--rates=0.001",
+            "--randomize_weights=1",
+            f"--weights_out={out}",
+            "--num_cores=2",
+            f"--best_benchmark={tmp_path / 'b.txt'}",
+            f"--best_schedule={tmp_path / 'b.h'}",
+        ],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     m = re.search(r"Randomizing weights using seed = (\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from autosearch.cli.common import console, err, one_line_errors, parse_params
 from autosearch.errors import AutosearchError
 
 __all__ = ["app"]
@@ -24,13 +25,14 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-from autosearch.cli.common import console, err, one_line_errors, parse_params
 
 PIPELINE_ARG = typer.Argument(
     ..., help="'random', a builtin or classic app (blur, matmul, unsharp, harris, bilateral_grid, ...) or a .py file."
 )
 PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
-THREADS_OPT = typer.Option(None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: all cores.")
+THREADS_OPT = typer.Option(
+    None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: all cores."
+)
 JSON_OPT = typer.Option(False, "--json", help="Print a JSON summary.")
 
 
@@ -68,8 +70,20 @@ def sample(
         for _ in range(batches):
             bid = next_batch_id(samples_dir)
             spec = base or resolve_pipeline("random", {**params, "seed": int(params.get("seed", 0)) + bid})
-            reports.append(sample_batch(spec, samples_dir, batch_size=batch_size, batch_id=bid, weights_path=weights,
-                                        threads=threads, name=name, store=store, repeats=repeats, progress=not json_out))
+            reports.append(
+                sample_batch(
+                    spec,
+                    samples_dir,
+                    batch_size=batch_size,
+                    batch_id=bid,
+                    weights_path=weights,
+                    threads=threads,
+                    name=name,
+                    store=store,
+                    repeats=repeats,
+                    progress=not json_out,
+                )
+            )
     finally:
         if store is not None:
             store.close()
@@ -80,7 +94,15 @@ def sample(
     for col in ("batch", "pipeline", "pipeline_id", "ok", "failed", "best", "beam search"):
         table.add_column(col)
     for r in reports:
-        table.add_row(str(r.batch_id), r.pipeline, str(r.pipeline_id), str(r.ok), str(r.failed), _fmt_ms(r.best_ms), _fmt_ms(r.beam_ms))
+        table.add_row(
+            str(r.batch_id),
+            r.pipeline,
+            str(r.pipeline_id),
+            str(r.ok),
+            str(r.failed),
+            _fmt_ms(r.best_ms),
+            _fmt_ms(r.beam_ms),
+        )
     console.print(table)
     for r in reports:
         for e in r.errors:
@@ -92,10 +114,14 @@ def sample(
 def retrain(
     pipeline: str = PIPELINE_ARG,
     demo_name: str = typer.Argument("demo", help="Name used in sample file names."),
-    batches: int = typer.Option(1, "--batches", help="Batches to sample before each retraining (0: retrain on existing samples)."),
+    batches: int = typer.Option(
+        1, "--batches", help="Batches to sample before each retraining (0: retrain on existing samples)."
+    ),
     batch_size: int = typer.Option(16, "--batch-size"),
     samples_dir: Path = typer.Option(Path("./default_samples"), "--samples-dir"),
-    weights: Path = typer.Option(Path("./random_init.weights"), "--weights", help="Weights to train; created at random if missing."),
+    weights: Path = typer.Option(
+        Path("./random_init.weights"), "--weights", help="Weights to train; created at random if missing."
+    ),
     learning_rate: float = typer.Option(0.001, "--lr"),
     train_iters: int = typer.Option(200, "--iters", help="Epochs over all samples after each batch."),
     param: Optional[list[str]] = PARAM_OPT,
@@ -109,9 +135,20 @@ def retrain(
     from autosearch.halide.autosampler import retrain_cost_model
 
     rep = retrain_cost_model(
-        pipeline, demo_name, batches, batch_size, str(samples_dir), str(weights), learning_rate, train_iters,
-        threads=threads, store=db or None, pipeline_params=parse_params(param), seed=seed,
-        repeats=repeats, progress=not json_out,
+        pipeline,
+        demo_name,
+        batches,
+        batch_size,
+        str(samples_dir),
+        str(weights),
+        learning_rate,
+        train_iters,
+        threads=threads,
+        store=db or None,
+        pipeline_params=parse_params(param),
+        seed=seed,
+        repeats=repeats,
+        progress=not json_out,
     )
     if json_out:
         console.print_json(json.dumps(rep.to_dict()))
@@ -157,11 +194,19 @@ def schedule(
         output.write_text(res.schedule_source)
     runtime_ms = res.runtime_s * 1000.0 if benchmark else None
     if json_out:
-        console.print_json(json.dumps({
-            "pipeline": spec.label, "pipeline_id": spec.pipeline_id(), "params": res.params,
-            "schedule": res.schedule_source, "stages": len(res.featurization) // (4 * 326),
-            "runtime_ms": runtime_ms, "output": str(output) if output else None,
-        }))
+        console.print_json(
+            json.dumps(
+                {
+                    "pipeline": spec.label,
+                    "pipeline_id": spec.pipeline_id(),
+                    "params": res.params,
+                    "schedule": res.schedule_source,
+                    "stages": len(res.featurization) // (4 * 326),
+                    "runtime_ms": runtime_ms,
+                    "output": str(output) if output else None,
+                }
+            )
+        )
         return
     console.print(res.schedule_source, highlight=False, markup=False)
     if runtime_ms is not None:
@@ -185,8 +230,18 @@ def autotune(
     """Autotune one pipeline with Halide's sample-retrain loop; keep the best schedule (source + library)."""
     from autosearch.halide.autotune import autotune as run
 
-    res = run(pipeline, out, batches, batch_size, pipeline_params=parse_params(param), threads=threads,
-              repeats=repeats, learning_rate=lr, store=db or None, progress=not json_out)
+    res = run(
+        pipeline,
+        out,
+        batches,
+        batch_size,
+        pipeline_params=parse_params(param),
+        threads=threads,
+        repeats=repeats,
+        learning_rate=lr,
+        store=db or None,
+        progress=not json_out,
+    )
     if json_out:
         console.print_json(json.dumps(res.to_dict()))
         return
@@ -194,7 +249,17 @@ def autotune(
     for col in ("batch", "ok", "failed", "beam search", "batch best", "best so far", "sample s", "train s"):
         table.add_column(col)
     for b in res.batches:
-        table.add_row(str(b.batch_id), str(b.ok), str(b.failed), _fmt_ms(b.beam_ms), _fmt_ms(b.batch_best_ms),
-                      _fmt_ms(b.best_so_far_ms), f"{b.sample_s:.1f}", f"{b.train_s:.2f}")
+        table.add_row(
+            str(b.batch_id),
+            str(b.ok),
+            str(b.failed),
+            _fmt_ms(b.beam_ms),
+            _fmt_ms(b.batch_best_ms),
+            _fmt_ms(b.best_so_far_ms),
+            f"{b.sample_s:.1f}",
+            f"{b.train_s:.2f}",
+        )
     console.print(table)
-    console.print(f"best: {_fmt_ms(res.best_ms)} -> {res.best.get('schedule')} and {res.best.get('library') or '(no library)'}")
+    console.print(
+        f"best: {_fmt_ms(res.best_ms)} -> {res.best.get('schedule')} and {res.best.get('library') or '(no library)'}"
+    )

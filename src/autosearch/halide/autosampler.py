@@ -65,31 +65,62 @@ class NoSamplesError(AutosearchError):
     """A batch produced no successful sample: there is nothing to train on."""
 
 
-def _write_store(store: Any, spec: PipelineSpec, ir: str, name: str, target: str, threads: int,
-                 results: list[CandidateResult], files: dict[int, str], batch_id: int, source: str) -> None:
+def _write_store(
+    store: Any,
+    spec: PipelineSpec,
+    ir: str,
+    name: str,
+    target: str,
+    threads: int,
+    results: list[CandidateResult],
+    files: dict[int, str],
+    batch_id: int,
+    source: str,
+) -> None:
     from autosearch.store.db import MeasurementRecord, WorkloadRecord
 
     key = spec.key()
-    store.add_workload(WorkloadRecord(key=key, name=name, family=f"halide-{spec.kind}", backend="halide",
-                                      params={"kind": spec.kind, "name": spec.name, **spec.params}, ir=ir))
+    store.add_workload(
+        WorkloadRecord(
+            key=key,
+            name=name,
+            family=f"halide-{spec.kind}",
+            backend="halide",
+            params={"kind": spec.kind, "name": spec.name, **spec.params},
+            ir=ir,
+        )
+    )
     tj = target_json(target, threads)
     dev = device_fingerprint()
     recs, feats = [], []
     for r in results:
         sid = batch_id * 10000 + r.index
         schedule = r.schedule_source or f"// failed: {json.dumps(r.params, sort_keys=True)}"
-        recs.append(MeasurementRecord(
-            workload_key=key, target=tj, device=dev, schedule=schedule, status=r.status,
-            latencies=list(r.latencies), error=r.error, source=source,
-            extra={"pipeline_id": spec.pipeline_id(), "schedule_id": sid, "sample_file": files.get(r.index, ""),
-                   "autoscheduler_params": r.params},
-        ))
+        recs.append(
+            MeasurementRecord(
+                workload_key=key,
+                target=tj,
+                device=dev,
+                schedule=schedule,
+                status=r.status,
+                latencies=list(r.latencies),
+                error=r.error,
+                source=source,
+                extra={
+                    "pipeline_id": spec.pipeline_id(),
+                    "schedule_id": sid,
+                    "sample_file": files.get(r.index, ""),
+                    "autoscheduler_params": r.params,
+                },
+            )
+        )
         feats.append(featurization_matrix(r.featurization) if r.featurization and r.status == "ok" else None)
     store.add_measurements(recs, features=feats, extractor=EXTRACTOR)
 
 
-def sample_batch(spec: PipelineSpec, samples_dir: str | os.PathLike[str] = "./default_samples", *,
-                 store: Any = None, **kw: Any) -> BatchReport:
+def sample_batch(
+    spec: PipelineSpec, samples_dir: str | os.PathLike[str] = "./default_samples", *, store: Any = None, **kw: Any
+) -> BatchReport:
     """One batch (see `autosearch.backends.halide.sampling.sample_batch` for the arguments),
     with every candidate, failed ones too, recorded in `store` (a `Store`) when given."""
     if store is None:
@@ -102,8 +133,18 @@ def sample_batch(spec: PipelineSpec, samples_dir: str | os.PathLike[str] = "./de
 
     rep = _sample_batch(spec, samples_dir, record=record, **kw)
     threads = int(kw.get("threads") or os.cpu_count() or 1)
-    _write_store(store, spec, ir, rep.pipeline, box["target"], threads, box["results"], box["files"], rep.batch_id,
-                 f"halide-autosampler:batch_{rep.batch_id}")
+    _write_store(
+        store,
+        spec,
+        ir,
+        rep.pipeline,
+        box["target"],
+        threads,
+        box["results"],
+        box["files"],
+        rep.batch_id,
+        f"halide-autosampler:batch_{rep.batch_id}",
+    )
     return rep
 
 
@@ -168,8 +209,9 @@ def retrain_cost_model(
     wp = Path(weight_path)
     if wp.suffix != ".weights":
         raise InputError(f"weight_path {wp} must end in '.weights' (Adams2019 treats anything else as a directory)")
-    trainer = Adams2019Trainer(learning_rate, train_iters, num_cores=int(threads or os.cpu_count() or 1),
-                               seed=seed, progress=progress)
+    trainer = Adams2019Trainer(
+        learning_rate, train_iters, num_cores=int(threads or os.cpu_count() or 1), seed=seed, progress=progress
+    )
     trainer._check()
     base_spec = None if gen_path == "random" else resolve_pipeline(gen_path, pipeline_params)
     random_init = not wp.exists()
@@ -188,9 +230,19 @@ def retrain_cost_model(
             spec = base_spec or resolve_pipeline("random", {**(pipeline_params or {}), "seed": seed + bid})
             # random weights are only written to `weight_path` once they are trained on something
             current = wp if wp.exists() else weights.save(tmp / "random_init.weights")
-            rep = sample_batch(spec, samples_dir, batch_size=batch_size, batch_id=bid, weights_path=current,
-                               threads=trainer.num_cores, name=demo_name, store=db, repeats=repeats,
-                               beam_size=beam_size, progress=progress)
+            rep = sample_batch(
+                spec,
+                samples_dir,
+                batch_size=batch_size,
+                batch_id=bid,
+                weights_path=current,
+                threads=trainer.num_cores,
+                name=demo_name,
+                store=db,
+                repeats=repeats,
+                beam_size=beam_size,
+                progress=progress,
+            )
             reports.append(asdict(rep))
             if rep.ok == 0:
                 raise NoSamplesError(
@@ -219,7 +271,13 @@ def retrain_cost_model(
             db.close()
     metrics = evaluate(weights, batches, trainer.num_cores) if batches else {}
     return RetrainReport(
-        weights_path=str(wp), samples_dir=str(samples_dir), batches=reports,
-        samples=sum(b.size for b in batches), groups=len(batches), skipped_files=skipped,
-        final_loss=losses[-1] if losses else None, metrics=metrics, random_init=random_init,
+        weights_path=str(wp),
+        samples_dir=str(samples_dir),
+        batches=reports,
+        samples=sum(b.size for b in batches),
+        groups=len(batches),
+        skipped_files=skipped,
+        final_loss=losses[-1] if losses else None,
+        metrics=metrics,
+        random_init=random_init,
     )

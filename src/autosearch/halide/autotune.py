@@ -78,7 +78,9 @@ def _done_batches(samples: Path) -> dict[int, AutotuneBatch]:
             d = json.loads(f.read_text())
             out[int(d["batch_id"])] = AutotuneBatch(**d)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"{f} is not an autotune batch record ({exc}); remove its batch folder to resample it") from None
+            raise InputError(
+                f"{f} is not an autotune batch record ({exc}); remove its batch folder to resample it"
+            ) from None
     return out
 
 
@@ -107,8 +109,9 @@ def _same_schedule(a: str, b: str) -> bool:
     return re.sub(r"(?:_\d+)+\b", "", a) == re.sub(r"(?:_\d+)+\b", "", b)
 
 
-def _write_best(spec: PipelineSpec, out: Path, sample_path: Path, runtime_ms: float, threads: int, name: str,
-                beam_size: int) -> dict[str, Any]:
+def _write_best(
+    spec: PipelineSpec, out: Path, sample_path: Path, runtime_ms: float, threads: int, name: str, beam_size: int
+) -> dict[str, Any]:
     """Copy the best schedule's source, and rebuild it exactly (same weights, same parameters:
     Adams2019 is deterministic) to write it as a static library."""
     bdir = sample_path.parent.parent  # batch_<B>_0
@@ -118,11 +121,19 @@ def _write_best(spec: PipelineSpec, out: Path, sample_path: Path, runtime_ms: fl
     (out / "best.schedule.h").write_text(source)
     lib_dir = out / "best"
     lib_dir.mkdir(exist_ok=True)
-    res = autoschedule_and_benchmark(spec, [params], threads=threads, benchmark=False, libraries=[str(lib_dir / name)])[0]
-    info = {"batch": batch, "index": index, "runtime_ms": runtime_ms, "params": params,
-            "schedule": str(out / "best.schedule.h"), "library": str(lib_dir / f"{name}.a") if res.status == "ok" else "",
-            "rebuilt_identically": res.status == "ok" and _same_schedule(res.schedule_source, source),
-            "error": res.error if res.status != "ok" else ""}
+    res = autoschedule_and_benchmark(spec, [params], threads=threads, benchmark=False, libraries=[str(lib_dir / name)])[
+        0
+    ]
+    info = {
+        "batch": batch,
+        "index": index,
+        "runtime_ms": runtime_ms,
+        "params": params,
+        "schedule": str(out / "best.schedule.h"),
+        "library": str(lib_dir / f"{name}.a") if res.status == "ok" else "",
+        "rebuilt_identically": res.status == "ok" and _same_schedule(res.schedule_source, source),
+        "error": res.error if res.status != "ok" else "",
+    }
     (out / "best.json").write_text(json.dumps(info, indent=1) + "\n")
     return info
 
@@ -182,7 +193,13 @@ def autotune(
     samples.mkdir(parents=True, exist_ok=True)
     wdir.mkdir(exist_ok=True)
     meta = out / "pipeline.json"
-    key = {"kind": spec.kind, "name": spec.name, "params": spec.params, "batch_size": int(batch_size), "threads": threads}
+    key = {
+        "kind": spec.kind,
+        "name": spec.name,
+        "params": spec.params,
+        "batch_size": int(batch_size),
+        "threads": threads,
+    }
     if meta.exists() and json.loads(meta.read_text()) != key:
         raise InputError(f"{out} holds an autotune run of another pipeline or setting ({meta}); use a new --out")
     meta.write_text(json.dumps(key, indent=1) + "\n")
@@ -207,14 +224,37 @@ def autotune(
                     done[bid - 1].train_s = train_s
                     (samples / f"batch_{bid - 1}_0" / "done.json").write_text(json.dumps(asdict(done[bid - 1])) + "\n")
             t0 = time.perf_counter()
-            rep = sample_batch(spec, samples, batch_size=int(batch_size), batch_id=bid, weights_path=wpath, threads=threads,
-                               name=name, store=db, repeats=repeats, beam_size=beam_size, progress=progress,
-                               min_time_s=min_time_s, per_iter_min=per_iter_min)
+            rep = sample_batch(
+                spec,
+                samples,
+                batch_size=int(batch_size),
+                batch_id=bid,
+                weights_path=wpath,
+                threads=threads,
+                name=name,
+                store=db,
+                repeats=repeats,
+                beam_size=beam_size,
+                progress=progress,
+                min_time_s=min_time_s,
+                per_iter_min=per_iter_min,
+            )
             if rep.ok == 0:
-                raise NoSamplesError(f"autotune batch {bid} of {spec.label}: no schedule ran ({rep.errors[0] if rep.errors else '?'})")
+                raise NoSamplesError(
+                    f"autotune batch {bid} of {spec.label}: no schedule ran ({rep.errors[0] if rep.errors else '?'})"
+                )
             best = _best_sample(samples)
-            rec = AutotuneBatch(bid, str(wpath), rep.ok, rep.failed, rep.best_ms, rep.beam_ms,
-                                best[0] if best else None, time.perf_counter() - t0, 0.0)
+            rec = AutotuneBatch(
+                bid,
+                str(wpath),
+                rep.ok,
+                rep.failed,
+                rep.best_ms,
+                rep.beam_ms,
+                best[0] if best else None,
+                time.perf_counter() - t0,
+                0.0,
+            )
             (bdir / "done.json").write_text(json.dumps(asdict(rec)) + "\n")
             done[bid] = rec
     finally:

@@ -119,8 +119,14 @@ def _like(weights: P, net: Adams2019Net) -> P:
 
 _LOG2 = float(torch.log(torch.tensor(2.0, dtype=torch.float32)))
 _FAST_LOG_COEFF = (
-    0.07640318789187280912, -0.16252961013874300811, 0.20625219040645212387,
-    -0.25110261010892864775, 0.33320464908377461777, -0.49997513376789826101, 1.0, 0.0,
+    0.07640318789187280912,
+    -0.16252961013874300811,
+    0.20625219040645212387,
+    -0.25110261010892864775,
+    0.33320464908377461777,
+    -0.49997513376789826101,
+    1.0,
+    0.0,
 )
 
 
@@ -187,7 +193,9 @@ class Adams2019Net(nn.Module):
         """The six buffers as float32 arrays (copies)."""
         return {n: getattr(self, n).detach().cpu().numpy().astype(np.float32) for n in BUFFER_SHAPES}
 
-    def coefficients(self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def coefficients(
+        self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The network part: (conv1_stage2 pre-activation, relu1), both (N, S, 32)."""
         pf = pipeline_features.to(torch.float32)
         sf = schedule_features.to(torch.float32)
@@ -200,24 +208,59 @@ class Adams2019Net(nn.Module):
         stage2 = stage1.unsqueeze(0) + head2_relu @ self.conv1_filter[:, HEAD1_CHANNELS:].T  # (N, S, 32)
         return stage2, torch.relu(stage2)
 
-    def forward(self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor,
-                num_cores: int | None = None) -> torch.Tensor:
+    def forward(
+        self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor, num_cores: int | None = None
+    ) -> torch.Tensor:
         """Predicted runtime (Halide's units, ~seconds) of each of the N schedules: (N,)."""
         return self.forward_with_coefficients(pipeline_features, schedule_features, num_cores)[0]
 
-    def forward_with_coefficients(self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor,
-                                  num_cores: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_coefficients(
+        self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor, num_cores: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         stage2, relu1 = self.coefficients(pipeline_features, schedule_features)
         sf = schedule_features.to(torch.float32)
         f = [sf[..., i] for i in range(sf.shape[-1])]  # each (N, S)
-        (num_realizations, num_productions, _pcpr, _pcpp, _pct, _pcm, _ile, _iple, _ule,
-         inner_parallelism, outer_parallelism, bytes_at_realization, bytes_at_production, _bar,
-         _ibreal, _ibprod, _ibroot, inlined_calls, unique_bytes_read_per_realization,
-         unique_lines_read_per_realization, _abrpr, working_set, vector_size, _nvs, num_vectors,
-         num_scalars, scalar_loads_per_vector, vector_loads_per_vector, scalar_loads_per_scalar,
-         bytes_at_task, innermost_bytes_at_task, unique_bytes_read_per_vector,
-         unique_lines_read_per_vector, unique_bytes_read_per_task, unique_lines_read_per_task,
-         _wsat, _wsap, _wsar, _wsaroot) = f
+        (
+            num_realizations,
+            num_productions,
+            _pcpr,
+            _pcpp,
+            _pct,
+            _pcm,
+            _ile,
+            _iple,
+            _ule,
+            inner_parallelism,
+            outer_parallelism,
+            bytes_at_realization,
+            bytes_at_production,
+            _bar,
+            _ibreal,
+            _ibprod,
+            _ibroot,
+            inlined_calls,
+            unique_bytes_read_per_realization,
+            unique_lines_read_per_realization,
+            _abrpr,
+            working_set,
+            vector_size,
+            _nvs,
+            num_vectors,
+            num_scalars,
+            scalar_loads_per_vector,
+            vector_loads_per_vector,
+            scalar_loads_per_scalar,
+            bytes_at_task,
+            innermost_bytes_at_task,
+            unique_bytes_read_per_vector,
+            unique_lines_read_per_vector,
+            unique_bytes_read_per_task,
+            unique_lines_read_per_task,
+            _wsat,
+            _wsap,
+            _wsar,
+            _wsaroot,
+        ) = f
         r = [relu1[..., i] for i in range(relu1.shape[-1])]
         cores = float(self.num_cores if num_cores is None else num_cores)
         one = torch.tensor(1.0, dtype=torch.float32)
@@ -233,19 +276,23 @@ class Adams2019Net(nn.Module):
         idle_core_wastage = torch.ceil(tasks_per_core) / torch.maximum(one, tasks_per_core)
         compute_cost = compute_cost * idle_core_wastage
 
-        load_cost = (num_realizations * unique_lines_read_per_realization * r[5]
-                     + num_realizations * unique_bytes_read_per_realization * r[6]
-                     + num_vectors * scalar_loads_per_vector * r[7]
-                     + num_scalars * scalar_loads_per_scalar * r[8]
-                     + num_vectors * vector_loads_per_vector * r[9]
-                     + num_scalars * unique_bytes_read_per_vector * r[10]
-                     + num_vectors * unique_bytes_read_per_vector * r[11]
-                     + num_scalars * unique_lines_read_per_vector * r[12]
-                     + num_vectors * unique_lines_read_per_vector * r[13]
-                     + num_tasks * unique_bytes_read_per_task * r[14]
-                     + num_tasks * unique_lines_read_per_task * r[15])
+        load_cost = (
+            num_realizations * unique_lines_read_per_realization * r[5]
+            + num_realizations * unique_bytes_read_per_realization * r[6]
+            + num_vectors * scalar_loads_per_vector * r[7]
+            + num_scalars * scalar_loads_per_scalar * r[8]
+            + num_vectors * vector_loads_per_vector * r[9]
+            + num_scalars * unique_bytes_read_per_vector * r[10]
+            + num_vectors * unique_bytes_read_per_vector * r[11]
+            + num_scalars * unique_lines_read_per_vector * r[12]
+            + num_vectors * unique_lines_read_per_vector * r[13]
+            + num_tasks * unique_bytes_read_per_task * r[14]
+            + num_tasks * unique_lines_read_per_task * r[15]
+        )
 
-        lines_written_per_realization = inner_parallelism * (bytes_at_task / torch.maximum(one, innermost_bytes_at_task))
+        lines_written_per_realization = inner_parallelism * (
+            bytes_at_task / torch.maximum(one, innermost_bytes_at_task)
+        )
         is_output = (torch.arange(sf.shape[1]) == 0).unsqueeze(0)  # stage w == 0
         alpha = torch.where(inner_parallelism > 1, r[16], torch.where(is_output, r[17], r[18]))
         beta = torch.where(inner_parallelism > 1, r[19], torch.where(is_output, r[20], r[21]))
@@ -258,9 +305,11 @@ class Adams2019Net(nn.Module):
         )
         store_cost = store_cost + cost_of_false_sharing
         max_threads_hitting_same_page_fault = torch.minimum(
-            inner_parallelism, 4096 / torch.maximum(one, innermost_bytes_at_task))
-        cost_of_page_faults = (bytes_at_production * max_threads_hitting_same_page_fault
-                               * inner_parallelism * outer_parallelism * r[23])
+            inner_parallelism, 4096 / torch.maximum(one, innermost_bytes_at_task)
+        )
+        cost_of_page_faults = (
+            bytes_at_production * max_threads_hitting_same_page_fault * inner_parallelism * outer_parallelism * r[23]
+        )
         store_cost = store_cost + cost_of_page_faults
         cost_of_malloc = r[24] * num_realizations
         cost_of_parallel_launches = num_productions * torch.where(inner_parallelism > 1, r[25], zero)
@@ -280,8 +329,9 @@ def reference_index(true_runtimes: torch.Tensor) -> int:
     return int(torch.argmin(true_runtimes).item())
 
 
-def adams2019_loss(prediction: torch.Tensor, stage2: torch.Tensor, true_runtimes: torch.Tensor,
-                   reference: int | None = None) -> torch.Tensor:
+def adams2019_loss(
+    prediction: torch.Tensor, stage2: torch.Tensor, true_runtimes: torch.Tensor, reference: int | None = None
+) -> torch.Tensor:
     """L2 on throughput relative to the fastest schedule of the batch, plus 1e-5 x the sum of
     negative pre-activation coefficients (keeps relus alive), summed over the batch."""
     t = true_runtimes.to(torch.float32)
@@ -435,9 +485,19 @@ class TrainResult:
 class Adams2019Trainer:
     """ADAM on the Adams2019 loss, one step per pipeline group per epoch (retrain_cost_model)."""
 
-    def __init__(self, learning_rate: float = 0.001, epochs: int = 200, num_cores: int = 32,
-                 min_schedules: int = 2, seed: int = 0, progress: bool = False, *,
-                 calibrate: bool = False, select: str = "last", min_improvement: float = 0.0) -> None:
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        epochs: int = 200,
+        num_cores: int = 32,
+        min_schedules: int = 2,
+        seed: int = 0,
+        progress: bool = False,
+        *,
+        calibrate: bool = False,
+        select: str = "last",
+        min_improvement: float = 0.0,
+    ) -> None:
         self.learning_rate = learning_rate
         self.epochs = epochs
         self.num_cores = num_cores
@@ -449,7 +509,11 @@ class Adams2019Trainer:
         self.min_improvement = min_improvement
 
     def _check(self) -> None:
-        if not (isinstance(self.learning_rate, (int, float)) and math.isfinite(self.learning_rate) and self.learning_rate > 0):
+        if not (
+            isinstance(self.learning_rate, (int, float))
+            and math.isfinite(self.learning_rate)
+            and self.learning_rate > 0
+        ):
             raise InputError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
         if int(self.epochs) < 1:
             raise InputError(f"train_iters/epochs must be >= 1, got {self.epochs!r}")
@@ -461,8 +525,9 @@ class Adams2019Trainer:
     def make_optimizer(self, net: Adams2019Net) -> torch.optim.Optimizer:
         return torch.optim.Adam(net.parameters(), lr=self.learning_rate, betas=(0.9, 0.999), eps=1e-5)
 
-    def step(self, net: Adams2019Net, opt: torch.optim.Optimizer, batch: PipelineBatch,
-             rng: random.Random | None = None) -> float:
+    def step(
+        self, net: Adams2019Net, opt: torch.optim.Optimizer, batch: PipelineBatch, rng: random.Random | None = None
+    ) -> float:
         """One ADAM step on one pipeline's batch; returns the loss before the step."""
         sf, rt = batch.schedule_features, batch.runtimes_ms
         if batch.size > MAX_BATCH:
@@ -472,13 +537,16 @@ class Adams2019Trainer:
         pred, stage2 = net.forward_with_coefficients(batch.pipeline_features, sf, self.num_cores)
         loss = adams2019_loss(pred, stage2, rt)
         if not torch.isfinite(loss):
-            raise InputError(f"pipeline_id {batch.pipeline_id}: the loss is {loss.item()} (non-finite features or weights)")
+            raise InputError(
+                f"pipeline_id {batch.pipeline_id}: the loss is {loss.item()} (non-finite features or weights)"
+            )
         loss.backward()
         opt.step()
         return float(loss.item())
 
-    def fit(self, weights: P, batches: Sequence[PipelineBatch],
-            valid: Sequence[PipelineBatch] | None = None) -> TrainResult:
+    def fit(
+        self, weights: P, batches: Sequence[PipelineBatch], valid: Sequence[PipelineBatch] | None = None
+    ) -> TrainResult:
         """Train from `weights` on the groups; returns new weights (the input is not modified).
 
         With `valid` (whole pipelines not in `batches`), the pairwise ordering accuracy on them
@@ -491,7 +559,9 @@ class Adams2019Trainer:
             raise InputError("select='best_valid' needs validation batches (fit(..., valid=...))")
         for b in batches:  # one pipeline per batch, or the loss's reference is meaningless
             if b.schedule_features.shape[1] != b.pipeline_features.shape[0]:
-                raise InputError(f"pipeline_id {b.pipeline_id}: schedule and pipeline features disagree on the stage count")
+                raise InputError(
+                    f"pipeline_id {b.pipeline_id}: schedule and pipeline features disagree on the stage count"
+                )
         if valid:
             overlap = {b.pipeline_id for b in batches} & {b.pipeline_id for b in valid}
             if overlap:
@@ -539,8 +609,17 @@ class Adams2019Trainer:
             out, kept = best_weights, best_epoch
         else:
             out, kept = last, None
-        return TrainResult(out, losses, int(self.epochs), len(batches), sum(b.size for b in batches),
-                           calibration=calibration, valid_scores=scores, best_epoch=kept, last_weights=last)
+        return TrainResult(
+            out,
+            losses,
+            int(self.epochs),
+            len(batches),
+            sum(b.size for b in batches),
+            calibration=calibration,
+            valid_scores=scores,
+            best_epoch=kept,
+            last_weights=last,
+        )
 
 
 # -- the CostModel contract ---------------------------------------------------------------------
@@ -574,11 +653,15 @@ def batches_from_dataset(data: Any, min_schedules: int = 2) -> list[PipelineBatc
         if pf is None or len(best) < max(1, min_schedules):
             continue
         lats, scheds = zip(*best.values())
-        out.append(PipelineBatch(
-            gi, torch.from_numpy(np.ascontiguousarray(pf, dtype=np.float32)),
-            torch.from_numpy(np.stack(scheds).astype(np.float32)),
-            torch.tensor([x * 1000.0 for x in lats], dtype=torch.float32), [],
-        ))
+        out.append(
+            PipelineBatch(
+                gi,
+                torch.from_numpy(np.ascontiguousarray(pf, dtype=np.float32)),
+                torch.from_numpy(np.stack(scheds).astype(np.float32)),
+                torch.tensor([x * 1000.0 for x in lats], dtype=torch.float32),
+                [],
+            )
+        )
     return out
 
 
@@ -596,8 +679,15 @@ class Adams2019Model(CostModel):
     hyper: ClassVar[tuple[str, ...]] = ("learning_rate", "epochs", "update_epochs", "num_cores", "seed")
     extractor: tuple[str, str] = EXTRACTOR
 
-    def __init__(self, learning_rate: float = 0.001, epochs: int = 200, update_epochs: int = 20,
-                 num_cores: int = 32, seed: int = 0, init: ParamSet | None = None) -> None:
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        epochs: int = 200,
+        update_epochs: int = 20,
+        num_cores: int = 32,
+        seed: int = 0,
+        init: ParamSet | None = None,
+    ) -> None:
         self.learning_rate = learning_rate
         self.epochs = epochs
         self.update_epochs = update_epochs
@@ -619,7 +709,9 @@ class Adams2019Model(CostModel):
         if not batches:
             raise InputError("no group has two or more successful, distinct schedules to train Adams2019 on")
         t0 = time.perf_counter()
-        res = Adams2019Trainer(self.learning_rate, int(epochs), int(self.num_cores), seed=int(self.seed)).fit(start, batches)
+        res = Adams2019Trainer(self.learning_rate, int(epochs), int(self.num_cores), seed=int(self.seed)).fit(
+            start, batches
+        )
         self.params_ = dict(res.weights)
         self.n_features = NUM_FEATURES
         history = [{"epoch": float(i + 1), "train_loss": v} for i, v in enumerate(res.losses)]
@@ -645,7 +737,9 @@ class Adams2019Model(CostModel):
             if rows.shape[0] == 0:
                 continue
             pf, sf = _stage_rows(rows)
-            out[i] = -float(net(torch.from_numpy(np.ascontiguousarray(pf)), torch.from_numpy(np.ascontiguousarray(sf))[None])[0])
+            out[i] = -float(
+                net(torch.from_numpy(np.ascontiguousarray(pf)), torch.from_numpy(np.ascontiguousarray(sf))[None])[0]
+            )
         return out
 
     def parameters(self) -> Iterator[tuple[str, np.ndarray]]:
@@ -674,4 +768,3 @@ class Adams2019Model(CostModel):
         Adams2019Net(int(model.num_cores), arrays)  # checks names and shapes
         model.params_ = {k: np.asarray(v, np.float32) for k, v in arrays.items()}
         return model
-

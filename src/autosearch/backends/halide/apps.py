@@ -94,8 +94,13 @@ def _conv_layer_builtin(width: int, height: int, in_channels: int, out_channels:
     relu = hl.Func("relu")
     relu[c, x, y, n] = hl.max(hl.f32(0), conv[c, x, y, n])
     return PipelineDef(
-        [relu], [(out_channels, width, height, batch)],
-        [(inp, (in_channels, width + 2, height + 2, batch)), (filt, (out_channels, in_channels, 3, 3)), (bias, (out_channels,))],
+        [relu],
+        [(out_channels, width, height, batch)],
+        [
+            (inp, (in_channels, width + 2, height + 2, batch)),
+            (filt, (out_channels, in_channels, 3, 3)),
+            (bias, (out_channels,)),
+        ],
         "conv 3x3 + bias + relu",
     )
 
@@ -119,8 +124,12 @@ def _unsharp_builtin(width: int, height: int) -> PipelineDef:
     ratio[x, y] = sharpen[x, y] / (gray[x, y] + hl.f32(1e-3))
     out = hl.Func("output")
     out[x, y, c] = ratio[x, y] * clamped[x, y, c]
-    return PipelineDef([out], [(width, height, 3)], [(inp, (width, height, 3))], "unsharp mask: gray, blur_y, blur_x, sharpen, ratio, output")
-
+    return PipelineDef(
+        [out],
+        [(width, height, 3)],
+        [(inp, (width, height, 3))],
+        "unsharp mask: gray, blur_y, blur_x, sharpen, ratio, output",
+    )
 
 
 # -- stencil_chain ---------------------------------------------------------------------------
@@ -136,11 +145,14 @@ def _stencil_chain(width: int, height: int, stages: int) -> PipelineDef:
     funcs = []
     for s in range(stages):
         f = hl.Func(f"stage_{s}")
-        f[x, y] = sum(hl.f32(_TAPS[i] * _TAPS[j] / 81.0) * prev[x + i - 2, y + j - 2] for i in range(5) for j in range(5))
+        f[x, y] = sum(
+            hl.f32(_TAPS[i] * _TAPS[j] / 81.0) * prev[x + i - 2, y + j - 2] for i in range(5) for j in range(5)
+        )
         funcs.append(f)
         prev = f
-    return PipelineDef([prev], [(width, height)], [(inp, (width, height))], f"{stages} chained 5x5 stencils",
-                       keepalive=funcs[:-1])
+    return PipelineDef(
+        [prev], [(width, height)], [(inp, (width, height))], f"{stages} chained 5x5 stencils", keepalive=funcs[:-1]
+    )
 
 
 def _stencil_chain_ref(inp: np.ndarray, width: int, height: int, stages: int) -> np.ndarray:
@@ -160,10 +172,16 @@ def _harris(width: int, height: int) -> PipelineDef:
     gray = hl.Func("gray")
     gray[x, y] = hl.f32(0.299) * cl[x, y, 0] + hl.f32(0.587) * cl[x, y, 1] + hl.f32(0.114) * cl[x, y, 2]
     ix, iy = hl.Func("Ix"), hl.Func("Iy")
-    ix[x, y] = ((gray[x + 1, y - 1] - gray[x - 1, y - 1]) + 2 * (gray[x + 1, y] - gray[x - 1, y])
-                + (gray[x + 1, y + 1] - gray[x - 1, y + 1])) / hl.f32(12)
-    iy[x, y] = ((gray[x - 1, y + 1] - gray[x - 1, y - 1]) + 2 * (gray[x, y + 1] - gray[x, y - 1])
-                + (gray[x + 1, y + 1] - gray[x + 1, y - 1])) / hl.f32(12)
+    ix[x, y] = (
+        (gray[x + 1, y - 1] - gray[x - 1, y - 1])
+        + 2 * (gray[x + 1, y] - gray[x - 1, y])
+        + (gray[x + 1, y + 1] - gray[x - 1, y + 1])
+    ) / hl.f32(12)
+    iy[x, y] = (
+        (gray[x - 1, y + 1] - gray[x - 1, y - 1])
+        + 2 * (gray[x, y + 1] - gray[x, y - 1])
+        + (gray[x + 1, y + 1] - gray[x + 1, y - 1])
+    ) / hl.f32(12)
     ixx, iyy, ixy = hl.Func("Ixx"), hl.Func("Iyy"), hl.Func("Ixy")
     ixx[x, y], iyy[x, y], ixy[x, y] = ix[x, y] * ix[x, y], iy[x, y] * iy[x, y], ix[x, y] * iy[x, y]
     r = hl.RDom([(-1, 3), (-1, 3)], "box")
@@ -223,8 +241,12 @@ def _iir_blur(width: int, height: int, channels: int, alpha: float) -> PipelineD
     rows = _scan_y(hl, transposed, width, alpha, "rows")
     out = hl.Func("iir_blur")
     out[x, y, c] = rows[y, x, c]
-    return PipelineDef([out], [(width, height, channels)], [(inp, (width, height, channels))],
-                       "recursive blur down and up the columns, then the rows (via transposes)")
+    return PipelineDef(
+        [out],
+        [(width, height, channels)],
+        [(inp, (width, height, channels))],
+        "recursive blur down and up the columns, then the rows (via transposes)",
+    )
 
 
 def _scan_ref(a: np.ndarray, alpha: float) -> np.ndarray:
@@ -256,8 +278,12 @@ def _max_filter(width: int, height: int, channels: int, radius: int) -> Pipeline
     r2 = hl.RDom([(-radius, 2 * radius + 1)], "r2")
     out = hl.Func("max_filter")
     out[x, y, c] = hl.maximum(vmax[x + r2.x, y, c])
-    return PipelineDef([out], [(width, height, channels)], [(inp, (width, height, channels))],
-                       f"square max filter of radius {radius}, separable")
+    return PipelineDef(
+        [out],
+        [(width, height, channels)],
+        [(inp, (width, height, channels))],
+        f"square max filter of radius {radius}, separable",
+    )
 
 
 def _max_filter_ref(inp: np.ndarray, width: int, height: int, channels: int, radius: int) -> np.ndarray:
@@ -289,12 +315,17 @@ def _nl_means(width: int, height: int, patch_radius: int, search_radius: int, si
     den[x, y] = hl.sum(w[x, y, s.x, s.y])
     out = hl.Func("nl_means")
     out[x, y, c] = num[x, y, c] / den[x, y]
-    return PipelineDef([out], [(width, height, 3)], [(inp, (width, height, 3))],
-                       f"non-local means, patch radius {patch_radius}, search radius {search_radius}")
+    return PipelineDef(
+        [out],
+        [(width, height, 3)],
+        [(inp, (width, height, 3))],
+        f"non-local means, patch radius {patch_radius}, search radius {search_radius}",
+    )
 
 
-def _nl_means_ref(inp: np.ndarray, width: int, height: int, patch_radius: int, search_radius: int,
-                  sigma: float) -> np.ndarray:
+def _nl_means_ref(
+    inp: np.ndarray, width: int, height: int, patch_radius: int, search_radius: int, sigma: float
+) -> np.ndarray:
     pr, sr = patch_radius, search_radius
     m = pr + sr
     p = np.pad(inp.astype(np.float64), ((0, 0), (m, m), (m, m)), mode="edge")
@@ -342,15 +373,27 @@ def _bilateral_grid(width: int, height: int, s_sigma: int, r_sigma: float) -> Pi
 
     interp = hl.Func("interpolated")
     interp[x, y, c] = lerp(
-        lerp(lerp(by[xi, yi, zi2, c], by[xi + 1, yi, zi2, c], xf),
-             lerp(by[xi, yi + 1, zi2, c], by[xi + 1, yi + 1, zi2, c], xf), yf),
-        lerp(lerp(by[xi, yi, zi2 + 1, c], by[xi + 1, yi, zi2 + 1, c], xf),
-             lerp(by[xi, yi + 1, zi2 + 1, c], by[xi + 1, yi + 1, zi2 + 1, c], xf), yf),
-        zf)
+        lerp(
+            lerp(by[xi, yi, zi2, c], by[xi + 1, yi, zi2, c], xf),
+            lerp(by[xi, yi + 1, zi2, c], by[xi + 1, yi + 1, zi2, c], xf),
+            yf,
+        ),
+        lerp(
+            lerp(by[xi, yi, zi2 + 1, c], by[xi + 1, yi, zi2 + 1, c], xf),
+            lerp(by[xi, yi + 1, zi2 + 1, c], by[xi + 1, yi + 1, zi2 + 1, c], xf),
+            yf,
+        ),
+        zf,
+    )
     out = hl.Func("bilateral_grid")
     out[x, y] = interp[x, y, 0] / interp[x, y, 1]
-    return PipelineDef([out], [(width, height)], [(inp, (width, height))],
-                       f"bilateral grid, spatial sigma {s_sigma}, range sigma {r_sigma}", keepalive=[bz, bx, by, interp])
+    return PipelineDef(
+        [out],
+        [(width, height)],
+        [(inp, (width, height))],
+        f"bilateral grid, spatial sigma {s_sigma}, range sigma {r_sigma}",
+        keepalive=[bz, bx, by, interp],
+    )
 
 
 def _bilateral_grid_ref(inp: np.ndarray, width: int, height: int, s_sigma: int, r_sigma: float) -> np.ndarray:
@@ -409,8 +452,16 @@ def _unsharp_ref(inp: np.ndarray, width: int, height: int) -> np.ndarray:
     return ratio[None] * inp
 
 
-def _conv_layer_ref(inp: np.ndarray, filt: np.ndarray, bias: np.ndarray, width: int, height: int,
-                    in_channels: int, out_channels: int, batch: int) -> np.ndarray:
+def _conv_layer_ref(
+    inp: np.ndarray,
+    filt: np.ndarray,
+    bias: np.ndarray,
+    width: int,
+    height: int,
+    in_channels: int,
+    out_channels: int,
+    batch: int,
+) -> np.ndarray:
     i_h, f_h = inp.T.astype(np.float64), filt.T.astype(np.float64)  # Halide order: (ci, x, y, n), (co, ci, kx, ky)
     out = np.zeros((out_channels, width, height, batch)) + bias.astype(np.float64)[:, None, None, None]
     for kx in range(3):
@@ -425,32 +476,62 @@ def _mat_mul_ref(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
 
 
 APPS: dict[str, AppInfo] = {
-    "bilateral_grid": AppInfo(_bilateral_grid, {"width": 1536, "height": 1024, "s_sigma": 8, "r_sigma": 0.1},
-                              {"width": 40, "height": 28, "s_sigma": 8, "r_sigma": 0.1}, _bilateral_grid_ref,
-                              "edge-aware smoothing through a 3-D histogram grid"),
-    "conv_layer": AppInfo(_conv_layer_builtin, {"width": 64, "height": 64, "in_channels": 32, "out_channels": 32, "batch": 1},
-                          {"width": 8, "height": 6, "in_channels": 4, "out_channels": 5, "batch": 2}, _conv_layer_ref,
-                          "3x3 convolution + bias + ReLU"),
-    "harris": AppInfo(_harris, {"width": 1536, "height": 1024}, {"width": 37, "height": 23}, _harris_ref,
-                      "Harris corner detector"),
-    "iir_blur": AppInfo(_iir_blur, {"width": 1024, "height": 768, "channels": 3, "alpha": 0.1},
-                        {"width": 19, "height": 13, "channels": 2, "alpha": 0.1}, _iir_blur_ref,
-                        "first-order recursive blur, both directions, both axes"),
+    "bilateral_grid": AppInfo(
+        _bilateral_grid,
+        {"width": 1536, "height": 1024, "s_sigma": 8, "r_sigma": 0.1},
+        {"width": 40, "height": 28, "s_sigma": 8, "r_sigma": 0.1},
+        _bilateral_grid_ref,
+        "edge-aware smoothing through a 3-D histogram grid",
+    ),
+    "conv_layer": AppInfo(
+        _conv_layer_builtin,
+        {"width": 64, "height": 64, "in_channels": 32, "out_channels": 32, "batch": 1},
+        {"width": 8, "height": 6, "in_channels": 4, "out_channels": 5, "batch": 2},
+        _conv_layer_ref,
+        "3x3 convolution + bias + ReLU",
+    ),
+    "harris": AppInfo(
+        _harris, {"width": 1536, "height": 1024}, {"width": 37, "height": 23}, _harris_ref, "Harris corner detector"
+    ),
+    "iir_blur": AppInfo(
+        _iir_blur,
+        {"width": 1024, "height": 768, "channels": 3, "alpha": 0.1},
+        {"width": 19, "height": 13, "channels": 2, "alpha": 0.1},
+        _iir_blur_ref,
+        "first-order recursive blur, both directions, both axes",
+    ),
     "mat_mul": AppInfo(_matmul_builtin, {"n": 512}, {"n": 24}, _mat_mul_ref, "dense matrix multiply"),
-    "max_filter": AppInfo(_max_filter, {"width": 1024, "height": 768, "channels": 3, "radius": 8},
-                          {"width": 30, "height": 20, "channels": 2, "radius": 3}, _max_filter_ref,
-                          "square max filter"),
-    "nl_means": AppInfo(_nl_means, {"width": 384, "height": 256, "patch_radius": 3, "search_radius": 3, "sigma": 0.12},
-                        {"width": 21, "height": 15, "patch_radius": 1, "search_radius": 2, "sigma": 0.5}, _nl_means_ref,
-                        "non-local means denoising"),
-    "stencil_chain": AppInfo(_stencil_chain, {"width": 1024, "height": 1024, "stages": 8},
-                             {"width": 33, "height": 21, "stages": 3}, _stencil_chain_ref, "a chain of 5x5 stencils"),
-    "unsharp": AppInfo(_unsharp_builtin, {"width": 1536, "height": 1024}, {"width": 35, "height": 22}, _unsharp_ref,
-                       "unsharp mask"),
+    "max_filter": AppInfo(
+        _max_filter,
+        {"width": 1024, "height": 768, "channels": 3, "radius": 8},
+        {"width": 30, "height": 20, "channels": 2, "radius": 3},
+        _max_filter_ref,
+        "square max filter",
+    ),
+    "nl_means": AppInfo(
+        _nl_means,
+        {"width": 384, "height": 256, "patch_radius": 3, "search_radius": 3, "sigma": 0.12},
+        {"width": 21, "height": 15, "patch_radius": 1, "search_radius": 2, "sigma": 0.5},
+        _nl_means_ref,
+        "non-local means denoising",
+    ),
+    "stencil_chain": AppInfo(
+        _stencil_chain,
+        {"width": 1024, "height": 1024, "stages": 8},
+        {"width": 33, "height": 21, "stages": 3},
+        _stencil_chain_ref,
+        "a chain of 5x5 stencils",
+    ),
+    "unsharp": AppInfo(
+        _unsharp_builtin, {"width": 1536, "height": 1024}, {"width": 35, "height": 22}, _unsharp_ref, "unsharp mask"
+    ),
 }
 
 #: Every hand-written builder by pipeline name (the first builtins and the apps).
 BUILDERS: dict[str, Callable[..., PipelineDef]] = {
-    "blur": _blur_builtin, "matmul": _matmul_builtin, "conv_layer": _conv_layer_builtin, "unsharp": _unsharp_builtin,
+    "blur": _blur_builtin,
+    "matmul": _matmul_builtin,
+    "conv_layer": _conv_layer_builtin,
+    "unsharp": _unsharp_builtin,
     **{name: app.build for name, app in APPS.items()},
 }

@@ -61,8 +61,11 @@ ADAMS2019_PARAMS: dict[str, tuple[str, float, float]] = {
 
 #: The other autoschedulers' parameters (their ParamParsers abort on anything else too).
 OTHER_AUTOSCHEDULER_PARAMS: dict[str, dict[str, tuple[str, float, float]]] = {
-    "Mullapudi2016": {"parallelism": ("int", 1, 2**31 - 1), "last_level_cache_size": ("int", 1, 2**62),
-                      "balance": ("int", 1, 2**31 - 1)},
+    "Mullapudi2016": {
+        "parallelism": ("int", 1, 2**31 - 1),
+        "last_level_cache_size": ("int", 1, 2**62),
+        "balance": ("int", 1, 2**31 - 1),
+    },
     "Li2018": {"parallelism": ("int", 1, 2**31 - 1)},
 }
 
@@ -72,7 +75,9 @@ def validate_params(params: dict[str, Any], autoscheduler: str = "Adams2019") ->
     instead of aborting. Returns the string map Halide wants. A weights file is validated too."""
     known = ADAMS2019_PARAMS if autoscheduler == "Adams2019" else OTHER_AUTOSCHEDULER_PARAMS.get(autoscheduler)
     if known is None:
-        raise InputError(f"unknown autoscheduler {autoscheduler!r}; known: Adams2019, {', '.join(OTHER_AUTOSCHEDULER_PARAMS)}")
+        raise InputError(
+            f"unknown autoscheduler {autoscheduler!r}; known: Adams2019, {', '.join(OTHER_AUTOSCHEDULER_PARAMS)}"
+        )
     out: dict[str, str] = {}
     for key, value in params.items():
         if key not in known:
@@ -137,7 +142,9 @@ def _log_tail(path: str, n: int = 300) -> str:
     return " ".join(text[-n:].split())
 
 
-def _start_worker(job: dict[str, Any], threads: int, permit_failed_unroll: bool) -> tuple[subprocess.Popen[bytes], Connection]:
+def _start_worker(
+    job: dict[str, Any], threads: int, permit_failed_unroll: bool
+) -> tuple[subprocess.Popen[bytes], Connection]:
     """`python -m autosearch.backends.halide.worker` with the job on its stdin."""
     env = dict(os.environ)
     env["HL_NUM_THREADS"] = str(int(threads))
@@ -147,8 +154,13 @@ def _start_worker(job: dict[str, Any], threads: int, permit_failed_unroll: bool)
         # extent is not constant; this turns that compile error into a serial loop.
         env["HL_PERMIT_FAILED_UNROLL"] = "1"
     with open(job["log_path"], "ab") as log:  # start-up errors land in the log the parent reports
-        proc = subprocess.Popen([sys.executable, "-m", "autosearch.backends.halide.worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=log, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autosearch.backends.halide.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
     assert proc.stdin is not None and proc.stdout is not None
     try:
         proc.stdin.write(json.dumps(job).encode())
@@ -172,7 +184,9 @@ def _stop(proc: subprocess.Popen[bytes], conn: Connection, grace_s: float) -> No
 class _Session:
     """The parent's view of one worker: applies its messages to `results`."""
 
-    def __init__(self, results: list[CandidateResult], benchmark: bool, on_event: Callable[[str, int], None] | None) -> None:
+    def __init__(
+        self, results: list[CandidateResult], benchmark: bool, on_event: Callable[[str, int], None] | None
+    ) -> None:
         self.results, self.benchmark, self.on_event = results, benchmark, on_event
         self.phase, self.current, self.rounds_done = "build", -1, 0
 
@@ -209,8 +223,14 @@ class _Session:
         return kind == "done"
 
 
-def _drive(sess: _Session, proc: subprocess.Popen[bytes], conn: Connection, log_path: str,
-           build_timeout_s: float, run_timeout_s: float) -> bool:
+def _drive(
+    sess: _Session,
+    proc: subprocess.Popen[bytes],
+    conn: Connection,
+    log_path: str,
+    build_timeout_s: float,
+    run_timeout_s: float,
+) -> bool:
     """Read the worker's messages until it is done (True), dies or stops answering (False)."""
     while True:
         timeout = build_timeout_s if sess.phase == "build" else run_timeout_s
@@ -225,8 +245,10 @@ def _drive(sess: _Session, proc: subprocess.Popen[bytes], conn: Connection, log_
                 code = proc.wait(5)
             except subprocess.TimeoutExpired:
                 code = None
-            sess.fail_current("build_error" if sess.phase == "build" else "run_error",
-                              f"worker died (exit code {code}) while {sess.what()}: {_log_tail(log_path)}")
+            sess.fail_current(
+                "build_error" if sess.phase == "build" else "run_error",
+                f"worker died (exit code {code}) while {sess.what()}: {_log_tail(log_path)}",
+            )
             return False
         if sess.apply(msg):
             return True
@@ -279,10 +301,16 @@ def autoschedule_and_benchmark(
             for i in pending:
                 results[i].latencies = results[i].latencies[: sess.rounds_done]
             log_path = os.path.join(log_dir, f"worker{attempts}.log")
-            job = {"spec": [spec.kind, spec.name, spec.params_json], "target": target,
-                   "cands": [(i, validated[i], names[i], str(libs[i] or "")) for i in pending],
-                   "rounds": (int(repeats) - sess.rounds_done) if benchmark else 0, "min_time_s": float(min_time_s),
-                   "compile": bool(benchmark), "log_path": log_path, "per_iter_min": bool(per_iter_min)}
+            job = {
+                "spec": [spec.kind, spec.name, spec.params_json],
+                "target": target,
+                "cands": [(i, validated[i], names[i], str(libs[i] or "")) for i in pending],
+                "rounds": (int(repeats) - sess.rounds_done) if benchmark else 0,
+                "min_time_s": float(min_time_s),
+                "compile": bool(benchmark),
+                "log_path": log_path,
+                "per_iter_min": bool(per_iter_min),
+            }
             proc, conn = _start_worker(job, threads, permit_failed_unroll)
             sess.phase, sess.current = "build", -1
             try:
@@ -303,8 +331,15 @@ def autoschedule_and_benchmark(
     return results
 
 
-def autoschedule(spec: PipelineSpec, params: dict[str, Any], *, target: str | None = None,
-                 timeout_s: float = 300.0, autoscheduler: str = "Adams2019") -> CandidateResult:
+def autoschedule(
+    spec: PipelineSpec,
+    params: dict[str, Any],
+    *,
+    target: str | None = None,
+    timeout_s: float = 300.0,
+    autoscheduler: str = "Adams2019",
+) -> CandidateResult:
     """Just the schedule (source + featurization) for one parameter set, safely in a child."""
-    return autoschedule_and_benchmark(spec, [params], target=target, benchmark=False, build_timeout_s=timeout_s,
-                                      autoscheduler=autoscheduler)[0]
+    return autoschedule_and_benchmark(
+        spec, [params], target=target, benchmark=False, build_timeout_s=timeout_s, autoscheduler=autoscheduler
+    )[0]

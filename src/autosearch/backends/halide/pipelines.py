@@ -72,7 +72,9 @@ class PipelineSpec:
 
     def key(self) -> str:
         """Stable workload key: hash of the spec (and of the file's bytes for a user file)."""
-        h = hashlib.sha256(f"halide21|{self.kind}|{self.name if self.kind != 'file' else ''}|{self.params_json}".encode())
+        h = hashlib.sha256(
+            f"halide21|{self.kind}|{self.name if self.kind != 'file' else ''}|{self.params_json}".encode()
+        )
         if self.kind == "file":
             h.update(Path(self.name).read_bytes())
         return h.hexdigest()[:32]
@@ -91,7 +93,9 @@ def resolve_pipeline(gen_path: str, params: dict[str, Any] | None = None) -> Pip
     if gen_path in BUILTIN_PIPELINES:
         unknown = set(params) - set(BUILTIN_PIPELINES[gen_path])
         if unknown:
-            raise WorkloadError(f"pipeline {gen_path!r} has no parameters {sorted(unknown)}; known: {sorted(BUILTIN_PIPELINES[gen_path])}")
+            raise WorkloadError(
+                f"pipeline {gen_path!r} has no parameters {sorted(unknown)}; known: {sorted(BUILTIN_PIPELINES[gen_path])}"
+            )
         return PipelineSpec.make("builtin", gen_path, {**BUILTIN_PIPELINES[gen_path], **params})
     p = Path(gen_path)
     if p.suffix == ".py" or os.sep in gen_path:
@@ -100,9 +104,9 @@ def resolve_pipeline(gen_path: str, params: dict[str, Any] | None = None) -> Pip
         if p.suffix != ".py":
             raise InputError(f"pipeline file {p} must be a Python file (.py) defining pipeline(**params)")
         return PipelineSpec.make("file", str(p.resolve()), params)
-    raise WorkloadError(f"unknown pipeline {gen_path!r}: use 'random', one of {sorted(BUILTIN_PIPELINES)}, or a .py file")
-
-
+    raise WorkloadError(
+        f"unknown pipeline {gen_path!r}: use 'random', one of {sorted(BUILTIN_PIPELINES)}, or a .py file"
+    )
 
 
 def _load_user_file(path: str, params: dict[str, Any]) -> PipelineDef:

@@ -19,8 +19,16 @@ from autosearch.errors import WorkloadError
 __all__ = ["STAGE_TYPES", "random_pipeline"]
 
 STAGE_TYPES = (
-    "pointwise", "binary", "stencil1d", "stencil2d", "pool", "downsample", "upsample",
-    "transpose", "channel_mix", "matmul",
+    "pointwise",
+    "binary",
+    "stencil1d",
+    "stencil2d",
+    "pool",
+    "downsample",
+    "upsample",
+    "transpose",
+    "channel_mix",
+    "matmul",
 )
 
 
@@ -36,8 +44,14 @@ class _Stage:
         return self.w * self.h * self.c
 
 
-def random_pipeline(seed: int = 0, min_stages: int = 2, max_stages: int = 6, max_elems: int = 1 << 20,
-                    sizes: tuple[int, ...] = (64, 96, 128, 192, 256), channels: tuple[int, ...] = (1, 3, 4, 8)) -> PipelineDef:
+def random_pipeline(
+    seed: int = 0,
+    min_stages: int = 2,
+    max_stages: int = 6,
+    max_elems: int = 1 << 20,
+    sizes: tuple[int, ...] = (64, 96, 128, 192, 256),
+    channels: tuple[int, ...] = (1, 3, 4, 8),
+) -> PipelineDef:
     """Build the random pipeline of `seed`: between min_stages and max_stages stages after the input."""
     import halide as hl
 
@@ -88,13 +102,18 @@ def random_pipeline(seed: int = 0, min_stages: int = 2, max_stages: int = 6, max
                 r = rng.randint(1, 3)
                 horiz = rng.random() < 0.5
                 taps = [coef() for _ in range(2 * r + 1)]
-                out[x, y, c] = sum(hl.f32(t) * (f.func[x + k - r, y, c] if horiz else f.func[x, y + k - r, c]) for k, t in enumerate(taps))
+                out[x, y, c] = sum(
+                    hl.f32(t) * (f.func[x + k - r, y, c] if horiz else f.func[x, y + k - r, c])
+                    for k, t in enumerate(taps)
+                )
                 new, note = _Stage(out, f.w, f.h, f.c), f"{2 * r + 1}-tap {'x' if horiz else 'y'} stencil"
             elif kind == "stencil2d":
                 r = rng.randint(1, 2)
                 rd = hl.RDom([(-r, 2 * r + 1), (-r, 2 * r + 1)], f"r{i}")
                 out[x, y, c] = hl.f32(0)
-                out[x, y, c] += hl.f32(coef()) * f.func[x + rd.x, y + rd.y, c] * (hl.f32(1) + hl.f32(0.125) * hl.f32(rd.x * rd.y))
+                out[x, y, c] += (
+                    hl.f32(coef()) * f.func[x + rd.x, y + rd.y, c] * (hl.f32(1) + hl.f32(0.125) * hl.f32(rd.x * rd.y))
+                )
                 new, note = _Stage(out, f.w, f.h, f.c), f"{2 * r + 1}x{2 * r + 1} stencil (reduction)"
             elif kind == "pool":
                 if f.w < 16 or f.h < 16:

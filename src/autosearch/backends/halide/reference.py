@@ -22,7 +22,12 @@ __all__ = ["ReferenceResult", "reference_predict", "reference_train_step"]
 
 
 class _Dim(ctypes.Structure):
-    _fields_ = [("min", ctypes.c_int32), ("extent", ctypes.c_int32), ("stride", ctypes.c_int32), ("flags", ctypes.c_uint32)]
+    _fields_ = [
+        ("min", ctypes.c_int32),
+        ("extent", ctypes.c_int32),
+        ("stride", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    ]
 
 
 class _Type(ctypes.Structure):
@@ -31,9 +36,14 @@ class _Type(ctypes.Structure):
 
 class _Buffer(ctypes.Structure):
     _fields_ = [
-        ("device", ctypes.c_uint64), ("device_interface", ctypes.c_void_p), ("host", ctypes.c_void_p),
-        ("flags", ctypes.c_uint64), ("type", _Type), ("dimensions", ctypes.c_int32),
-        ("dim", ctypes.POINTER(_Dim)), ("padding", ctypes.c_void_p),
+        ("device", ctypes.c_uint64),
+        ("device_interface", ctypes.c_void_p),
+        ("host", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("type", _Type),
+        ("dimensions", ctypes.c_int32),
+        ("dim", ctypes.POINTER(_Dim)),
+        ("padding", ctypes.c_void_p),
     ]
 
 
@@ -77,15 +87,18 @@ class ReferenceResult:
     gradients: dict[str, np.ndarray] | None = None
 
 
-def _inputs(pipeline_features: np.ndarray, schedule_features: np.ndarray) -> tuple[_HalideArray, _HalideArray, int, int]:
+def _inputs(
+    pipeline_features: np.ndarray, schedule_features: np.ndarray
+) -> tuple[_HalideArray, _HalideArray, int, int]:
     pf = np.asarray(pipeline_features, np.float32)  # (S, 40, 7) -> Halide (40, 7, S)
     sf = np.asarray(schedule_features, np.float32)  # (N, S, 39) -> Halide (N, 39, S)
     n, s = sf.shape[0], sf.shape[1]
     return _HalideArray(pf.transpose(1, 2, 0)), _HalideArray(sf.transpose(0, 2, 1)), n, s
 
 
-def reference_predict(weights: Weights, pipeline_features: np.ndarray, schedule_features: np.ndarray,
-                      num_cores: int) -> np.ndarray:
+def reference_predict(
+    weights: Weights, pipeline_features: np.ndarray, schedule_features: np.ndarray, num_cores: int
+) -> np.ndarray:
     """Halide's `cost_model`: predictions (N,) for N schedules of one pipeline."""
     pf, sf, n, s = _inputs(pipeline_features, schedule_features)
     ws = [_HalideArray(weights.buffers[k]) for k in BUFFER_NAMES]
@@ -93,17 +106,33 @@ def reference_predict(weights: Weights, pipeline_features: np.ndarray, schedule_
     loss = _HalideArray(np.zeros((), np.float32))
     dummy = _HalideArray(np.ones(n, np.float32))
     rc = _lib().cost_model(
-        ctypes.c_int(s), ctypes.c_int(n), ctypes.c_int(num_cores), pf.ref, sf.ref, *[w.ref for w in ws],
-        ctypes.c_float(0.0), ctypes.c_int(0), ctypes.c_int(0), dummy.ref, out.ref, loss.ref,
+        ctypes.c_int(s),
+        ctypes.c_int(n),
+        ctypes.c_int(num_cores),
+        pf.ref,
+        sf.ref,
+        *[w.ref for w in ws],
+        ctypes.c_float(0.0),
+        ctypes.c_int(0),
+        ctypes.c_int(0),
+        dummy.ref,
+        out.ref,
+        loss.ref,
     )
     if rc != 0:
         raise AutosearchError(f"Halide cost_model returned error {rc}")
     return np.array(out.array)
 
 
-def reference_train_step(weights: Weights, pipeline_features: np.ndarray, schedule_features: np.ndarray,
-                         true_runtimes: np.ndarray, num_cores: int, learning_rate: float,
-                         timestep: int = 0) -> ReferenceResult:
+def reference_train_step(
+    weights: Weights,
+    pipeline_features: np.ndarray,
+    schedule_features: np.ndarray,
+    true_runtimes: np.ndarray,
+    num_cores: int,
+    learning_rate: float,
+    timestep: int = 0,
+) -> ReferenceResult:
     """Halide's `train_cost_model`: one ADAM step from zero moments (what `retrain_cost_model`
     does on its first batch). Returns predictions, loss, updated weights and loss gradients."""
     pf, sf, n, s = _inputs(pipeline_features, schedule_features)
@@ -115,9 +144,19 @@ def reference_train_step(weights: Weights, pipeline_features: np.ndarray, schedu
     loss = _HalideArray(np.zeros((), np.float32))
     tr = _HalideArray(t)
     rc = _lib().train_cost_model(
-        ctypes.c_int(s), ctypes.c_int(n), ctypes.c_int(num_cores), pf.ref, sf.ref, *[w.ref for w in ws],
-        ctypes.c_float(learning_rate), ctypes.c_int(timestep), ctypes.c_int(ref), tr.ref,
-        *[u.ref for u in upd], out.ref, loss.ref,
+        ctypes.c_int(s),
+        ctypes.c_int(n),
+        ctypes.c_int(num_cores),
+        pf.ref,
+        sf.ref,
+        *[w.ref for w in ws],
+        ctypes.c_float(learning_rate),
+        ctypes.c_int(timestep),
+        ctypes.c_int(ref),
+        tr.ref,
+        *[u.ref for u in upd],
+        out.ref,
+        loss.ref,
     )
     if rc != 0:
         raise AutosearchError(f"Halide train_cost_model returned error {rc}")

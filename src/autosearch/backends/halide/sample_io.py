@@ -48,18 +48,45 @@ MAX_SAMPLE_FLOATS = 10 * 1024 * 1024  # Halide's read buffer; larger files are r
 
 #: ScheduleFeatures fields in Featurization.h order (the 39 per-stage schedule floats).
 SCHEDULE_FEATURE_NAMES: tuple[str, ...] = (
-    "num_realizations", "num_productions", "points_computed_per_realization",
-    "points_computed_per_production", "points_computed_total", "points_computed_minimum",
-    "innermost_loop_extent", "innermost_pure_loop_extent", "unrolled_loop_extent",
-    "inner_parallelism", "outer_parallelism", "bytes_at_realization", "bytes_at_production",
-    "bytes_at_root", "innermost_bytes_at_realization", "innermost_bytes_at_production",
-    "innermost_bytes_at_root", "inlined_calls", "unique_bytes_read_per_realization",
-    "unique_lines_read_per_realization", "allocation_bytes_read_per_realization", "working_set",
-    "vector_size", "native_vector_size", "num_vectors", "num_scalars", "scalar_loads_per_vector",
-    "vector_loads_per_vector", "scalar_loads_per_scalar", "bytes_at_task", "innermost_bytes_at_task",
-    "unique_bytes_read_per_vector", "unique_lines_read_per_vector", "unique_bytes_read_per_task",
-    "unique_lines_read_per_task", "working_set_at_task", "working_set_at_production",
-    "working_set_at_realization", "working_set_at_root",
+    "num_realizations",
+    "num_productions",
+    "points_computed_per_realization",
+    "points_computed_per_production",
+    "points_computed_total",
+    "points_computed_minimum",
+    "innermost_loop_extent",
+    "innermost_pure_loop_extent",
+    "unrolled_loop_extent",
+    "inner_parallelism",
+    "outer_parallelism",
+    "bytes_at_realization",
+    "bytes_at_production",
+    "bytes_at_root",
+    "innermost_bytes_at_realization",
+    "innermost_bytes_at_production",
+    "innermost_bytes_at_root",
+    "inlined_calls",
+    "unique_bytes_read_per_realization",
+    "unique_lines_read_per_realization",
+    "allocation_bytes_read_per_realization",
+    "working_set",
+    "vector_size",
+    "native_vector_size",
+    "num_vectors",
+    "num_scalars",
+    "scalar_loads_per_vector",
+    "vector_loads_per_vector",
+    "scalar_loads_per_scalar",
+    "bytes_at_task",
+    "innermost_bytes_at_task",
+    "unique_bytes_read_per_vector",
+    "unique_lines_read_per_vector",
+    "unique_bytes_read_per_task",
+    "unique_lines_read_per_task",
+    "working_set_at_task",
+    "working_set_at_production",
+    "working_set_at_realization",
+    "working_set_at_root",
 )
 assert len(SCHEDULE_FEATURE_NAMES) == NUM_SCHEDULE_FEATURES
 
@@ -94,17 +121,22 @@ class Sample:
         return np.ascontiguousarray(self.schedule_features).tobytes()
 
     def to_bytes(self) -> bytes:
-        return (
-            np.ascontiguousarray(self.features, dtype="<f4").tobytes()
-            + struct.pack("<fii", self.runtime_ms, self.pipeline_id, self.schedule_id)
+        return np.ascontiguousarray(self.features, dtype="<f4").tobytes() + struct.pack(
+            "<fii", self.runtime_ms, self.pipeline_id, self.schedule_id
         )
 
 
 def featurization_matrix(raw: bytes | np.ndarray, source: str = "<featurization>") -> np.ndarray:
     """Reshape a Halide featurization (bytes or flat floats) into a (stages, 326) float32 matrix."""
-    arr = np.frombuffer(raw, dtype="<f4") if isinstance(raw, (bytes, bytearray, memoryview)) else np.asarray(raw, np.float32)
+    arr = (
+        np.frombuffer(raw, dtype="<f4")
+        if isinstance(raw, (bytes, bytearray, memoryview))
+        else np.asarray(raw, np.float32)
+    )
     if arr.size == 0 or arr.size % FEATURES_PER_STAGE:
-        raise InputError(f"{source}: featurization of {arr.size} floats is not a whole number of {FEATURES_PER_STAGE}-float stages")
+        raise InputError(
+            f"{source}: featurization of {arr.size} floats is not a whole number of {FEATURES_PER_STAGE}-float stages"
+        )
     return arr.reshape(-1, FEATURES_PER_STAGE).astype(np.float32)
 
 
@@ -117,7 +149,9 @@ def _check(features: np.ndarray, runtime_ms: float, source: str) -> None:
     bad = ~np.isfinite(sf) | (sf < 0) | (sf > 1e14)
     if bad.any():
         s, i = (int(v[0]) for v in np.nonzero(bad))
-        raise InputError(f"{source}: schedule feature {SCHEDULE_FEATURE_NAMES[i]} of stage {s} is {sf[s, i]!r} (negative, NaN or > 1e14)")
+        raise InputError(
+            f"{source}: schedule feature {SCHEDULE_FEATURE_NAMES[i]} of stage {s} is {sf[s, i]!r} (negative, NaN or > 1e14)"
+        )
     pf = features[:, NUM_SCHEDULE_FEATURES:]
     if (~np.isfinite(pf) | (pf < 0)).any():
         raise InputError(f"{source}: negative or NaN pipeline feature")

@@ -56,18 +56,25 @@ def check_name(name: str | None) -> None:
     if name is None:
         return
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or name in (".", "..") or name.startswith("."):
-        raise InputError(f"name {name!r} must be a plain file name (letters, digits, '_', '.', '-'; no path, not starting with '.')")
+        raise InputError(
+            f"name {name!r} must be a plain file name (letters, digits, '_', '.', '-'; no path, not starting with '.')"
+        )
 
 
 def next_batch_id(samples_dir: str | os.PathLike[str]) -> int:
     """One more than the largest existing `batch_<N>` in `samples_dir` (1 when empty)."""
     d = Path(samples_dir)
-    ids = [int(m.group(1)) for p in d.glob("batch_*") if p.is_dir() and (m := _BATCH_RE.match(p.name))] if d.is_dir() else []
+    ids = (
+        [int(m.group(1)) for p in d.glob("batch_*") if p.is_dir() and (m := _BATCH_RE.match(p.name))]
+        if d.is_dir()
+        else []
+    )
     return max(ids, default=0) + 1
 
 
-def batch_params(batch_size: int, batch_id: int, threads: int, weights_path: str | None = None,
-                 beam_size: int = 32) -> list[dict[str, Any]]:
+def batch_params(
+    batch_size: int, batch_id: int, threads: int, weights_path: str | None = None, beam_size: int = 32
+) -> list[dict[str, Any]]:
     """The autotune loop's parameter sets: one beam search, the rest greedy random probes."""
     out: list[dict[str, Any]] = []
     for i in range(batch_size):
@@ -89,7 +96,9 @@ def describe_pipeline(spec: PipelineSpec) -> str:
     except InputError:
         raise
     except Exception as exc:
-        raise InputError(f"pipeline {spec.label}: building it raised {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+        raise InputError(
+            f"pipeline {spec.label}: building it raised {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        ) from None
     return json.dumps({"kind": spec.kind, "name": spec.name, "params": spec.params}) + "\n" + desc
 
 
@@ -161,8 +170,16 @@ def sample_batch(
             bar.advance(task)
 
     try:
-        results = autoschedule_and_benchmark(spec, params, threads=threads, target=target, repeats=repeats,
-                                             min_time_s=min_time_s, per_iter_min=per_iter_min, on_event=on_event)
+        results = autoschedule_and_benchmark(
+            spec,
+            params,
+            threads=threads,
+            target=target,
+            repeats=repeats,
+            min_time_s=min_time_s,
+            per_iter_min=per_iter_min,
+            on_event=on_event,
+        )
     finally:
         if bar is not None:
             bar.stop()
@@ -184,8 +201,14 @@ def sample_batch(
         record(results, files, target)
     ok = [r for r in results if r.status == "ok"]
     return BatchReport(
-        batch_id=bid, pipeline=name, pipeline_id=pid, directory=str(bdir), ok=len(ok), failed=len(results) - len(ok),
+        batch_id=bid,
+        pipeline=name,
+        pipeline_id=pid,
+        directory=str(bdir),
+        ok=len(ok),
+        failed=len(results) - len(ok),
         best_ms=min(r.runtime_s for r in ok) * 1000.0 if ok else None,
         beam_ms=results[0].runtime_s * 1000.0 if results and results[0].status == "ok" else None,
-        sample_files=[files[i] for i in sorted(files)], errors=errors,
+        sample_files=[files[i] for i in sorted(files)],
+        errors=errors,
     )

@@ -133,7 +133,9 @@ class Weights:
             raise InputError(f"{source}: not an Adams2019 weights file (only {len(raw)} bytes)")
         sig, pver, sver, count = struct.unpack_from("<4I", raw, 0)
         if sig != SIGNATURE:
-            raise InputError(f"{source}: not an Adams2019 weights file (signature {sig:#010x}, expected {SIGNATURE:#010x})")
+            raise InputError(
+                f"{source}: not an Adams2019 weights file (signature {sig:#010x}, expected {SIGNATURE:#010x})"
+            )
         if count != len(BUFFER_SHAPES):
             raise InputError(f"{source}: has {count} buffers, expected {len(BUFFER_SHAPES)}")
         pos = 16
@@ -275,7 +277,10 @@ def validate_weights_file(path: str | os.PathLike[str]) -> Path:
     if p.suffix != ".weights":
         raise InputError(f"{p}: Adams2019 treats a weights_path not ending in '.weights' as a directory")
     w = Weights.load(p)
-    if (w.pipeline_features_version, w.schedule_features_version) != (PIPELINE_FEATURES_VERSION, SCHEDULE_FEATURES_VERSION):
+    if (w.pipeline_features_version, w.schedule_features_version) != (
+        PIPELINE_FEATURES_VERSION,
+        SCHEDULE_FEATURES_VERSION,
+    ):
         raise InputError(
             f"{p}: trained for feature versions ({w.pipeline_features_version}, {w.schedule_features_version}),"
             f" Halide 21 computes ({PIPELINE_FEATURES_VERSION}, {SCHEDULE_FEATURES_VERSION})"

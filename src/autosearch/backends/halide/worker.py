@@ -33,8 +33,16 @@ __all__ = ["decode_message", "encode_message", "main"]
 
 PARENT_ENV = "AUTOSEARCH_HALIDE_PARENT_PID"
 
-_NUMPY_TYPES = {"float32": np.float32, "float64": np.float64, "uint8": np.uint8, "uint16": np.uint16,
-                "uint32": np.uint32, "int8": np.int8, "int16": np.int16, "int32": np.int32}
+_NUMPY_TYPES = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+}
 
 
 def encode_message(msg: tuple[Any, ...]) -> bytes:
@@ -99,8 +107,14 @@ class _Built:
         return (time.perf_counter() - t0) / iters
 
 
-def _build_one(spec: PipelineSpec, target_str: str, params: dict[str, str], compile_: bool,
-               autoscheduler: str = "Adams2019", library: str = "") -> tuple[Any, str, bytes, float]:
+def _build_one(
+    spec: PipelineSpec,
+    target_str: str,
+    params: dict[str, str],
+    compile_: bool,
+    autoscheduler: str = "Adams2019",
+    library: str = "",
+) -> tuple[Any, str, bytes, float]:
     import halide as hl
 
     from autosearch.backends.halide.pipelines import build_pipeline
