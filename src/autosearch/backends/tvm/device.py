@@ -250,7 +250,13 @@ def runnable_here(target: Any) -> bool:
         have = {str(f) for f in codegen.llvm_get_cpu_features(host_target())}
     except Exception:  # an mcpu LLVM does not know
         return False
-    return want <= have
+    return {f for f in want - have if not f.startswith(_TUNING_PREFIXES)} == set()
+
+
+# LLVM lists scheduling/tuning hints beside instruction sets (haswell's `slow-3ops-lea` on a znver4
+# host): they say how to emit code, not what the CPU can run.
+_TUNING_PREFIXES = ("fast-", "slow-", "false-deps-", "no-bypass-", "ermsb", "prefer-", "tuning-", "idiv", "lea-",
+                    "macrofusion", "branchfusion", "allow-light", "fsrm", "vzeroupper", "insert-vzeroupper")
 
 
 def profile_target(target: Any) -> dict[str, Any]:
