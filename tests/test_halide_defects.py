@@ -114,13 +114,19 @@ def _children(pid: int) -> list[int]:
 def test_sigterm_on_a_halide_run_takes_its_worker_down(tmp_path):
     import psutil
 
+    # The worker spends 60 s inside the user's pipeline() without a word to its parent: only dying
+    # with the parent stops it then (the old worker died only at its next write to the closed pipe).
+    slow = tmp_path / "slow_pipeline.py"
+    slow.write_text(
+        "import time\ndef pipeline():\n    time.sleep(60)\n    raise RuntimeError('not reached in this test')\n"
+    )
     script = tmp_path / "long_run.py"
     script.write_text(
         "from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark\n"
         "from autosearch.backends.halide.pipelines import resolve_pipeline\n"
-        "spec = resolve_pipeline('blur', {'width': 64, 'height': 64})\n"
-        "autoschedule_and_benchmark(spec, [{'parallelism': 1, 'beam_size': 1}], threads=1, repeats=100000,\n"
-        "                           min_time_s=0.05)\n"
+        "if __name__ == '__main__':  # the guard lets the old multiprocessing worker start too\n"
+        f"    spec = resolve_pipeline({str(slow)!r})\n"
+        "    autoschedule_and_benchmark(spec, [{'parallelism': 1, 'beam_size': 1}], threads=1, repeats=1)\n"
     )
     parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
     try:
@@ -130,7 +136,8 @@ def test_sigterm_on_a_halide_run_takes_its_worker_down(tmp_path):
             time.sleep(0.5)
             workers = _children(parent.pid)
         assert workers, "the run never started a worker"
-        time.sleep(2.0)  # let it get to the benchmark loop
+        time.sleep(1.0)
+        workers = _children(parent.pid) or workers  # everything it started by now
         parent.send_signal(signal.SIGTERM)
         parent.wait(30)
         deadline = time.time() + 10
