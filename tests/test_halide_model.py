@@ -67,8 +67,10 @@ def test_save_load_round_trip_and_update(tmp_path):
     model.save(tmp_path / "m")
     cfg = read_config(tmp_path / "m")
     assert cfg["kind"] == "adams2019" and cfg["extractor"] == list(EXTRACTOR)
-    loaded = Adams2019Model._from_dir(str(tmp_path / "m"), cfg)
-    loaded.n_features = int(cfg["n_features"])
+    from autosearch.models import load_model
+
+    loaded = load_model(tmp_path / "m")  # dispatched by the registry on the saved kind
+    assert isinstance(loaded, Adams2019Model) and loaded.n_features == int(cfg["n_features"])
     batch = FeatureBatch(data.rows, data.offsets)
     np.testing.assert_array_equal(loaded.predict(batch), model.predict(batch))
     before = dict(loaded.parameters())

@@ -676,6 +676,8 @@ class Adams2019Model(CostModel):
     """
 
     kind: ClassVar[str] = "adams2019"
+    weights_file: ClassVar[str] = "adams2019.safetensors"
+    length_param: ClassVar[str | None] = "epochs"
     hyper: ClassVar[tuple[str, ...]] = ("learning_rate", "epochs", "update_epochs", "num_cores", "seed")
     extractor: tuple[str, str] = EXTRACTOR
 
@@ -754,7 +756,7 @@ class Adams2019Model(CostModel):
         from autosearch.models.io import prepare_dir
 
         save_file(dict(self.parameters()), str(prepare_dir(path) / "adams2019.safetensors"))
-        self._write_config(path, "adams2019.safetensors")
+        self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> Adams2019Model:
