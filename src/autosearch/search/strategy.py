@@ -11,7 +11,7 @@ import contextlib
 import os
 from typing import Any, Protocol
 
-from autosearch.errors import WorkloadError, one_line
+from autosearch.errors import AutosearchError, WorkloadError, one_line
 
 __all__ = ["CandidateSource", "EvolutionarySource", "GradientSource", "make_source"]
 
@@ -182,7 +182,10 @@ def make_source(workload: Any, target: Any, model: Any, settings: Any, *, consol
         ctx, spaces = _design_space(workload, target, settings, None)
         reason = relax_reason(spaces)
         if reason is None:
-            return GradientSource(ctx, spaces, model, settings)
+            try:
+                return GradientSource(ctx, spaces, model, settings)
+            except AutosearchError as exc:  # a structure only reading the replays can refuse
+                reason = one_line(exc)
         if console is not None:
             console.print(
                 f"[yellow]gradient search cannot relax {workload.name}: {reason}; using evolutionary search[/]"
