@@ -45,8 +45,20 @@ from autosearch.training.splits import Split, apply_split, split_workloads
 from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
 
 ROOT = Path(__file__).resolve().parent.parent
-ALL = ("xgb", "xgb-rank", "lgbm-rank", "mlp-mse", "mlp-pairwise", "mlp-lambdarank", "mlp-lambdarank-x5", "tvm-xgb", "tvm-mlp",
-       "tlp", "tlp-mixed", "tlp+device")
+ALL = (
+    "xgb",
+    "xgb-rank",
+    "lgbm-rank",
+    "mlp-mse",
+    "mlp-pairwise",
+    "mlp-lambdarank",
+    "mlp-lambdarank-x5",
+    "tvm-xgb",
+    "tvm-mlp",
+    "tlp",
+    "tlp-mixed",
+    "tlp+device",
+)
 TRACE_TOKENS = ("trace-tokens", "v1")
 PUBLISHED = "TenSet XGB 0.83/0.90, TenSet MLP 0.87/0.95, TLP 0.92/0.97 (top-1/top-5, other CPUs)"
 
@@ -80,7 +92,9 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
         return make_model("lgbm-rank", nthread=t, seed=seed)
     if name.startswith("mlp-"):
         loss, _, members = name[4:].partition("-x")
-        return make_model("mlp", loss=loss, epochs=args.epochs, patience=args.patience, seed=seed, members=int(members or 1))
+        return make_model(
+            "mlp", loss=loss, epochs=args.epochs, patience=args.patience, seed=seed, members=int(members or 1)
+        )
     if name == "tvm-xgb":
         return make_model("tvm-xgb", nthread=t)
     if name == "tvm-mlp":
@@ -88,8 +102,15 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
     if name in ("tlp", "tlp+device"):
         return make_model("tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, device=name == "tlp+device")
     if name == "tlp-mixed":  # TLP's own scheme: one LambdaRank list over all workloads of a batch, gains 2**label - 1
-        return make_model("tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, mixed=True, gain_scale=1.0,
-                          groups_per_batch=16)
+        return make_model(
+            "tlp",
+            epochs=args.tlp_epochs,
+            patience=args.patience,
+            seed=seed,
+            mixed=True,
+            gain_scale=1.0,
+            groups_per_batch=16,
+        )
     raise SystemExit(f"unknown model {name}")
 
 
@@ -135,7 +156,9 @@ def _datasets(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
             desc = target_descriptors(store, [g.target for g in tok.groups], profile_missing=True)  # type: ignore[attr-defined]
         out["tokens+device"] = with_device(tok, desc)
         for t_, d in desc.items():
-            print(f"device of {t_}: {json.dumps({k: d.get(k) for k in ('cores', 'isa_level', 'mem_bandwidth_gbs', 'peak_gflops')})}")
+            print(
+                f"device of {t_}: {json.dumps({k: d.get(k) for k in ('cores', 'isa_level', 'mem_bandwidth_gbs', 'peak_gflops')})}"
+            )
     return out
 
 
@@ -185,31 +208,63 @@ def args_db_hint(ds) -> str:  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default=_default_db(), help="store (.db or .db.xz); default data/reference.db.xz")
-    ap.add_argument("--split", choices=("families", "device"), default="families",
-                    help="families: held-out workload families (a); device: held-out target (b, b' with --finetune)")
-    ap.add_argument("--split-file", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)")
+    ap.add_argument(
+        "--split",
+        choices=("families", "device"),
+        default="families",
+        help="families: held-out workload families (a); device: held-out target (b, b' with --finetune)",
+    )
+    ap.add_argument(
+        "--split-file", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)"
+    )
     ap.add_argument("--holdout-target", default=None, help="--split device: the target (JSON as stored) held out")
-    ap.add_argument("--finetune", type=int, default=0, help="--split device: schedules per workload of the held-out "
-                    "target given to each model's update() before testing on the rest (split b')")
+    ap.add_argument(
+        "--finetune",
+        type=int,
+        default=0,
+        help="--split device: schedules per workload of the held-out "
+        "target given to each model's update() before testing on the rest (split b')",
+    )
     ap.add_argument("--tlp-epochs", type=int, default=40, help="epochs of the tlp models (early stopping picks fewer)")
-    ap.add_argument("--throughput", type=int, default=0, metavar="N", help="also measure scoring speed on N stored "
-                    "candidates: trace tokens + tlp vs PerStoreFeature + mlp, side by side")
+    ap.add_argument(
+        "--throughput",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure scoring speed on N stored "
+        "candidates: trace tokens + tlp vs PerStoreFeature + mlp, side by side",
+    )
     ap.add_argument("--holdout", default="", help="comma-separated held-out families / names (overrides the README)")
     ap.add_argument("--fraction", type=float, default=0.2, help="held-out fraction of workloads if no list is given")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the split (with --fraction) and the early-stopping carve-out")
-    ap.add_argument("--seeds", default="0,1,2", help="training seeds: every model trains once per seed, the table shows "
-                    "the mean (one seed moves an MLP's held-out top-1 by +-0.1 on unseen families)")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="seed of the split (with --fraction) and the early-stopping carve-out"
+    )
+    ap.add_argument(
+        "--seeds",
+        default="0,1,2",
+        help="training seeds: every model trains once per seed, the table shows "
+        "the mean (one seed moves an MLP's held-out top-1 by +-0.1 on unseen families)",
+    )
     ap.add_argument("--max-groups", type=int, default=None, help="use only the first N groups (quick run)")
     ap.add_argument("--epochs", type=int, default=40, help="epochs of our MLPs (and TVM's MLP unless --tvm-epochs)")
     ap.add_argument("--patience", type=int, default=10, help="early-stopping patience of our MLPs (epochs)")
-    ap.add_argument("--no-refit", action="store_true", help="ours: keep the early-stopped model instead of "
-                    "refitting on all training workloads for the chosen number of epochs/rounds")
+    ap.add_argument(
+        "--no-refit",
+        action="store_true",
+        help="ours: keep the early-stopped model instead of "
+        "refitting on all training workloads for the chosen number of epochs/rounds",
+    )
     ap.add_argument("--tvm-epochs", type=int, default=None, help="epochs of TVM's MLPModel (TVM default 50)")
     ap.add_argument("--models", default=",".join(ALL), help=f"subset of {','.join(ALL)}")
     ap.add_argument("--threads", type=int, default=None, help="threads for XGBoost/LightGBM (default: all cores)")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
-    ap.add_argument("--memory-check", type=int, metavar="N", help="instead: write a synthetic store of N records, "
-                    "load it and train xgb + mlp on it, and print the peak memory")
+    ap.add_argument(
+        "--memory-check",
+        type=int,
+        metavar="N",
+        help="instead: write a synthetic store of N records, "
+        "load it and train xgb + mlp on it, and print the peak memory",
+    )
     args = ap.parse_args(argv)
     if args.memory_check:
         return memory_check(args.memory_check, args)
@@ -224,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.split == "device":
         for key, d in data.items():
             splits[key] = _device_split(d, args.holdout_target, args.finetune, args.seed)
-        how = f"held-out target {splits[next(iter(splits))][3]}" + (f", {args.finetune} per workload to fine-tune" if args.finetune else "")
+        how = f"held-out target {splits[next(iter(splits))][3]}" + (
+            f", {args.finetune} per workload to fine-tune" if args.finetune else ""
+        )
     else:
         if args.split_file:
             split = Split.load(args.split_file)
@@ -236,16 +293,21 @@ def main(argv: list[str] | None = None) -> int:
             if names:
                 split, how = split_workloads(ds, holdout=names), f"held-out list ({len(names)} names)"  # type: ignore[arg-type]
             else:
-                split, how = split_workloads(ds, fraction=args.fraction, seed=args.seed), f"seeded fraction {args.fraction}"  # type: ignore[arg-type]
+                split, how = (
+                    split_workloads(ds, fraction=args.fraction, seed=args.seed),
+                    f"seeded fraction {args.fraction}",
+                )  # type: ignore[arg-type]
         for key, d in data.items():
             tr_, te_ = apply_split(d, split)  # type: ignore[arg-type]
             splits[key] = (tr_, None, te_, None)
     train, _, test, _ = splits[next(iter(splits))]
     fit_set, valid = valid_carve_out(train, 0.15, args.seed)
     print(f"{ds} from {args.db} (loaded in {load_s:.1f} s)")
-    print(f"split: {how}; train {train.n_groups} groups / {train.n_candidates} candidates"
-          f" (ours: {fit_set.n_groups} fit + {valid.n_groups if valid else 0} early-stopping), "
-          f"held out {test.n_groups} groups / {test.n_candidates} candidates")
+    print(
+        f"split: {how}; train {train.n_groups} groups / {train.n_candidates} candidates"
+        f" (ours: {fit_set.n_groups} fit + {valid.n_groups if valid else 0} early-stopping), "
+        f"held out {test.n_groups} groups / {test.n_candidates} candidates"
+    )
 
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     rows = []
@@ -269,31 +331,54 @@ def main(argv: list[str] | None = None) -> int:
                 model.update(ft)
             train_s = time.perf_counter() - t
             res = evaluate(model, test, keep_scores=True)
-            runs.append({"seed": seed, **{k: res.mean[k] for k in _METRICS if k in res.mean},
-                         "wtop1": weighted_topk(res.scores, test, 1), "wtop5": weighted_topk(res.scores, test, 5),
-                         "train_s": train_s, "pred_per_s": res.candidates_per_s, "best_epoch": report.best_epoch})
-            print(f"  {name:17s} seed {seed}: top-1 {runs[-1]['top1']:.3f} top-5 {runs[-1]['top5']:.3f}"
-                  f" (TLP-weighted {runs[-1]['wtop1']:.3f} / {runs[-1]['wtop5']:.3f}) ({train_s:.1f} s)", flush=True)
-        row = {"model": name, **{k: float(np.mean([r[k] for r in runs])) for k in (*_METRICS, "train_s", "pred_per_s")},
-               "top1_sd": float(np.std([r["top1"] for r in runs])), "runs": runs}
+            runs.append(
+                {
+                    "seed": seed,
+                    **{k: res.mean[k] for k in _METRICS if k in res.mean},
+                    "wtop1": weighted_topk(res.scores, test, 1),
+                    "wtop5": weighted_topk(res.scores, test, 5),
+                    "train_s": train_s,
+                    "pred_per_s": res.candidates_per_s,
+                    "best_epoch": report.best_epoch,
+                }
+            )
+            print(
+                f"  {name:17s} seed {seed}: top-1 {runs[-1]['top1']:.3f} top-5 {runs[-1]['top5']:.3f}"
+                f" (TLP-weighted {runs[-1]['wtop1']:.3f} / {runs[-1]['wtop5']:.3f}) ({train_s:.1f} s)",
+                flush=True,
+            )
+        row = {
+            "model": name,
+            **{k: float(np.mean([r[k] for r in runs])) for k in (*_METRICS, "train_s", "pred_per_s")},
+            "top1_sd": float(np.std([r["top1"] for r in runs])),
+            "runs": runs,
+        }
         rows.append(row)
 
     print(f"\nmeans over training seeds {args.seeds} (top-1 +- its standard deviation over seeds)\n")
-    hdr = (f"| {'model':17s} | top-1 (+- sd)   | top-5 | TLP top-1 | TLP top-5 | pairwise | Kendall tau | train s |"
-           " predictions/s |")
+    hdr = (
+        f"| {'model':17s} | top-1 (+- sd)   | top-5 | TLP top-1 | TLP top-5 | pairwise | Kendall tau | train s |"
+        " predictions/s |"
+    )
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for r in rows:
-        print(f"| {r['model']:17s} | {r['top1']:.3f} (+-{r['top1_sd']:.3f}) | {r['top5']:.3f} | {r['wtop1']:9.3f} |"
-              f" {r['wtop5']:9.3f} | {r['pairwise']:8.3f} |"
-              f" {r['kendall']:11.3f} | {r['train_s']:7.1f} | {r['pred_per_s']:13,.0f} |")
+        print(
+            f"| {r['model']:17s} | {r['top1']:.3f} (+-{r['top1_sd']:.3f}) | {r['top5']:.3f} | {r['wtop1']:9.3f} |"
+            f" {r['wtop5']:9.3f} | {r['pairwise']:8.3f} |"
+            f" {r['kendall']:11.3f} | {r['train_s']:7.1f} | {r['pred_per_s']:13,.0f} |"
+        )
     ours = [r for r in rows if not r["model"].startswith("tvm-")]
     tvm = {r["model"]: r for r in rows if r["model"].startswith("tvm-")}
     if ours and "tvm-xgb" in tvm:
         best = max(ours, key=lambda r: (r["top1"], r["top5"]))
         ratio = best["top1"] / tvm["tvm-xgb"]["top1"] if tvm["tvm-xgb"]["top1"] > 0 else float("inf")
-        print(f"\nour best top-1 ({best['model']}) {best['top1']:.3f} / TVM-XGB top-1 {tvm['tvm-xgb']['top1']:.3f} = {ratio:.3f}x")
-        winners = [r["model"] for r in ours if all(r["top1"] > t["top1"] and r["top5"] > t["top5"] for t in tvm.values())]
+        print(
+            f"\nour best top-1 ({best['model']}) {best['top1']:.3f} / TVM-XGB top-1 {tvm['tvm-xgb']['top1']:.3f} = {ratio:.3f}x"
+        )
+        winners = [
+            r["model"] for r in ours if all(r["top1"] > t["top1"] and r["top5"] > t["top5"] for t in tvm.values())
+        ]
         print(f"ours that beat every TVM model on both top-1 and top-5: {', '.join(winners) if winners else 'none'}")
     if args.throughput:
         throughput = scoring_throughput(args, data, rows, args.throughput)
@@ -303,9 +388,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peak memory (max RSS): {peak:,.0f} MB (after loading {ds.n_candidates} records: {rss_after_load:,.0f} MB)")  # type: ignore[attr-defined]
     print(f"published reference points: {PUBLISHED}")
     if args.json:
-        args.json.write_text(json.dumps({"db": args.db, "split": how, "rows": rows, "peak_rss_mb": peak,
-                                         "n_records": ds.n_candidates, "argv": sys.argv[1:],  # type: ignore[attr-defined]
-                                         "throughput": throughput}, indent=1, default=float))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "db": args.db,
+                    "split": how,
+                    "rows": rows,
+                    "peak_rss_mb": peak,
+                    "n_records": ds.n_candidates,
+                    "argv": sys.argv[1:],  # type: ignore[attr-defined]
+                    "throughput": throughput,
+                },
+                indent=1,
+                default=float,
+            )
+        )
     return 0
 
 
@@ -378,11 +475,15 @@ def scoring_throughput(args: argparse.Namespace, data: dict[str, object], rows: 
     if "tlp_warm_per_s" in out:
         both = 1.0 / (1.0 / out["tlp_warm_per_s"] + 1.0 / out["trace_json_per_s"])
         out["tlp_with_trace_json_per_s"] = both
-    print(f"\nscoring throughput (features + model, candidates/s, torch threads {__import__('torch').get_num_threads()}):")
+    print(
+        f"\nscoring throughput (features + model, candidates/s, torch threads {__import__('torch').get_num_threads()}):"
+    )
     for k, v in out.items():
         print(f"  {k:28s} {v:12,.0f}")
     if "tlp_warm_per_s" in out:
-        print(f"SUMMARY scoring: tlp (warm) / PerStoreFeature+mlp = {out['tlp_warm_per_s'] / out['per_store_mlp_per_s']:.1f}x")
+        print(
+            f"SUMMARY scoring: tlp (warm) / PerStoreFeature+mlp = {out['tlp_warm_per_s'] / out['per_store_mlp_per_s']:.1f}x"
+        )
     return out
 
 
@@ -416,14 +517,20 @@ def memory_check(n_records: int, args: argparse.Namespace) -> int:
                     recs.append(MeasurementRecord(key, "llvm", "dev", f"{g}-{c}", "ok", [lat]))
                     feats.append(rng.random((k, 164), dtype=np.float32))
                 st.add_measurements(recs, feats, DEFAULT_EXTRACTOR)
-        print(f"wrote {n_records} synthetic records in {time.perf_counter() - t:.0f} s; peak so far {_peak_rss_mb():,.0f} MB")
+        print(
+            f"wrote {n_records} synthetic records in {time.perf_counter() - t:.0f} s; peak so far {_peak_rss_mb():,.0f} MB"
+        )
         t = time.perf_counter()
         ds = load_dataset(db)
-        print(f"loaded {ds} ({ds.rows.nbytes / 2**20:,.0f} MB of rows) in {time.perf_counter() - t:.0f} s;"
-              f" peak {_peak_rss_mb():,.0f} MB")
+        print(
+            f"loaded {ds} ({ds.rows.nbytes / 2**20:,.0f} MB of rows) in {time.perf_counter() - t:.0f} s;"
+            f" peak {_peak_rss_mb():,.0f} MB"
+        )
         fit, valid = valid_carve_out(ds, 0.1, 0)
-        for name, model in (("xgb", make_model("xgb", n_rounds=20, nthread=args.threads)),
-                            ("mlp", make_model("mlp", epochs=1))):
+        for name, model in (
+            ("xgb", make_model("xgb", n_rounds=20, nthread=args.threads)),
+            ("mlp", make_model("mlp", epochs=1)),
+        ):
             t = time.perf_counter()
             model.fit(fit, valid)
             print(f"trained {name} in {time.perf_counter() - t:.0f} s; peak {_peak_rss_mb():,.0f} MB")

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "--allow-trained", action="store_true", help="do not refuse workloads in the model's training split"
     )
     ap.add_argument("--no-reference", action="store_true", help="skip timing each workload's PyTorch reference")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of --resume's runs; measure nothing")
     ap.add_argument(
         "--trials-of",
         action="append",
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         trials_of[m] = int(n)
     runs = [r for r in runs if len(r["history"]) >= trials_of.get(r["model"], budgets[-1]) or r["model"] not in models]
     done = {(r["workload"], r["seed"], r["model"]) for r in runs}
+    if args.report_only:  # the tables of what a (possibly stopped) run measured
+        seeds = sorted({r["seed"] for r in runs if r["seed"] in seeds})
+        done = {(w.name, sd, m) for w in wls for sd in seeds for m in models}
     t0 = time.time()
     with Store(args.db) as store:
         for seed in seeds:  # seed outermost: a time-boxed run covers every workload once first

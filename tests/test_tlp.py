@@ -35,11 +35,14 @@ def _synthetic(n_groups: int = 6, per_group: int = 40, seed: int = 0) -> Dataset
 def _pairwise(scores: np.ndarray, ds: Dataset) -> float:
     from autosearch.training.metrics import pairwise_accuracy
 
-    return float(np.mean([pairwise_accuracy(scores[g.start : g.stop], ds.latencies[g.start : g.stop]) for g in ds.groups]))
+    return float(
+        np.mean([pairwise_accuracy(scores[g.start : g.stop], ds.latencies[g.start : g.stop]) for g in ds.groups])
+    )
 
 
 @pytest.mark.parametrize(
-    "size", [pytest.param((3, 20, 6, 0.7), id="quick"), pytest.param((6, 40, 20, 0.8), id="full", marks=pytest.mark.slow)]
+    "size",
+    [pytest.param((3, 20, 6, 0.7), id="quick"), pytest.param((6, 40, 20, 0.8), id="full", marks=pytest.mark.slow)],
 )
 def test_learns_an_order_that_depends_on_one_token(size: tuple[int, int, int, float]) -> None:
     groups, per_group, epochs, floor = size
@@ -84,10 +87,20 @@ def test_device_columns_and_known_devices() -> None:
 
     assert tlp.DEVICE_WIDTH == fd.DEVICE_WIDTH
     ds = _synthetic(n_groups=2, per_group=10)
-    groups = [(g.workload_key, f"target{i}", [ds.rows[ds.offsets[c] : ds.offsets[c + 1]] for c in range(g.start, g.stop)],
-               list(ds.latencies[g.start : g.stop])) for i, g in enumerate(ds.groups)]
+    groups = [
+        (
+            g.workload_key,
+            f"target{i}",
+            [ds.rows[ds.offsets[c] : ds.offsets[c + 1]] for c in range(g.start, g.stop)],
+            list(ds.latencies[g.start : g.stop]),
+        )
+        for i, g in enumerate(ds.groups)
+    ]
     two = Dataset.from_groups(groups)
-    descs = {"target0": {"cores": 1, "isa_level": 4, "simd_bits": 512}, "target1": {"cores": 2, "isa_level": 1, "simd_bits": 128}}
+    descs = {
+        "target0": {"cores": 1, "isa_level": 4, "simd_bits": 512},
+        "target1": {"cores": 2, "isa_level": 1, "simd_bits": 128},
+    }
     wide = fd.with_device(two, descs)
     model = make_model("tlp", epochs=2, hidden=16, heads=2, device="true")
     model.fit(wide)
@@ -107,8 +120,28 @@ def test_cli_trains_and_evaluates_on_trace_tokens(tmp_path: Path, capsys: pytest
     db = tmp_path / "tiny.db"
     shutil.copy(TINY, db)
     out = tmp_path / "tlp"
-    main(["train", "--model", "tlp", "--extractor", "trace-tokens:v1", "--db", str(db), "--out", str(out),
-          "--holdout", "batch_matmul/1x128x128x128", "--epochs", "2", "-p", "hidden=16", "-p", "heads=2", "--json"])
+    main(
+        [
+            "train",
+            "--model",
+            "tlp",
+            "--extractor",
+            "trace-tokens:v1",
+            "--db",
+            str(db),
+            "--out",
+            str(out),
+            "--holdout",
+            "batch_matmul/1x128x128x128",
+            "--epochs",
+            "2",
+            "-p",
+            "hidden=16",
+            "-p",
+            "heads=2",
+            "--json",
+        ]
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["test_groups"] == 1 and 0.0 < summary["held_out"]["top1"] <= 1.0
     main(["eval", "--model", str(out), "--db", str(db), "--json"])

@@ -68,8 +68,11 @@ def test_decisions_reach_the_split_token() -> None:
     assert len(rows) == 2  # the summary token and the Split
     summary, split = b[rows[0]], b[rows[1]]
     assert summary[COL["kind=summary"]] == 1.0 and rows[0] == tok.workload(ir, flops)[0].shape[0]
-    assert sum(summary[COL[f"tiles_s{i}"]] for i in range(4)) == pytest.approx(math.log2(extent) + sum(
-        a[rows[0], COL[f"tiles_s{i}"]] for i in range(4)) - sum(math.log2(f) for f in decisions[k][1]))
+    assert sum(summary[COL[f"tiles_s{i}"]] for i in range(4)) == pytest.approx(
+        math.log2(extent)
+        + sum(a[rows[0], COL[f"tiles_s{i}"]] for i in range(4))
+        - sum(math.log2(f) for f in decisions[k][1])
+    )
     assert split[COL["kind=Split"]] == 1.0
     got = [split[COL[f"factor{i}"]] for i in range(4)]
     assert got == pytest.approx([math.log2(f) + 1 for f in new])

@@ -67,8 +67,15 @@ class TLPNet(nn.Module):
 
     scale: torch.Tensor  # registered buffer: 1 / max |column| on the training set
 
-    def __init__(self, n_features: int, hidden: int = 64, heads: int = 4, n_attention: int = 1, device_width: int = 0,
-                 positions: bool = False):
+    def __init__(
+        self,
+        n_features: int,
+        hidden: int = 64,
+        heads: int = 4,
+        n_attention: int = 1,
+        device_width: int = 0,
+        positions: bool = False,
+    ):
         super().__init__()
         self.device_width, self.positions = device_width, positions
         self.register_buffer("scale", torch.ones(n_features))
@@ -119,9 +126,26 @@ class TLPModel(CostModel):
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
     hyper = (
-        "hidden", "heads", "n_attention", "loss", "mixed", "lr", "weight_decay", "epochs", "groups_per_batch",
-        "cands_per_group", "grad_clip", "patience", "stop_on", "update_epochs", "seed", "device", "known_devices",
-        "positions", "gain_scale", "threads",
+        "hidden",
+        "heads",
+        "n_attention",
+        "loss",
+        "mixed",
+        "lr",
+        "weight_decay",
+        "epochs",
+        "groups_per_batch",
+        "cands_per_group",
+        "grad_clip",
+        "patience",
+        "stop_on",
+        "update_epochs",
+        "seed",
+        "device",
+        "known_devices",
+        "positions",
+        "gain_scale",
+        "threads",
     )
 
     def __init__(
@@ -181,10 +205,18 @@ class TLPModel(CostModel):
         self.extractor = train.extractor
         torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
-        self.net = TLPNet(train.n_features, self.hidden, self.heads, self.n_attention, DEVICE_WIDTH if self.device else 0,
-                          self.positions)
+        self.net = TLPNet(
+            train.n_features,
+            self.hidden,
+            self.heads,
+            self.n_attention,
+            DEVICE_WIDTH if self.device else 0,
+            self.positions,
+        )
         col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
-        self.net.scale.copy_(torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32)))
+        self.net.scale.copy_(
+            torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32))
+        )
         self.n_features = train.n_features
         if self.device:
             self.known_devices = _distinct_devices(train)
@@ -325,8 +357,14 @@ class TLPModel(CostModel):
             state = load_file(f)
         except Exception as exc:  # safetensors raises its own error types for truncated headers/data
             raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
-        net = TLPNet(int(config["n_features"]), model.hidden, model.heads, model.n_attention,
-                     DEVICE_WIDTH if model.device else 0, model.positions)
+        net = TLPNet(
+            int(config["n_features"]),
+            model.hidden,
+            model.heads,
+            model.n_attention,
+            DEVICE_WIDTH if model.device else 0,
+            model.positions,
+        )
         try:
             net.load_state_dict(state)
         except RuntimeError as exc:

@@ -255,8 +255,23 @@ def runnable_here(target: Any) -> bool:
 
 # LLVM lists scheduling/tuning hints beside instruction sets (haswell's `slow-3ops-lea` on a znver4
 # host): they say how to emit code, not what the CPU can run.
-_TUNING_PREFIXES = ("fast-", "slow-", "false-deps-", "no-bypass-", "ermsb", "prefer-", "tuning-", "idiv", "lea-",
-                    "macrofusion", "branchfusion", "allow-light", "fsrm", "vzeroupper", "insert-vzeroupper")
+_TUNING_PREFIXES = (
+    "fast-",
+    "slow-",
+    "false-deps-",
+    "no-bypass-",
+    "ermsb",
+    "prefer-",
+    "tuning-",
+    "idiv",
+    "lea-",
+    "macrofusion",
+    "branchfusion",
+    "allow-light",
+    "fsrm",
+    "vzeroupper",
+    "insert-vzeroupper",
+)
 
 
 def profile_target(target: Any) -> dict[str, Any]:
