@@ -46,7 +46,8 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
                 code = exc.code
     finally:
         os.chdir(old)
-        common.console.file, common.err.file = sys.stdout, sys.stderr
+        # back to following sys.stdout / sys.stderr at write time, as the consoles were made
+        common.console.file, common.err.file = None, None  # type: ignore[assignment]
     return subprocess.CompletedProcess(list(args), int(code or 0), out.getvalue(), err.getvalue())
 
 
