@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import signal
 import sqlite3
@@ -52,6 +54,8 @@ def test_collect_resumes_and_tops_up(collected_db, host, tmp_path):
         assert len(hashes) == len(set(hashes)) == 8
 
 
+# slow: a real collection killed mid-batch and resumed (~30 s)
+@pytest.mark.slow
 def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
     db = tmp_path / "killed.db"
     args = CLI + [

@@ -34,6 +34,8 @@ def local_tracker():
     tracker.terminate()
 
 
+# slow: a TVM RPC tracker and server on free loopback ports (~25 s)
+@pytest.mark.slow
 def test_collect_through_rpc_tracker(local_tracker, host, tmp_path):
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.search.collect import collect

@@ -125,6 +125,8 @@ def test_key_stable_distinct_and_cached():
     )  # same program, two names, one key
 
 
+# slow: two fresh interpreters import TVM (~12 s)
+@pytest.mark.slow
 def test_key_stable_across_processes_and_import_is_lazy():
     code = (
         "import sys, autosearch.workloads as w\n"
