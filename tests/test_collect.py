@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 import os
 import signal
 import sqlite3
@@ -12,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
 from autosearch.store import Store
