@@ -14,7 +14,6 @@ five is steadier and a little better (bench/README.md).
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import time
 from collections.abc import Iterator
@@ -135,40 +134,27 @@ class SegmentSumMLP(CostModel):
 
     def _fit_member(self, train: Any, valid: Any, loss_fn: Any, seed: int, progress: Any) -> TrainReport:
         """One network from scratch (into self.net), early-stopped on `valid` if given."""
-        from autosearch.training.trainer import selection_key
+        from autosearch.training.trainer import column_scale, early_stopped_epochs, selection_key
 
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
         self.net = SegmentSumNet(train.n_features, self.hidden, self.n_residual)
-        col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
-        self.net.scale.copy_(
-            torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32))
-        )
+        self.net.scale.copy_(torch.from_numpy(column_scale(train.rows, train.n_features)))
         self.nets = [self.net]  # validation scores this member alone
         self.n_features = train.n_features
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
         has_valid = valid is not None and valid.n_groups > 0
-        best, best_state, bad = (-1.0, -1.0), None, 0
         t0 = time.perf_counter()
-        for epoch in range(self.epochs):
-            train_loss = self._run_epoch(train, loss_fn, opt, rng)
-            rec: dict[str, float] = {"epoch": epoch, "train_loss": train_loss}
-            if has_valid:
-                rec.update(self._validate(valid, loss_fn))
-                key = selection_key(rec["valid_top1"], rec["valid_top5"], self.stop_on, rec["valid_loss"])
-                if key > best:
-                    best, bad, report.best_epoch = key, 0, epoch
-                    best_state = copy.deepcopy(self.net.state_dict())
-                else:
-                    bad += 1
-            report.history.append(rec)
-            if progress is not None:
-                progress(epoch, rec)
-            if has_valid and bad >= self.patience:
-                break
-        if best_state is not None:
-            self.net.load_state_dict(best_state)
+        report.history, report.best_epoch = early_stopped_epochs(
+            self.net,
+            self.epochs,
+            lambda: self._run_epoch(train, loss_fn, opt, rng),
+            (lambda: self._validate(valid, loss_fn)) if has_valid else None,
+            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, r["valid_loss"]),
+            self.patience,
+            progress,
+        )
         report.train_time_s = time.perf_counter() - t0
         return report
 

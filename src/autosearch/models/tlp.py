@@ -20,7 +20,6 @@ mask, so scoring cost follows the real token counts (~30 per candidate).
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import time
 from collections.abc import Iterator
@@ -194,7 +193,7 @@ class TLPModel(CostModel):
             return self._fit(train, valid, progress)
 
     def _fit(self, train: Any, valid: Any, progress: Any) -> TrainReport:
-        from autosearch.training.trainer import selection_key
+        from autosearch.training.trainer import column_scale, early_stopped_epochs, selection_key
 
         loss_fn = self._loss_fn()
         selection_key(0.0, 0.0, self.stop_on)  # validate the name before training
@@ -213,10 +212,7 @@ class TLPModel(CostModel):
             DEVICE_WIDTH if self.device else 0,
             self.positions,
         )
-        col_max = np.abs(train.rows).max(axis=0) if train.rows.shape[0] else np.ones(train.n_features)
-        self.net.scale.copy_(
-            torch.from_numpy(np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32))
-        )
+        self.net.scale.copy_(torch.from_numpy(column_scale(train.rows, train.n_features)))
         self.n_features = train.n_features
         if self.device:
             self.known_devices = _distinct_devices(train)
@@ -224,26 +220,22 @@ class TLPModel(CostModel):
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(self.epochs, 1))
         report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
         has_valid = valid is not None and valid.n_groups > 0
-        best, best_state, bad = (-1.0, -1.0), None, 0
         t0 = time.perf_counter()
-        for epoch in range(self.epochs):
-            rec: dict[str, float] = {"epoch": epoch, "train_loss": self._run_epoch(train, loss_fn, opt, rng)}
+
+        def epoch() -> float:
+            loss = self._run_epoch(train, loss_fn, opt, rng)
             sched.step()
-            if has_valid:
-                rec.update(self._validate(valid))
-                key = selection_key(rec["valid_top1"], rec["valid_top5"], self.stop_on)
-                if key > best:
-                    best, bad, report.best_epoch = key, 0, epoch
-                    best_state = copy.deepcopy(self.net.state_dict())
-                else:
-                    bad += 1
-            report.history.append(rec)
-            if progress is not None:
-                progress(epoch, rec)
-            if has_valid and bad >= self.patience:
-                break
-        if best_state is not None:
-            self.net.load_state_dict(best_state)
+            return loss
+
+        report.history, report.best_epoch = early_stopped_epochs(
+            self.net,
+            self.epochs,
+            epoch,
+            (lambda: self._validate(valid)) if has_valid else None,
+            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on),
+            self.patience,
+            progress,
+        )
         report.train_time_s = time.perf_counter() - t0
         return report
 

@@ -7,7 +7,7 @@ time) and reports the DESIGN.md metrics per group and their unweighted mean.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -34,6 +34,8 @@ class CostModel(Protocol):
 __all__ = [
     "STOP_ON",
     "EvalResult",
+    "column_scale",
+    "early_stopped_epochs",
     "evaluate",
     "fit_refit",
     "group_minibatches",
@@ -173,3 +175,47 @@ def group_minibatches(
         for r, c in enumerate(sel):
             out[r, : len(c)] = c
         yield out
+
+
+def column_scale(rows: np.ndarray, n_features: int) -> np.ndarray:
+    """float32 1 / max |column| over the training rows (1 where a column is all zero): the input
+    scaling the neural models store with their weights."""
+    col_max = np.abs(rows).max(axis=0) if rows.shape[0] else np.ones(n_features)
+    return np.where(col_max > 0, 1.0 / np.maximum(col_max, 1e-30), 1.0).astype(np.float32)
+
+
+def early_stopped_epochs(
+    net: Any,
+    epochs: int,
+    run_epoch: Callable[[], float],
+    validate: Callable[[], dict[str, float]] | None,
+    select: Callable[[dict[str, float]], Any],
+    patience: int,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+) -> tuple[list[dict[str, float]], int | None]:
+    """The epoch loop the neural models share: train, validate, keep the state of the best epoch
+    by `select(record)`, stop after `patience` epochs without a better one; the best state is
+    loaded back into `net` (a torch module). Returns (per-epoch history, best epoch or None)."""
+    import copy
+
+    best: Any = None
+    best_state, best_epoch, bad = None, None, 0
+    history: list[dict[str, float]] = []
+    for epoch in range(epochs):
+        rec: dict[str, float] = {"epoch": epoch, "train_loss": run_epoch()}
+        if validate is not None:
+            rec.update(validate())
+            key = select(rec)
+            if best is None or key > best:
+                best, bad, best_epoch = key, 0, epoch
+                best_state = copy.deepcopy(net.state_dict())
+            else:
+                bad += 1
+        history.append(rec)
+        if progress is not None:
+            progress(epoch, rec)
+        if validate is not None and bad >= patience:
+            break
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    return history, best_epoch
