@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from autosearch.adams2019_sizes import BUFFER_SHAPES, HEAD1_CHANNELS, NUM_FEATURES, NUM_SCHEDULE_FEATURES
 from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 from autosearch.training.metrics import group_metrics, mean_metrics
@@ -69,22 +70,6 @@ __all__ = [
 
 #: The feature extractor the Halide backend stores (stages x 326 floats, the `.sample` layout).
 EXTRACTOR: tuple[str, str] = ("halide-adams2019", "1")
-NUM_SCHEDULE_FEATURES = 39
-NUM_FEATURES = NUM_SCHEDULE_FEATURES + 41 * 7  # 326
-HEAD1_CHANNELS, HEAD1_W, HEAD1_H = 8, 40, 7
-HEAD2_CHANNELS, HEAD2_W = 24, 39
-CONV1_CHANNELS = 32
-
-#: The network's six parameter buffers with their Halide-order shapes (NetworkSize.h); the
-#: `.weights` file stores exactly these, in this order.
-BUFFER_SHAPES: dict[str, tuple[int, ...]] = {
-    "head1_filter": (HEAD1_CHANNELS, HEAD1_W, HEAD1_H),
-    "head1_bias": (HEAD1_CHANNELS,),
-    "head2_filter": (HEAD2_CHANNELS, HEAD2_W),
-    "head2_bias": (HEAD2_CHANNELS,),
-    "conv1_filter": (CONV1_CHANNELS, HEAD1_CHANNELS + HEAD2_CHANNELS),
-    "conv1_bias": (CONV1_CHANNELS,),
-}
 
 
 class ParamSet(Protocol):

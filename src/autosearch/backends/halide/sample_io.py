@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autosearch.adams2019_sizes import NUM_FEATURES, NUM_PIPELINE_FEATURES, NUM_SCHEDULE_FEATURES
 from autosearch.errors import InputError
 
 __all__ = [
@@ -40,9 +41,7 @@ __all__ = [
     "write_sample",
 ]
 
-NUM_SCHEDULE_FEATURES = 39
-NUM_PIPELINE_FEATURES = 287  # 41 x 7; the first row (7 type-mask values) is not fed to the net
-FEATURES_PER_STAGE = NUM_SCHEDULE_FEATURES + NUM_PIPELINE_FEATURES
+FEATURES_PER_STAGE = NUM_FEATURES
 MAX_RUNTIME_MS = 100000.0
 MAX_SAMPLE_FLOATS = 10 * 1024 * 1024  # Halide's read buffer; larger files are refused there too
 

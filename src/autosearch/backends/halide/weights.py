@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from autosearch.adams2019_sizes import BUFFER_SHAPES
 from autosearch.errors import InputError
 
 __all__ = [
@@ -43,19 +44,6 @@ __all__ = [
 SIGNATURE = 0x68776631
 PIPELINE_FEATURES_VERSION = 3
 SCHEDULE_FEATURES_VERSION = 3
-HEAD1_CHANNELS, HEAD1_W, HEAD1_H = 8, 40, 7
-HEAD2_CHANNELS, HEAD2_W = 24, 39
-CONV1_CHANNELS = 32
-
-#: The six buffers, in file order, with their Halide-order shapes (NetworkSize.h).
-BUFFER_SHAPES: dict[str, tuple[int, ...]] = {
-    "head1_filter": (HEAD1_CHANNELS, HEAD1_W, HEAD1_H),
-    "head1_bias": (HEAD1_CHANNELS,),
-    "head2_filter": (HEAD2_CHANNELS, HEAD2_W),
-    "head2_bias": (HEAD2_CHANNELS,),
-    "conv1_filter": (CONV1_CHANNELS, HEAD1_CHANNELS + HEAD2_CHANNELS),
-    "conv1_bias": (CONV1_CHANNELS,),
-}
 BUFFER_NAMES: tuple[str, ...] = tuple(BUFFER_SHAPES)
 
 
