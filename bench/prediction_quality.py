@@ -100,7 +100,10 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
     if name == "tvm-mlp":
         return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=seed)
     if name in ("tlp", "tlp+device"):
-        return make_model("tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, device=name == "tlp+device")
+        extra = dict(p.split("=", 1) for p in args.tlp_param or [])
+        return make_model(
+            "tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, device=name == "tlp+device", **extra
+        )
     if name == "tlp-mixed":  # TLP's own scheme: one LambdaRank list over all workloads of a batch, gains 2**label - 1
         return make_model(
             "tlp",
@@ -226,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         "target given to each model's update() before testing on the rest (split b')",
     )
     ap.add_argument("--tlp-epochs", type=int, default=40, help="epochs of the tlp models (early stopping picks fewer)")
+    ap.add_argument(
+        "--tlp-param", action="append", metavar="KEY=VALUE", help="a tlp hyper-parameter (as `train -p`), repeatable"
+    )
     ap.add_argument(
         "--throughput",
         type=int,

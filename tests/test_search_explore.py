@@ -8,7 +8,7 @@ import pytest
 
 from autosearch.errors import InputError
 from autosearch.search.adapter import ModelAdapter
-from autosearch.search.explore import TrustGate, zscore
+from autosearch.search.explore import ControlGate, TrustGate, zscore
 from autosearch.training.metrics import kendall_tau
 
 
@@ -110,3 +110,40 @@ def test_favourites_that_are_slower_than_earlier_picks_lose_trust() -> None:
     acc = gate.judge(scores, new_lat + old_lat, [True] * 4 + [False] * 4)
     within = TrustGate().judge(scores[:4], new_lat)
     assert within == 1.0 and acc is not None and acc < 0.3
+
+
+def test_control_share_rises_when_the_model_orders_random_schedules_like_chance() -> None:
+    gate = ControlGate(share0=0.25, low=0.125, high=0.5)
+    assert gate.share == 0.25 and gate.controls(16) == 4  # no evidence yet
+    assert gate.controls(1) == 0 and gate.controls(2) == 1  # a round of one has no room for a control
+    lat = list(np.linspace(1.0, 2.0, 8))
+    gate.judge(-np.array(lat), lat, [True] * 8)  # random schedules ordered perfectly
+    assert gate.accuracy == 1.0 and gate.share == 0.125
+    for _ in range(6):  # then backwards, round after round: old evidence fades
+        gate.judge(np.array(lat), lat, [True] * 8)
+    assert gate.accuracy is not None and gate.accuracy < 0.2 and gate.share == 0.5
+    assert gate.judge([1.0, 2.0], [None, None], [True, True]) is None  # nothing measured: no evidence
+    with pytest.raises(InputError):
+        ControlGate(share0=0.9, high=0.5)
+
+
+def test_adapter_judges_its_model_on_controls_only() -> None:
+    # A prior that orders random schedules backwards: the controls' share goes up, and only the
+    # controls count (the model's own picks, ordered however, do not move it).
+    rng = np.random.default_rng(0)
+    ad = ModelAdapter(_Prior(1.0), explore="control", seed=0)
+    assert ad.n_controls(16) == 4
+    feats, lat = _round(rng)
+    ad.observe("g", feats, lat)  # no control in this round: no evidence
+    assert isinstance(ad.gate, ControlGate) and ad.gate.accuracy is None
+    for _ in range(3):
+        feats, lat = _round(rng)
+        ad.observe("g", feats, lat, [i % 4 == 0 for i in range(16)])
+    assert ad.gate.accuracy is not None and ad.gate.accuracy < 0.1 and ad.n_controls(16) == 8
+    right = ModelAdapter(_Prior(-1.0), explore="control", seed=0)
+    for _ in range(3):
+        feats, lat = _round(rng)
+        right.observe("g", feats, lat, [i % 4 == 0 for i in range(16)])
+    assert right.n_controls(16) == 2 and right.explore_state == 0.125
+    with pytest.raises(InputError, match="control flags"):
+        right.observe("g", feats, lat, [True])

@@ -139,6 +139,53 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     assert (tmp_path / "o" / "best.json").is_file()
 
 
+def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path) -> None:
+    """`--explore control`: every round carries controls from the random-scored search, all
+    measured schedules are distinct, and the store marks the controls."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.tune import TuneSettings, tune
+    from autosearch.store import Store
+    from autosearch.workloads.module import resolve_workload_spec
+
+    with Store(tmp_path / "c.db") as st:
+        r = tune(
+            resolve_workload_spec(WL),
+            host_target(),
+            make_cost_model("pretrained", explore="control"),
+            TuneSettings(trials=24, trials_per_round=8, population=16, genetic_num_iters=1),
+            store=st,
+            evaluator=EvaluatorSettings(1, 2, 1),
+            progress=False,
+            baseline=False,
+            reference=False,
+        )
+        assert r.trials == 24 and r.best_latency is not None
+        for rnd in range(3):
+            flags = [h["control"] for h in r.history if h["round"] == rnd]
+            assert 1 <= sum(flags) < len(flags), flags  # controls and picks in every round
+            assert all(h["explore"] is not None for h in r.history)
+        rows = list(st.measurements(r.workload_key, r.target))
+        assert len({row.schedule for row in rows}) == len(rows) == 24
+        assert sum(bool((row.extra or {}).get("control")) for row in rows) == sum(h["control"] for h in r.history)
+
+
+def test_random_draws_are_distinct_and_skip_what_was_proposed() -> None:
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.strategy import RandomDraws, _design_space
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    draws = RandomDraws(ctx, spaces, seed=0)
+    first = draws.draw(6)
+    assert len(first) == 6 and all(not draws.fresh(c) for c in first)
+    again = RandomDraws(ctx, spaces, seed=0)
+    again.mark(first)  # same seed, but what was marked is never drawn again
+    assert all(again.fresh(c) for c in again.draw(6))
+
+
 # -- bad input: one line, exit 2, nothing measured ------------------------------------------------
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> None:
     code, _, err = _run(capsys, argv)

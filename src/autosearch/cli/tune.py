@@ -96,7 +96,8 @@ def tune(
     explore: str = typer.Option(
         "none",
         "--explore",
-        help="none, or trust: a trained model's share of each round follows how well it ordered the last rounds.",
+        help="none; trust: a trained model's weight follows how well it ordered the last rounds; control: a "
+        "share of each round comes from a random-scored search, and the model's accuracy on those sets the share.",
     ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
@@ -201,7 +202,7 @@ def tune_model(
     target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
     db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
-    explore: str = typer.Option("none", "--explore", help="none or trust (see `tune --help`)."),
+    explore: str = typer.Option("none", "--explore", help="none, trust or control (see `tune --help`)."),
     warm_start: bool = typer.Option(
         True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."
     ),

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.search.explore import EXPLORE_MODES, TrustGate
+from autosearch.search.explore import EXPLORE_MODES, ControlGate, TrustGate
 
 __all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
@@ -65,6 +65,7 @@ def check_extractor(model: Any, extractor: tuple[str, str], n_features: int) -> 
 class _Group:
     feats: list[np.ndarray] = field(default_factory=list)
     lats: list[float | None] = field(default_factory=list)
+    ctrl: list[bool] = field(default_factory=list)  # drawn at random (a control), not picked by the model
 
     @property
     def best(self) -> float | None:
@@ -127,7 +128,11 @@ class ModelAdapter:
         self.online_weight = 0.0
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
         self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
-        self.gate = TrustGate(trust0=trust0, seed=seed) if explore == "trust" else None
+        self.gate: TrustGate | ControlGate | None = None
+        if explore == "trust":
+            self.gate = TrustGate(trust0=trust0, seed=seed)
+        elif explore == "control":
+            self.gate = ControlGate()
         #: What the model reads, computed for MetaSchedule candidates (search.featurize); set by
         #: `make_cost_model`. Default: PerStoreFeature.
         self.extractor: tuple[str, str] = ("per-store-feature", "tvm-0.27")
@@ -149,6 +154,21 @@ class ModelAdapter:
     def n_seen(self) -> int:
         return sum(len(g.lats) for g in self.groups.values())
 
+    def n_controls(self, n: int) -> int:
+        """How many of a round of `n` should be random controls (`explore="control"` with a trained model)."""
+        if isinstance(self.gate, ControlGate) and self.model is not None:
+            return self.gate.controls(n)
+        return 0
+
+    @property
+    def explore_state(self) -> float | None:
+        """What the gate decided for the next round: the trust, or the control share."""
+        if isinstance(self.gate, TrustGate):
+            return self.gate.trust
+        if isinstance(self.gate, ControlGate):
+            return self.gate.share
+        return None
+
     def should_retrain(self) -> bool:
         """The adaptive rule: enough new results relative to what the model was trained on."""
         n = self.n_pending
@@ -157,7 +177,8 @@ class ModelAdapter:
     # -- scoring -----------------------------------------------------------------------------
     def score(self, feats: Sequence[np.ndarray]) -> np.ndarray:
         """float64 score per candidate (higher = faster); always finite. With `explore="trust"`,
-        the model's scores are blended with noise by how much the evidence says to trust it."""
+        the model's scores are blended with noise by how much the evidence says to trust it; with
+        `"control"`, the ensemble's spread adds an upper-confidence bonus."""
         n = len(feats)
         if n == 0:
             return np.zeros(0, dtype=np.float64)
@@ -173,6 +194,8 @@ class ModelAdapter:
 
             with self._section("predict"):
                 spread = np.asarray(members(FeatureBatch.from_list(list(feats))), dtype=np.float64).std(axis=0)
+        if isinstance(self.gate, ControlGate):
+            return self.gate.acquire(scores, spread)
         return self.gate.mix(scores, spread)
 
     def _model_scores(self, feats: Sequence[np.ndarray]) -> np.ndarray:
@@ -195,18 +218,31 @@ class ModelAdapter:
         return scores
 
     # -- learning ----------------------------------------------------------------------------
-    def observe(self, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None]) -> bool:
-        """Record measured results (latency None = failed); retrain if the rule says so."""
+    def observe(
+        self,
+        group: str,
+        feats: Sequence[np.ndarray],
+        latencies: Sequence[float | None],
+        controls: Sequence[bool] | None = None,
+    ) -> bool:
+        """Record measured results (latency None = failed); retrain if the rule says so.
+        `controls` marks the results drawn at random rather than picked by the model."""
         if len(feats) != len(latencies):
             raise InputError(f"{len(feats)} feature matrices but {len(latencies)} latencies")
-        if self.gate is not None and self.model is not None and len(feats):
+        ctrl = [False] * len(feats) if controls is None else [bool(c) for c in controls]
+        if len(ctrl) != len(feats):
+            raise InputError(f"{len(feats)} feature matrices but {len(ctrl)} control flags")
+        if isinstance(self.gate, TrustGate) and self.model is not None and len(feats):
             self._judge(group, feats, latencies)
-        for f, lat in zip(feats, latencies):
+        elif isinstance(self.gate, ControlGate) and self.model is not None and any(ctrl):
+            self._judge_controls(group, feats, latencies, ctrl)
+        for f, lat, c in zip(feats, latencies, ctrl):
             ok = lat is not None and np.isfinite(lat) and lat > 0
             for store in (self.groups, self.pending):
                 g = store.setdefault(group, _Group())
                 g.feats.append(np.asarray(f, dtype=np.float32))
                 g.lats.append(float(lat) if ok and lat is not None else None)
+                g.ctrl.append(c)
         if not self.should_retrain():
             self.n_skipped += 1
             return False
@@ -225,8 +261,25 @@ class ModelAdapter:
         old_lats = [old.lats[i] for i in idx] if old is not None else []
         scores = self._model_scores([*feats, *old_feats])
         new = [True] * len(feats) + [False] * len(old_feats)
-        assert self.gate is not None
+        assert isinstance(self.gate, TrustGate)
         self.gate.judge(scores, [*latencies, *old_lats], new)
+
+    def _judge_controls(
+        self, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None], ctrl: list[bool]
+    ) -> None:
+        """Give the control gate this round's controls, scored before the model learns them,
+        against up to 64 earlier controls of the group."""
+        old = self.groups.get(group)
+        idx = np.flatnonzero(old.ctrl) if old is not None else np.zeros(0, np.int64)
+        if idx.size > 64:
+            idx = self.rng.choice(idx, 64, replace=False)
+        new_feats = [f for f, c in zip(feats, ctrl) if c]
+        new_lats = [x for x, c in zip(latencies, ctrl) if c]
+        old_feats = [old.feats[i] for i in idx] if old is not None else []
+        old_lats = [old.lats[i] for i in idx] if old is not None else []
+        scores = self._model_scores([*new_feats, *old_feats])
+        assert isinstance(self.gate, ControlGate)
+        self.gate.judge(scores, [*new_lats, *old_lats], [True] * len(new_feats) + [False] * len(old_feats))
 
     def _dataset(self, groups: dict[str, _Group]) -> Any:
         """A Dataset of these groups, labels normalised by each group's best latency so far."""

@@ -13,6 +13,16 @@ trust `t` in [0, 1] used for the next rounds' scores:
   upper-confidence bonus where the ensemble's members disagree;
 - before any evidence, t = `trust0`, so the first round covers the space and still leans on the prior.
 
+`ControlGate` (`--explore control`) asks the same question of *random* schedules instead: a share
+of every round is drawn uniformly from the design space (the controls), and the model's pairwise
+accuracy on them, scored before it learns them, is an unbiased estimate of how well it orders the
+space. A round's model picks are its own favourites' neighbourhood, so a prior that is wrong about
+the fast region can still order them well and pass the trust test (measured on a depthwise conv:
+accuracy 0.7-0.9 on its picks, 0.60 on the whole space). The controls' accuracy sets the next
+round's control share: `high` when the model orders random schedules like chance, `low` when it
+orders them well. The controls also feed the run's online model and the evolutionary population,
+which is how TVM's XGBModel finds the fast region its random warm-up samples.
+
 Pure NumPy, testable without TVM; `search.adapter.ModelAdapter` owns one.
 """
 
@@ -26,21 +36,29 @@ from numpy.typing import ArrayLike
 
 from autosearch.errors import InputError
 
-__all__ = ["EXPLORE_MODES", "TrustGate", "zscore"]
+__all__ = ["EXPLORE_MODES", "ControlGate", "TrustGate", "zscore"]
 
-#: `--explore` values: "none" (scores as the model gives them), "trust" (this module).
-EXPLORE_MODES = ("none", "trust")
+#: `--explore` values: "none" (scores as the model gives them), "trust" and "control" (this module).
+EXPLORE_MODES = ("none", "trust", "control")
 
 
-def _pairwise_with_new(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> float | None:
-    """Share of pairs (at least one of them new, different latencies) that `s` orders like the
-    latencies (higher score = faster)."""
+def _pair_counts(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> tuple[int, int]:
+    """(pairs `s` orders like the latencies, pairs counted): pairs with at least one new member
+    and different latencies (higher score = faster)."""
     ds = np.sign(s[:, None] - s[None, :])
     dl = np.sign(lat[None, :] - lat[:, None])  # +1 where i is faster than j
     mask = np.triu(np.ones(ds.shape, bool), 1) & (dl != 0) & (new[:, None] | new[None, :])
-    if not mask.any():
-        return None
-    return float(np.mean(ds[mask] == dl[mask]))
+    return int(np.sum(ds[mask] == dl[mask])), int(mask.sum())
+
+
+def _pairwise_with_new(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> float | None:
+    """Share of pairs (at least one of them new, different latencies) that `s` orders like the latencies."""
+    right, total = _pair_counts(s, lat, new)
+    return right / total if total else None
+
+
+def _finite_latencies(latencies: Sequence[float | None]) -> np.ndarray:
+    return np.array([np.inf if x is None else float(x) for x in latencies], dtype=np.float64)
 
 
 def zscore(x: np.ndarray) -> np.ndarray:
@@ -89,7 +107,7 @@ class TrustGate:
         measurements: a round's picks are the model's own favourites, so ordering them among
         themselves says little; ordering them against what was measured before (random picks
         included) says whether its favourites really are faster."""
-        lat = np.array([np.inf if x is None else float(x) for x in latencies], dtype=np.float64)
+        lat = _finite_latencies(latencies)
         fresh = np.ones(lat.shape, bool) if new is None else np.asarray(new, dtype=bool)
         ok = np.isfinite(lat) & (lat > 0)
         if (ok & fresh).sum() < 2 or ok.sum() < 3:
@@ -109,3 +127,75 @@ class TrustGate:
         if t >= 1.0:
             return z
         return t * z + (1.0 - t) * self._rng.standard_normal(z.shape[0])
+
+
+@dataclass
+class ControlGate:
+    """The share of each round drawn at random, from the model's accuracy on earlier random draws.
+
+    share0: before any evidence (the first round always includes controls);
+    low / high: the share when the model orders random schedules well / like chance;
+    floor, span: pairwise accuracy <= floor counts as chance, >= floor + span as good;
+    decay: weight of older evidence per round (the model adapts, so its old mistakes fade);
+    kappa: weight of the ensemble members' spread (an upper-confidence bonus) in the scores.
+    """
+
+    share0: float = 0.25
+    low: float = 0.125
+    high: float = 0.5
+    floor: float = 0.55
+    span: float = 0.2
+    decay: float = 0.7
+    min_pairs: int = 6
+    kappa: float = 0.25
+    right: float = 0.0
+    total: float = 0.0
+    evidence: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.low <= self.share0 <= self.high <= 1.0:
+            raise InputError(
+                f"ControlGate needs 0 <= low <= share0 <= high <= 1, got {self.low}, {self.share0}, {self.high}"
+            )
+        if self.span <= 0 or not 0.0 <= self.decay <= 1.0 or self.kappa < 0:
+            raise InputError("ControlGate needs span > 0, decay within [0, 1] and kappa >= 0")
+
+    @property
+    def accuracy(self) -> float | None:
+        """Decayed pairwise accuracy on controls; None until `min_pairs` pairs were judged."""
+        return self.right / self.total if self.total >= self.min_pairs else None
+
+    @property
+    def share(self) -> float:
+        acc = self.accuracy
+        if acc is None:
+            return self.share0
+        good = float(np.clip((acc - self.floor) / self.span, 0.0, 1.0))
+        return self.high - (self.high - self.low) * good
+
+    def controls(self, n: int) -> int:
+        """How many of a round of `n` candidates are random controls (at least one of 2+)."""
+        if n < 2:
+            return 0
+        return int(min(n - 1, max(1, round(self.share * n))))
+
+    def judge(self, scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool]) -> float | None:
+        """Record how `scores` (made before the model saw the `new` controls) order them against
+        each other and against earlier controls; returns this round's accuracy."""
+        lat = _finite_latencies(latencies)
+        fresh = np.asarray(new, dtype=bool)
+        ok = np.isfinite(lat) & (lat > 0)
+        right, total = _pair_counts(np.asarray(scores, dtype=np.float64)[ok], lat[ok], fresh[ok])
+        if total == 0:
+            return None
+        self.right = self.decay * self.right + right
+        self.total = self.decay * self.total + total
+        self.evidence.append(right / total)
+        return right / total
+
+    def acquire(self, scores: np.ndarray, spread: np.ndarray | None = None) -> np.ndarray:
+        """The search's score: the model's, plus a bonus where the ensemble's members disagree."""
+        z = zscore(scores)
+        if spread is not None and self.kappa > 0:
+            z = z + self.kappa * zscore(spread)
+        return z

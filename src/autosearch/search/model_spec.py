@@ -47,8 +47,8 @@ def make_cost_model(
     """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
     trained model that never saw that device says so (one warning line).
 
-    `explore="trust"` (search/explore.py) lets a trained prior's share of each round follow how
-    well it ordered the previous rounds' measurements; it does nothing for TVM's own models."""
+    `explore="trust"` or `"control"` (search/explore.py) lets a trained prior lead the search only as
+    far as it proves right on the run's own measurements; it does nothing for TVM's own models."""
     from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
     from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
     from autosearch.search.featurize import featurizer_for
@@ -129,7 +129,7 @@ def warn_unknown_device(model: Any, target: Any) -> bool:
     names = ", ".join(sorted({f"{d[1] or d[0]}/{d[2]} cores" for d in map(_device_of, known)}))
     warnings.warn(
         f"the model was trained on {names}; this target is {here[1] or here[0]}/{here[2]} cores, which it never "
-        "saw: its ranking may not transfer (--explore trust lets the search rely on it only as far as it proves right)",
+        "saw: its ranking may not transfer (--explore control lets the search rely on it only as far as it proves right)",
         stacklevel=2,
     )
     return True

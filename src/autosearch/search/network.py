@@ -85,6 +85,8 @@ class NetworkResult:
     interrupted: bool = False
     seconds: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)
+    #: The tuned build (relax executable), for callers that time it beside other builds.
+    executable: Any = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -372,7 +374,7 @@ def _build_check_time(
 
     dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
     args = [tvm.runtime.tensor(x.numpy(), dev) for x in inputs]
-    ex_tuned = compile_relax(database, mod, target, params_main)
+    ex_tuned = result.executable = compile_relax(database, mod, target, params_main)
     vm = relax.VirtualMachine(ex_tuned, dev)
     got = _first_output(vm["main"](*args))
     result.max_abs_err = (

@@ -1,8 +1,9 @@
 """Where a tuning round's candidates come from: MetaSchedule's evolutionary search, or gradient search.
 
-Both are `CandidateSource`s: `propose(n)` returns up to n new candidates, `notify` tells the
-search (and MetaSchedule's in-memory database, which the evolutionary search mutates from) what
-they measured. `tune()` drives either the same way.
+Both are `CandidateSource`s: `propose(n)` returns up to n new candidates, `draw(k)` up to k
+schedules sampled uniformly from the design space (the random controls of `--explore control`),
+`notify` tells the search (and MetaSchedule's in-memory database, which the evolutionary search
+mutates from) what they measured. `tune()` drives either the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 from autosearch.errors import AutosearchError, WorkloadError, one_line
 
-__all__ = ["CandidateSource", "EvolutionarySource", "GradientSource", "make_source"]
+__all__ = ["CandidateSource", "EvolutionarySource", "GradientSource", "RandomDraws", "make_source"]
 
 
 class CandidateSource(Protocol):
@@ -22,6 +23,8 @@ class CandidateSource(Protocol):
     context: Any  # the TuneContext (features and TVM's own cost models read it)
 
     def propose(self, n: int) -> list[Any]: ...
+
+    def draw(self, k: int) -> list[Any]: ...
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None: ...
 
@@ -43,6 +46,59 @@ def _replay(context: Any, rows: list[Any]) -> list[Any]:
         except Exception:  # a trace from another TVM version: not a seed, not an error
             continue
     return out
+
+
+def _mod_hash(mod: Any) -> int:
+    import tvm_ffi
+
+    return int(tvm_ffi.structural_hash(mod))
+
+
+class RandomDraws:
+    """Schedules sampled uniformly from the design spaces, as MetaSchedule's ReplayTrace does: a
+    sketch's trace replayed with every decision sampled afresh, then the postprocessors (a
+    schedule they reject is drawn again). Never one already proposed or measured in this run."""
+
+    def __init__(self, context: Any, spaces: list[Any], seed: int) -> None:
+        import numpy as np
+
+        self.context, self.rng = context, np.random.default_rng([seed, 0x5EED])
+        self.traces = [s.trace.simplified(remove_postproc=True) for s in spaces]
+        self.postprocs = list(context.space_generator.postprocs)
+        self.seen: set[int] = set()
+
+    def fresh(self, candidate: Any) -> bool:
+        return _mod_hash(candidate.sch.mod) not in self.seen
+
+    def mark(self, candidates: list[Any]) -> None:
+        for c in candidates:
+            self.seen.add(_mod_hash(c.sch.mod))
+
+    def draw(self, k: int, tries: int = 8) -> list[Any]:
+        from tvm.s_tir import Schedule
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.schedule import Trace
+
+        out: list[Any] = []
+        for _ in range(max(0, k) * tries):
+            if len(out) >= k:
+                break
+            trace = self.traces[int(self.rng.integers(len(self.traces)))]
+            sch = Schedule(self.context.mod, seed=int(self.rng.integers(1, 2**31 - 1)))
+            try:
+                Trace(trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+                sch.enter_postproc()  # as MetaSchedule marks it: a replay of the trace drops what follows
+                if not all(p.apply(sch) for p in self.postprocs):
+                    continue
+            except Exception:  # a sampled decision the sketch cannot take: draw again
+                continue
+            h = _mod_hash(sch.mod)
+            if h in self.seen:
+                continue
+            self.seen.add(h)
+            out.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        return out
 
 
 def _runner_results(measured: list[Any]) -> list[Any]:
@@ -106,9 +162,64 @@ class EvolutionarySource:
             cost_model=model.cost_model,
         )
         self._target = target
+        self._settings = settings
+        self.draws = RandomDraws(self.context, self.spaces, settings.seed)
+        self._explorer: Any = None
 
     def propose(self, n: int) -> list[Any]:
-        return list(self.context.generate_measure_candidates() or [])[:n]
+        if n <= 0:
+            return []
+        out = list(self.context.generate_measure_candidates() or [])[:n]
+        self.draws.mark(out)
+        return out
+
+    def draw(self, k: int) -> list[Any]:
+        """k controls from a second evolutionary search that scores at random (TVM XGBModel's
+        warm-up: mutations of the best measured schedules and fresh samples, none chosen by our
+        model); uniform draws when it has nothing new."""
+        if k <= 0:
+            return []
+        out = [c for c in (self._random_evolution().generate_measure_candidates() or []) if self.draws.fresh(c)][:k]
+        self.draws.mark(out)
+        if len(out) < k:
+            out += self.draws.draw(k - len(out))
+        return out
+
+    def _random_evolution(self) -> Any:
+        """The controls' search: same space, database and settings as ours, MetaSchedule's RandomModel."""
+        if self._explorer is None:
+            from tvm.s_tir import meta_schedule as ms
+
+            st = self._settings
+            # Random scores make a large population and many generations pointless: a small one
+            # with one generation mutates the measured best and samples afresh at a fraction of the
+            # cost (measured on a depthwise conv: the full-size copy doubled the run's search time).
+            pop = max(2 * st.trials_per_round, 32)
+            strategy = ms.search_strategy.EvolutionarySearch(
+                population_size=pop,
+                init_measured_ratio=st.init_measured_ratio,
+                init_min_unmeasured=min(16, pop),
+                genetic_num_iters=1,
+                eps_greedy=st.eps_greedy,
+            )
+            ctx = ms.TuneContext(
+                mod=self.context.mod,
+                target=self._target,
+                space_generator="post-order-apply",
+                search_strategy=strategy,
+                task_name=f"{self.context.task_name}:controls",
+                rand_state=st.seed + 1,
+                num_threads=self.context.num_threads,
+            )
+            ctx.pre_tuning(
+                max_trials=1 << 30,  # it only ever serves our rounds' controls
+                num_trials_per_iter=st.trials_per_round,
+                design_spaces=self.spaces,
+                database=self.database,
+                cost_model=ms.cost_model.RandomModel(seed=st.seed + 1),
+            )
+            self._explorer = ctx
+        return self._explorer
 
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
@@ -118,6 +229,7 @@ class EvolutionarySource:
         from tvm.s_tir import meta_schedule as ms
 
         cands = _replay(self.context, rows)
+        self.draws.mark(cands)
         for c, r in zip(cands, rows):
             self.database.commit_tuning_record(
                 ms.database.TuningRecord(c.sch.trace, self._ms_workload, r.latencies, self._target, c.args_info)
@@ -128,6 +240,8 @@ class EvolutionarySource:
         from tvm.s_tir import meta_schedule as ms
 
         self.context.notify_runner_results(candidates, _runner_results(measured))
+        if self._explorer is not None:
+            self._explorer.notify_runner_results(candidates, _runner_results(measured))
         for c, r in zip(candidates, measured):
             if r.status == "ok":
                 self.database.commit_tuning_record(
@@ -135,8 +249,10 @@ class EvolutionarySource:
                 )
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):  # cleanup only; the run's results are already kept
-            self.context.post_tuning()
+        for ctx in (self.context, self._explorer):
+            if ctx is not None:
+                with contextlib.suppress(Exception):  # cleanup only; the run's results are already kept
+                    ctx.post_tuning()
 
 
 class GradientSource:
@@ -153,15 +269,22 @@ class GradientSource:
             seed=settings.seed,
             eps_greedy=settings.eps_greedy,
         )
+        self.draws = RandomDraws(context, spaces, settings.seed)
 
     def propose(self, n: int) -> list[Any]:
-        return list(self.search.propose(n))
+        out = list(self.search.propose(n)) if n > 0 else []
+        self.draws.mark(out)
+        return out
+
+    def draw(self, k: int) -> list[Any]:
+        return self.draws.draw(k)
 
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
 
     def seed(self, rows: list[Any]) -> list[Any]:
         cands = _replay(self.context, rows)
+        self.draws.mark(cands)
         self.search.observe(cands, [r.median for r in rows[: len(cands)]])
         return cands
 

@@ -3,8 +3,9 @@
 The loop is MetaSchedule's own, driven at the TuneContext level so that every stage can be timed
 and every measured candidate reaches our store:
 
-    candidates = source.propose(n)          (evolutionary search + cost-model ranking + eps-greedy,
+    candidates = source.propose(n - k)      (evolutionary search + cost-model ranking + eps-greedy,
                                              or gradient search: search/strategy.py)
+               + source.draw(k)             (k random controls, `--explore control`)
       -> build (PoolBuilder) -> run (Runner) (real hardware)
       -> source.notify(...)                  (the search and MetaSchedule's database learn the result)
       -> cost model update (adaptive)        (search/adapter.py)
@@ -197,6 +198,10 @@ class TuneRun:
                 store.add_workload(WorkloadRecord.from_workload(workload))
         self.group = group_key(workload.mod())
         self.done = False
+        from autosearch.search.strategy import GradientSource
+
+        #: Gradient search ranks with its own differentiable model: the TuneModel's would learn for nothing.
+        self.model_learns = not isinstance(self.source, GradientSource)
 
     def warm_start(self, store: Any, k: int = 16) -> int:
         """Give the search the store's `k` best schedules of this workload on this target; returns
@@ -207,7 +212,7 @@ class TuneRun:
         cands = self.source.seed(rows) if rows else []
         if not cands:
             return 0
-        if self.model.adapter is not None:  # the model learns them as evidence, like any round
+        if self.model.adapter is not None and self.model_learns:  # the model learns them as evidence
             with self.timer.section("features"):
                 feats = (self.model.adapter.featurize or extract_features)(self.source.context, cands)
             self.model.adapter.observe(self.group, feats, [r.median for r in rows[: len(cands)]])
@@ -225,13 +230,16 @@ class TuneRun:
             self.done = True
             self.result.stop_reason = self.result.stop_reason or "budget reached"
             return False
+        n = min(self.settings.trials_per_round, self.trials_left)
+        k = self.model.adapter.n_controls(n) if self.model.adapter is not None and self.model_learns else 0
         with self.timer.section("search"):
-            cands = self.source.propose(min(self.settings.trials_per_round, self.trials_left))
-        if not cands:
+            picks = self.source.propose(n - k)
+            controls = self.source.draw(k) if k else []
+        if not picks and not controls:
             self.done = True
             self.result.stop_reason = "search space exhausted"
             return False
-        _round(self, cands)
+        _round(self, picks + controls, [False] * len(picks) + [True] * len(controls))
         return True
 
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
@@ -325,8 +333,9 @@ def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneRe
                 on_round(result)
 
 
-def _round(run: TuneRun, cands: list[Any]) -> None:
-    """Build, run, notify, featurize, update the model, store and account for one round."""
+def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
+    """Build, run, notify, featurize, update the model, store and account for one round
+    (`controls` marks the candidates drawn at random, not picked by the search)."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
     from autosearch.features.per_store import EXTRACTOR, extract_features
@@ -345,13 +354,15 @@ def _round(run: TuneRun, cands: list[Any]) -> None:
         feats = extract_features(run.source.context, cands)
     with timer.section("update"):
         adapter = run.model.adapter
-        if adapter is not None:
+        if not run.model_learns:
+            pass
+        elif adapter is not None:
             if adapter.featurize is not None and tuple(adapter.extractor) != EXTRACTOR:
                 with timer.section("features"):
                     model_feats = adapter.featurize(run.source.context, cands)
             else:
                 model_feats = feats
-            adapter.observe(run.group, model_feats, lats)
+            adapter.observe(run.group, model_feats, lats, controls)
         else:
             run.model.cost_model.update(run.source.context, cands, run.source.runner_results(measured))
     texts = [trace_json(c.sch) for c in cands]
@@ -369,15 +380,15 @@ def _round(run: TuneRun, cands: list[Any]) -> None:
                     latencies=r.latencies,
                     error=r.error,
                     source=f"tune:{run.model.label}:{result.run_id}",
-                    extra={"round": rnd},
+                    extra={"round": rnd, "control": True} if c else {"round": rnd},
                 )
-                for t, r in zip(texts, measured)
+                for t, r, c in zip(texts, measured, controls)
             ]
             run.store.add_measurements(records, feats, EXTRACTOR)
     now = round(timer.elapsed(), 3)
-    gate = getattr(run.model.adapter, "gate", None)
-    trust = round(gate.trust, 3) if gate is not None else None
-    for t, lat in zip(texts, lats):
+    state = run.model.adapter.explore_state if run.model.adapter is not None else None
+    explore = round(state, 3) if state is not None else None
+    for t, lat, c in zip(texts, lats, controls):
         result.trials += 1
         if lat is not None:
             result.ok += 1
@@ -390,7 +401,8 @@ def _round(run: TuneRun, cands: list[Any]) -> None:
                 "latency": lat,
                 "best": result.best_latency,
                 "t": now,
-                "trust": trust,
+                "explore": explore,  # the gate's trust or control share after this round
+                "control": c,
             }
         )
 
