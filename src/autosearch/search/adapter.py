@@ -277,9 +277,16 @@ class ModelAdapter:
         new_lats = [x for x, c in zip(latencies, ctrl) if c]
         old_feats = [old.feats[i] for i in idx] if old is not None else []
         old_lats = [old.lats[i] for i in idx] if old is not None else []
-        scores = self._model_scores([*new_feats, *old_feats])
+        items, lats = [*new_feats, *old_feats], [*new_lats, *old_lats]
+        new = [True] * len(new_feats) + [False] * len(old_feats)
         assert isinstance(self.gate, ControlGate)
-        self.gate.judge(scores, [*new_lats, *old_lats], [True] * len(new_feats) + [False] * len(old_feats))
+        self.gate.judge(self._model_scores(items), lats, new)
+        if self.online_model is not None:  # prior and online model, each alone, on the same controls
+            from autosearch.training.batch import FeatureBatch
+
+            batch = FeatureBatch.from_list(items)
+            self.gate.judge_scorer("prior", np.asarray(self.model.predict(batch), dtype=np.float64), lats, new)
+            self.gate.judge_scorer("online", np.asarray(self.online_model.predict(batch), dtype=np.float64), lats, new)
 
     def _dataset(self, groups: dict[str, _Group]) -> Any:
         """A Dataset of these groups, labels normalised by each group's best latency so far."""
@@ -311,8 +318,17 @@ class ModelAdapter:
             self._fit_online()
 
     def _judge_online(self) -> None:
-        """Which of prior and online model orders the new results (unseen by both) better."""
+        """Which of prior and online model orders the new results (unseen by both) better. With
+        random controls, their verdict on the controls decides (the model's own picks are a
+        biased sample: a prior wrong about the fast region can order its favourites well)."""
         from autosearch.training.metrics import pairwise_accuracy
+
+        if isinstance(self.gate, ControlGate):
+            a, b = self.gate.scorer_accuracy("prior"), self.gate.scorer_accuracy("online")
+            if a is not None and b is not None:
+                self.held_back.append((a, b))
+                self.online_weight = float(np.clip(0.5 + 5.0 * (b - a), 0.0, 1.0))
+                return
 
         ds = self._dataset(self.pending)
         accs = []

@@ -151,6 +151,8 @@ class ControlGate:
     right: float = 0.0
     total: float = 0.0
     evidence: list[float] = field(default_factory=list)
+    #: Decayed (right, total) pair counts of other scorers on the same controls (e.g. prior, online).
+    tally: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.low <= self.share0 <= self.high <= 1.0:
@@ -192,6 +194,20 @@ class ControlGate:
         self.total = self.decay * self.total + total
         self.evidence.append(right / total)
         return right / total
+
+    def judge_scorer(
+        self, name: str, scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool]
+    ) -> None:
+        """Tally another scorer's pairwise accuracy on the same controls (decayed like the gate's)."""
+        lat = _finite_latencies(latencies)
+        ok = np.isfinite(lat) & (lat > 0)
+        right, total = _pair_counts(np.asarray(scores, dtype=np.float64)[ok], lat[ok], np.asarray(new, bool)[ok])
+        t = self.tally.setdefault(name, [0.0, 0.0])
+        t[0], t[1] = self.decay * t[0] + right, self.decay * t[1] + total
+
+    def scorer_accuracy(self, name: str) -> float | None:
+        t = self.tally.get(name)
+        return t[0] / t[1] if t is not None and t[1] >= self.min_pairs else None
 
     def acquire(self, scores: np.ndarray, spread: np.ndarray | None = None) -> np.ndarray:
         """The search's score: the model's, plus a bonus where the ensemble's members disagree."""

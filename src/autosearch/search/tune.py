@@ -388,6 +388,8 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     now = round(timer.elapsed(), 3)
     state = run.model.adapter.explore_state if run.model.adapter is not None else None
     explore = round(state, 3) if state is not None else None
+    ad = run.model.adapter
+    online_w = round(ad.online_weight, 3) if ad is not None and ad.online_model is not None else None
     for t, lat, c in zip(texts, lats, controls):
         result.trials += 1
         if lat is not None:
@@ -403,6 +405,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
                 "t": now,
                 "explore": explore,  # the gate's trust or control share after this round
                 "control": c,
+                "online_weight": online_w,  # pretrained+xgb: the online model's share of the score
             }
         )
 
