@@ -12,8 +12,8 @@ the geometric-mean ratio TVM-XGB / ours at each budget (> 1: ours found faster s
 trials and wall seconds ours needs to reach TVM-XGB's best at the largest budget, and each
 workload's tuned speed relative to PyTorch on the same CPU and threads.
 
-A model is a `--model` value, optionally with `@trust` for evidence-following exploration
-(`--explore trust`): e.g. `pretrained+xgb@trust`.
+A model is a `--model` value, optionally with `@trust` or `@control` for the exploration modes
+(`--explore trust|control`): e.g. `pretrained+xgb@control`.
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -40,7 +40,7 @@ DEFAULT_WORKLOADS = [
     "bert/dense/128x768/768",
     "mobilenetv2/conv2d_nhwc/1x56x56x24/k1s1p0/144",
 ]
-MODELS = ["pretrained+xgb@trust", "tvm-xgb", "random", "pretrained+xgb"]
+MODELS = ["pretrained+xgb", "tvm-xgb", "random", "pretrained+xgb@control"]
 
 
 def _geo(xs: list[float]) -> float:

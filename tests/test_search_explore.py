@@ -147,3 +147,18 @@ def test_adapter_judges_its_model_on_controls_only() -> None:
     assert right.n_controls(16) == 2 and right.explore_state == 0.125
     with pytest.raises(InputError, match="control flags"):
         right.observe("g", feats, lat, [True])
+
+
+def test_controls_hand_the_score_to_the_online_model_when_the_prior_is_wrong() -> None:
+    # The prior orders schedules backwards; an XGBoost fitted on the run's results learns the
+    # order. Judged on the controls, the blend moves (nearly) all the way to the online model.
+    rng = np.random.default_rng(1)
+    ad = ModelAdapter(_Prior(1.0), explore="control", online="xgb", online_warmup=16, seed=0)
+    for _ in range(6):
+        feats, lat = _round(rng)
+        ad.observe("g", feats, lat, [i % 2 == 0 for i in range(16)])
+    assert ad.online_model is not None and isinstance(ad.gate, ControlGate)
+    assert ad.gate.scorer_accuracy("online") > 0.8 > 0.2 > ad.gate.scorer_accuracy("prior")
+    assert ad.online_weight == 1.0
+    feats, lat = _round(rng, 64)
+    assert kendall_tau(ad.score(feats), lat) > 0.8  # scores now order by speed

@@ -201,7 +201,7 @@ class ControlGate:
         """Tally another scorer's pairwise accuracy on the same controls (decayed like the gate's)."""
         lat = _finite_latencies(latencies)
         ok = np.isfinite(lat) & (lat > 0)
-        right, total = _pair_counts(np.asarray(scores, dtype=np.float64)[ok], lat[ok], np.asarray(new, bool)[ok])
+        right, total = _pair_counts(zscore(np.asarray(scores))[ok], lat[ok], np.asarray(new, bool)[ok])
         t = self.tally.setdefault(name, [0.0, 0.0])
         t[0], t[1] = self.decay * t[0] + right, self.decay * t[1] + total
 
