@@ -30,6 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--explore", default="trust")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true", help="only ours (no tune_relax run)")
+    ap.add_argument(
+        "--stock-build-timeout",
+        type=float,
+        default=120.0,
+        help="tune_relax's LocalBuilder timeout (TVM's 30 s default: on 2 busy cores a fresh build worker's "
+        "one-time TVM import alone exceeds it, and the killed worker pays it again, so most builds fail)",
+    )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
 
@@ -99,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             max_trials_global=args.trials,
             num_trials_per_iter=args.trials_per_round,
             seed=args.seed,
+            builder=ms.builder.LocalBuilder(timeout_sec=args.stock_build_timeout),
         )
         n_stock = sum(1 for _ in db.get_all_tuning_records())
         exes["tvm tune_relax"] = compile_relax(db, mod, target, params)

@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
 
     # -- tables ------------------------------------------------------------------------------
+    runs = [r for r in runs if r["seed"] in seeds]  # the tables cover the seeds asked for, no more
+
     def best(w: str, m: str, b: int) -> float:
         return _geo([_best_after(r["history"], b) or math.nan for r in runs if r["workload"] == w and r["model"] == m])
 
