@@ -180,10 +180,15 @@ def test_random_draws_are_distinct_and_skip_what_was_proposed() -> None:
     ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
     draws = RandomDraws(ctx, spaces, seed=0)
     first = draws.draw(6)
-    assert len(first) == 6 and all(not draws.fresh(c) for c in first)
+    assert len(first) == 6 and all(not draws.fresh(c) for c in first)  # drawn = seen
+    seen = RandomDraws(ctx, spaces, seed=1)
+    for c in first:  # six distinct schedules
+        assert seen.fresh(c)
+        seen.mark([c])
     again = RandomDraws(ctx, spaces, seed=0)
-    again.mark(first)  # same seed, but what was marked is never drawn again
-    assert all(again.fresh(c) for c in again.draw(6))
+    again.mark(first)  # the same seed, but what was marked is never drawn again
+    more = again.draw(6)
+    assert len(more) == 6 and all(seen.fresh(c) for c in more)
 
 
 # -- bad input: one line, exit 2, nothing measured ------------------------------------------------
