@@ -129,6 +129,13 @@ class TrustGate:
         return t * z + (1.0 - t) * self._rng.standard_normal(z.shape[0])
 
 
+def _measured_pairs(scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool]) -> tuple[int, int]:
+    """`_pair_counts` over the measured (finite, positive latency) entries; non-finite scores rank lowest."""
+    lat = _finite_latencies(latencies)
+    ok = np.isfinite(lat) & (lat > 0)
+    return _pair_counts(zscore(np.asarray(scores))[ok], lat[ok], np.asarray(new, dtype=bool)[ok])
+
+
 @dataclass
 class ControlGate:
     """The share of each round drawn at random, from the model's accuracy on earlier random draws.
@@ -184,10 +191,7 @@ class ControlGate:
     def judge(self, scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool]) -> float | None:
         """Record how `scores` (made before the model saw the `new` controls) order them against
         each other and against earlier controls; returns this round's accuracy."""
-        lat = _finite_latencies(latencies)
-        fresh = np.asarray(new, dtype=bool)
-        ok = np.isfinite(lat) & (lat > 0)
-        right, total = _pair_counts(np.asarray(scores, dtype=np.float64)[ok], lat[ok], fresh[ok])
+        right, total = _measured_pairs(scores, latencies, new)
         if total == 0:
             return None
         self.right = self.decay * self.right + right
@@ -199,9 +203,7 @@ class ControlGate:
         self, name: str, scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool]
     ) -> None:
         """Tally another scorer's pairwise accuracy on the same controls (decayed like the gate's)."""
-        lat = _finite_latencies(latencies)
-        ok = np.isfinite(lat) & (lat > 0)
-        right, total = _pair_counts(zscore(np.asarray(scores))[ok], lat[ok], np.asarray(new, bool)[ok])
+        right, total = _measured_pairs(scores, latencies, new)
         t = self.tally.setdefault(name, [0.0, 0.0])
         t[0], t[1] = self.decay * t[0] + right, self.decay * t[1] + total
 
