@@ -99,8 +99,8 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
         return make_model("tvm-xgb", nthread=t)
     if name == "tvm-mlp":
         return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=seed)
+    extra = dict(p.split("=", 1) for p in args.tlp_param or [])
     if name in ("tlp", "tlp+device"):
-        extra = dict(p.split("=", 1) for p in args.tlp_param or [])
         return make_model(
             "tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, device=name == "tlp+device", **extra
         )
@@ -110,9 +110,7 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
             epochs=args.tlp_epochs,
             patience=args.patience,
             seed=seed,
-            mixed=True,
-            gain_scale=1.0,
-            groups_per_batch=16,
+            **{"mixed": True, "gain_scale": 1.0, "groups_per_batch": 16, **extra},
         )
     raise SystemExit(f"unknown model {name}")
 
@@ -136,11 +134,11 @@ def weighted_topk(scores: list[np.ndarray], data, k: int) -> float:  # type: ign
     return best / picked if picked > 0 else float("nan")
 
 
-def _datasets(args: argparse.Namespace, names: list[str]) -> dict[str, object]:
+def _datasets(args: argparse.Namespace, names: list[str], db_path: str | None = None) -> dict[str, object]:
     """The dataset each model family reads: PerStoreFeature, trace tokens, trace tokens + device."""
     from autosearch.features.trace_tokens import ensure_features
 
-    db = resolve_db(args.db)
+    db = resolve_db(db_path or args.db)
     out: dict[str, object] = {}
     if any(not n.startswith("tlp") for n in names):
         out["per-store"] = load_dataset(db, max_groups=args.max_groups)
@@ -204,6 +202,16 @@ def _device_split(ds, target: str | None, finetune: int, seed: int):  # type: ig
     return train, ft, rest, held
 
 
+def _with_extra(train, extras: list, exclude) -> tuple:  # type: ignore[no-untyped-def]
+    """`train` joined with the groups of `extras` (other stores) for which `exclude(group)` is false;
+    returns (dataset, groups added)."""
+    from autosearch.training.dataset import Dataset
+
+    parts = [e.subset([i for i, g in enumerate(e.groups) if not exclude(g)]) for e in extras]
+    added = sum(p.n_groups for p in parts)
+    return (Dataset.concat([train, *parts]) if added else train), added
+
+
 def args_db_hint(ds) -> str:  # type: ignore[no-untyped-def]
     return f"the dataset ({ds.n_groups} groups)"
 
@@ -218,6 +226,14 @@ def main(argv: list[str] | None = None) -> int:
         help="families: held-out workload families (a); device: held-out target (b, b' with --finetune)",
     )
     ap.add_argument(
+        "--train-db",
+        action="append",
+        default=[],
+        metavar="DB",
+        help="also train on this store's groups (repeatable); never on a held-out family, name or "
+        "workload (--split families) or on the held-out target (--split device), never tested on",
+    )
+    ap.add_argument(
         "--split-file", type=Path, help="split.json to use (default: data/README.md's held-out list, else --fraction)"
     )
     ap.add_argument("--holdout-target", default=None, help="--split device: the target (JSON as stored) held out")
@@ -228,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         help="--split device: schedules per workload of the held-out "
         "target given to each model's update() before testing on the rest (split b')",
     )
-    ap.add_argument("--tlp-epochs", type=int, default=40, help="epochs of the tlp models (early stopping picks fewer)")
+    ap.add_argument(
+        "--tlp-epochs", type=int, default=60, help="epochs of the tlp models (no early stopping by default)"
+    )
     ap.add_argument(
         "--tlp-param", action="append", metavar="KEY=VALUE", help="a tlp hyper-parameter (as `train -p`), repeatable"
     )
@@ -282,9 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     rss_after_load = _peak_rss_mb()
     ds = next(iter(data.values()))
     splits: dict[str, tuple] = {}
+    extra = [_datasets(args, names_req, x) for x in args.train_db]
+    n_extra = 0
     if args.split == "device":
         for key, d in data.items():
-            splits[key] = _device_split(d, args.holdout_target, args.finetune, args.seed)
+            tr_, ft_, te_, held = _device_split(d, args.holdout_target, args.finetune, args.seed)
+            tr_, n_extra = _with_extra(tr_, [e[key] for e in extra], lambda g, h=held: g.target == h)
+            splits[key] = (tr_, ft_, te_, held)
         how = f"held-out target {splits[next(iter(splits))][3]}" + (
             f", {args.finetune} per workload to fine-tune" if args.finetune else ""
         )
@@ -303,9 +325,18 @@ def main(argv: list[str] | None = None) -> int:
                     split_workloads(ds, fraction=args.fraction, seed=args.seed),
                     f"seeded fraction {args.fraction}",
                 )  # type: ignore[arg-type]
+        named = [x for x in args.holdout.split(",") if x] or (
+            [] if args.split_file else _readme_holdout(ROOT / "data/README.md")
+        )
+        held_out = set(split.test) | set(named)  # also the families absent from --db
         for key, d in data.items():
             tr_, te_ = apply_split(d, split)  # type: ignore[arg-type]
+            tr_, n_extra = _with_extra(
+                tr_, [e[key] for e in extra], lambda g: bool(held_out & {g.workload_key, g.name, g.family})
+            )
             splits[key] = (tr_, None, te_, None)
+    if extra:
+        how += f"; + {n_extra} training groups from {', '.join(args.train_db)}"
     train, _, test, _ = splits[next(iter(splits))]
     fit_set, valid = valid_carve_out(train, 0.15, args.seed)
     print(f"{ds} from {args.db} (loaded in {load_s:.1f} s)")

@@ -71,6 +71,35 @@ def test_save_load_roundtrip_and_bad_hyper_parameters(tmp_path: Path) -> None:
         again.predict(_synthetic(n_groups=1, per_group=2).batch().__class__.from_list([np.zeros((2, 5))]))
 
 
+def test_members_score_with_their_mean_and_roundtrip(tmp_path: Path) -> None:
+    import hashlib
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    ds = _synthetic(n_groups=3, per_group=10)
+    model = make_model("tlp", epochs=2, hidden=16, heads=2, members=3, seed=4)
+    model.fit(ds)
+    per = model.predict_members(ds.batch())
+    assert per.shape == (3, ds.n_candidates) and np.ptp(per, axis=0).max() > 0  # distinct seeds, distinct nets
+    np.testing.assert_allclose(model.predict(ds.batch()), per.mean(0), rtol=1e-5, atol=1e-6)
+    model.save(tmp_path / "m")
+    again = load_model(tmp_path / "m")
+    np.testing.assert_allclose(again.predict(ds.batch()), model.predict(ds.batch()), rtol=1e-6)
+    # a model saved before ensembles (one network, unprefixed names) still loads as one member
+    one = make_model("tlp", epochs=1, hidden=16, heads=2)
+    one.fit(ds)
+    one.save(tmp_path / "one")
+    f = tmp_path / "one" / "model.safetensors"
+    save_file({k[3:]: v for k, v in load_file(str(f)).items()}, str(f))
+    cfg = json.loads((tmp_path / "one" / "config.json").read_text())
+    cfg["weights_sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    (tmp_path / "one" / "config.json").write_text(json.dumps(cfg))
+    np.testing.assert_allclose(load_model(tmp_path / "one").predict(ds.batch()), one.predict(ds.batch()), rtol=1e-6)
+    with pytest.raises(InputError, match="members"):
+        make_model("tlp", members=0)
+
+
 def test_empty_candidate_scores_minus_inf() -> None:
     from autosearch.models.base import FeatureBatch
 

@@ -151,7 +151,7 @@ class SegmentSumMLP(CostModel):
             self.epochs,
             lambda: self._run_epoch(train, loss_fn, opt, rng),
             (lambda: self._validate(valid, loss_fn)) if has_valid else None,
-            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, r["valid_loss"]),
+            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, r["valid_loss"], r["epoch"]),
             self.patience,
             progress,
         )

@@ -251,7 +251,7 @@ class _EvalCallback(_callback_base()):  # type: ignore[misc]
         m = self._qm(scores, self.valid)
         rec.update(valid_loss=self.vobj.loss(row), valid_top1=m["top1"], valid_top5=m["top5"])
         self.report.history.append(rec)
-        key = selection_key(m["top1"], m["top5"], self.model.stop_on, rec["valid_loss"])
+        key = selection_key(m["top1"], m["top5"], self.model.stop_on, rec["valid_loss"], epoch)
         if key > self.best:
             self.best, self.bad, self.report.best_epoch = key, 0, epoch
         else:
