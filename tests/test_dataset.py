@@ -192,3 +192,23 @@ def test_split_file_errors(tmp_path):
     p.write_text('{"format": "other"}')
     with pytest.raises(InputError, match="not an autosearch split"):
         Split.load(p)
+
+
+def test_concat_keeps_every_group_its_rows_and_labels(tmp_path):
+    _make_store(tmp_path / "a.db", n_workloads=2, per=5, seed=1)
+    _make_store(tmp_path / "b.db", n_workloads=3, per=4, seed=2)
+    a, b = load_dataset(tmp_path / "a.db"), load_dataset(tmp_path / "b.db")
+    both = Dataset.concat([a, Dataset.empty(W), b])
+    assert both.n_groups == a.n_groups + b.n_groups  # same keys in both stores stay separate groups
+    assert both.n_candidates == a.n_candidates + b.n_candidates
+    for part, first in ((a, 0), (b, a.n_groups)):
+        for i, g in enumerate(part.groups):
+            h = both.groups[first + i]
+            assert (h.workload_key, h.size) == (g.workload_key, g.size)
+            np.testing.assert_array_equal(both.labels[h.start : h.stop], part.labels[g.start : g.stop])
+            np.testing.assert_array_equal(both.group_batch(first + i).rows, part.group_batch(i).rows)
+            np.testing.assert_array_equal(both.group_batch(first + i).offsets, part.group_batch(i).offsets)
+    with pytest.raises(InputError, match="cannot join"):
+        Dataset.concat([a, Dataset.from_groups([("k", "t", [np.ones((1, 3), np.float32)], [1.0])])])
+    with pytest.raises(InputError, match="at least one"):
+        Dataset.concat([Dataset.empty(W)])

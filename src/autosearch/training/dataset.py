@@ -8,6 +8,7 @@ so 100k candidates stream from SQLite into a few hundred MB.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -82,6 +83,45 @@ class Dataset:
             np.zeros(0),
             [],
             extractor,
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[Dataset]) -> Dataset:
+        """Every part's groups, in order, as one dataset: training data from several stores.
+
+        Labels stay as each part normalised them, per group; a (workload, target) group present
+        in two parts stays two groups (each store measured it on its own, so their latencies are
+        not compared). The parts must share the extractor and the feature width.
+        """
+        parts = [p for p in parts if p.n_candidates]
+        if not parts:
+            raise InputError("concat needs at least one non-empty dataset")
+        first = parts[0]
+        for p in parts[1:]:
+            if p.extractor != first.extractor or p.n_features != first.n_features:
+                raise InputError(
+                    f"cannot join datasets of {first.extractor} x {first.n_features} and {p.extractor} x {p.n_features}"
+                )
+        groups: list[GroupInfo] = []
+        offsets = [np.zeros(1, np.int64)]
+        n_rows = n_cands = 0
+        for p in parts:
+            groups += [dataclasses.replace(g, start=g.start + n_cands, stop=g.stop + n_cands) for g in p.groups]
+            offsets.append(p.offsets[1:] + n_rows)
+            n_rows += p.rows.shape[0]
+            n_cands += p.n_candidates
+        ids = [
+            p.measurement_ids if p.measurement_ids.size == p.n_candidates else np.full(p.n_candidates, -1)
+            for p in parts
+        ]
+        return cls(
+            np.concatenate([p.rows for p in parts]),
+            np.concatenate(offsets),
+            np.concatenate([p.latencies for p in parts]),
+            np.concatenate([p.labels for p in parts]),
+            groups,
+            first.extractor,
+            np.concatenate(ids).astype(np.int64),
         )
 
     # -- shape -------------------------------------------------------------------------------
