@@ -3,7 +3,7 @@ scheduler) at the same total trials, and both vs PyTorch eager on the same CPU a
 
 Both tune the same prepared Relax module (same tasks), both builds go through `compile_relax`, and
 each network's output is checked against PyTorch. Tuning runs one after the other (ours first),
-then the three executables (ours, tune_relax's, untuned) are timed interleaved (median of 7 rounds);
+then the three executables (ours, tune_relax's, untuned) are timed interleaved (median of 15 rounds);
 PyTorch eager is timed in its own process with the same threads.
 
     python bench/network.py --network examples/resnet18.py:make_model --input-shape 1,3,224,224 --trials 256
@@ -27,15 +27,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=256)
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--model", default="pretrained+xgb")
-    ap.add_argument("--explore", default="trust")
+    ap.add_argument("--explore", default="control", help="as tune-model's --explore (default control)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true", help="only ours (no tune_relax run)")
+    ap.add_argument(
+        "--stock-db",
+        default=None,
+        help="instead of tuning with tune_relax again, build its network from an earlier run's work "
+        "directory (the 'stock' folder this script leaves under /tmp/bench-network-*); it is still "
+        "timed interleaved with ours; its tuning time is not re-measured",
+    )
     ap.add_argument(
         "--stock-build-timeout",
         type=float,
         default=120.0,
         help="tune_relax's LocalBuilder timeout (TVM's 30 s default: on 2 busy cores a fresh build worker's "
         "one-time TVM import alone exceeds it, and the killed worker pays it again, so most builds fail)",
+    )
+    ap.add_argument(
+        "--timing-rounds",
+        type=int,
+        default=15,
+        help="interleaved timing rounds of the built networks (median reported, with the 25-75th percentiles)",
     )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
@@ -96,7 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     dev = tvm.cpu()
     targs = [tvm.runtime.tensor(x.numpy(), dev) for x in inputs]
     exes = {"autosearch": ours.executable}
-    if not args.skip_stock:
+    if args.stock_db:
+        stock = Path(args.stock_db)
+        if not (stock / "database_tuning_record.json").is_file():
+            raise SystemExit(f"--stock-db {stock}: no database_tuning_record.json there")
+        db = ms.database.JSONDatabase(work_dir=str(stock), allow_missing=False)
+        exes["tvm tune_relax"] = compile_relax(db, mod, target, params)
+        n_stock = sum(1 for _ in db.get_all_tuning_records())
+        rows["tvm tune_relax"] = {"trials": n_stock, "tune_s": None, "tasks": len(tasks), "from": str(stock)}
+    elif not args.skip_stock:
         t0 = time.perf_counter()
         db = ms.relax_integration.tune_relax(
             prepared_module(mod, params),
@@ -120,23 +141,24 @@ def main(argv: list[str] | None = None) -> int:
         rows.setdefault(name, {})["correct"] = bool(np.allclose(out.numpy(), expected_np, rtol=1e-4, atol=1e-4))
         rows[name]["vm"] = vm
     lat: dict[str, list[float]] = {k: [] for k in rows if "vm" in rows[k]}
-    for _ in range(7):  # interleaved
+    for _ in range(max(1, args.timing_rounds)):  # interleaved
         for k in lat:
             lat[k].append(time_vm(rows[k]["vm"], dev, targs))
     for k, v in lat.items():
         rows[k]["latency"] = float(np.median(v))
+        rows[k]["latency_iqr"] = [float(np.percentile(v, 25)), float(np.percentile(v, 75))]
         del rows[k]["vm"]
     torch_lat = torch_latency_isolated(args.network, shapes)
     rows["PyTorch eager"] = {"latency": torch_lat, "trials": 0, "correct": True}
 
     info = describe_target(target)
     print(f"\n## {args.network} {args.input_shape} on {info.get('host_cpu')} ({info.get('physical_cores')} cores)\n")
-    print("| system | trials | tuning s | end-to-end (ms) | PyTorch / this | output ok |")
-    print("|---|---|---|---|---|---|")
+    print("| system | trials | tuning s | end-to-end (ms) | 25-75th pct (ms) | PyTorch / this | output ok |")
+    print("|---|---|---|---|---|---|---|")
     for k, r in rows.items():
         l_ = r.get("latency")
         print(
-            f"| {k} | {r.get('trials', '-')} | {r.get('tune_s', 0):.0f} | {l_ * 1e3:.3f} | "
+            f"| {k} | {r.get('trials', '-')} | {_secs(r.get('tune_s'))} | {l_ * 1e3:.3f} | {_iqr(r.get('latency_iqr'))} | "
             f"{(torch_lat / l_) if torch_lat and l_ else float('nan'):.2f} | {r.get('correct')} |"
         )
     ref = rows.get("tvm tune_relax", {}).get("latency")
@@ -152,6 +174,14 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"args": vars(args), "rows": rows, "ours": ours.summary()}, indent=1, default=str)
         )
     return 0
+
+
+def _iqr(q: list[float] | None) -> str:
+    return "-" if not q else f"{q[0] * 1e3:.2f}-{q[1] * 1e3:.2f}"
+
+
+def _secs(s: float | None) -> str:
+    return "-" if s is None else f"{s:.0f}"
 
 
 if __name__ == "__main__":

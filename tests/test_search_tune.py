@@ -255,6 +255,30 @@ def test_no_tunable_design_space(capsys: pytest.CaptureFixture[str], tmp_path: P
     )
 
 
+def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path) -> None:
+    """`fixed_spaces` (tune-model's setting): a program with nothing to decide is measured once,
+    in the scheduled form MetaSchedule's rules give it, and the search ends as exhausted."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.tune import TuneSettings, tune
+    from autosearch.workloads.module import resolve_workload_spec
+
+    f = tmp_path / "scalar.py"
+    f.write_text(NO_SPACE)
+    r = tune(
+        resolve_workload_spec(None, f"{f}:make"),
+        host_target(),
+        make_cost_model("random"),
+        TuneSettings(trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True),
+        evaluator=EvaluatorSettings(1, 2, 1),
+        progress=False,
+        reference=False,
+    )
+    assert r.trials == 1 and r.best_latency is not None and r.stop_reason == "search space exhausted"
+    assert r.untuned_latency is not None  # the default it is compared with when a network is built
+
+
 def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import shutil
 

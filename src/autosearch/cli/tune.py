@@ -202,7 +202,12 @@ def tune_model(
     target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
     db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database."),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
-    explore: str = typer.Option("none", "--explore", help="none, trust or control (see `tune --help`)."),
+    explore: str = typer.Option(
+        "control",
+        "--explore",
+        help="none, trust or control (see `tune --help`). Default control: a network's tasks get few "
+        "trials each, and random controls recover the tasks where the prior is wrong (docs/tuning.md).",
+    ),
     warm_start: bool = typer.Option(
         True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."
     ),
@@ -214,7 +219,9 @@ def tune_model(
     from autosearch.search.network import parse_shapes, tune_network
     from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
+    from autosearch.workloads.module import check_module_spec
 
+    check_module_spec(spec)  # before the model, whose device warning would bury this error
     shapes = parse_shapes(input_shape)
     settings = TuneSettings(
         trials=trials, trials_per_round=trials_per_round, population=population, eps_greedy=eps_greedy, seed=seed
@@ -222,12 +229,20 @@ def tune_model(
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
-        make_cost_model(model, seed=seed, explore=explore, target=tgt)  # a bad --model fails before the import
+        make_cost_model(model, seed=seed, explore=explore)  # a bad --model fails before the import
+        warned: list[bool] = []
+
+        def task_model() -> Any:
+            """The first task's model (made after the network imported) says if the device is new."""
+            tm = make_cost_model(model, seed=seed, explore=explore, target=None if warned else tgt)
+            warned.append(True)
+            return tm
+
         r = tune_network(
             spec,
             shapes,
             tgt,
-            lambda: make_cost_model(model, seed=seed, explore=explore),
+            task_model,
             settings,
             warm_start=warm_start,
             store=store,
@@ -238,8 +253,8 @@ def tune_model(
         emit_json(r.summary())
         return
     t = Table(title=f"{spec}: {len(r.tasks)} tasks, {r.trials} trials measured with {r.model}")
-    for col in ("task", "weight", "trials", "best", "untuned"):
-        t.add_column(col, justify="left" if col == "task" else "right")
+    for col in ("task", "weight", "trials", "best", "untuned", "built with"):
+        t.add_column(col, justify="left" if col in ("task", "built with") else "right")
     for task in r.tasks:
         t.add_row(
             task["name"],
@@ -247,6 +262,7 @@ def tune_model(
             str(task["trials"]),
             format_seconds(task["best_latency_s"]),
             format_seconds(task.get("untuned_latency_s")),
+            "default (faster)" if task.get("kept_default") else ("tuned" if task["best_latency_s"] else "default"),
         )
     console.print(t)
     console.print(

@@ -265,8 +265,14 @@ def _tune_tasks(
         info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
         for k, v in r.breakdown["seconds"].items():
             result.breakdown[k] = result.breakdown.get(k, 0.0) + v
-        if r.best_trace is not None:
-            _commit_best(database, run.workload, r, target)
+        if r.best_trace is None:
+            continue
+        if r.best_latency is not None and r.untuned_latency is not None and r.untuned_latency < r.best_latency:
+            # TVM's default schedule measured faster (e.g. a small reduction that parallel loops only
+            # slow down): the build keeps it rather than the best tuned one.
+            info["kept_default"] = True
+            continue
+        _commit_best(database, run.workload, r, target)
     return database
 
 
@@ -282,9 +288,13 @@ def _start_runs(
     console: Any,
     warm_start: bool,
 ) -> tuple[list[Any], list[dict[str, Any]]]:
-    """One TuneRun per task with a design space (a task without one keeps TVM's default schedule)."""
+    """One TuneRun per task. A task with nothing to decide still has its one scheduled form (the
+    design-space rules parallelise and vectorise it) measured, as MetaSchedule does: 1 trial."""
+    import dataclasses
+
     from autosearch.search.tune import TuneRun
 
+    settings = dataclasses.replace(settings, fixed_spaces=True)
     runs: list[Any] = []
     infos: list[dict[str, Any]] = []
     for t, wl in zip(tasks, workloads):

@@ -111,7 +111,8 @@ def _runner_results(measured: list[Any]) -> list[Any]:
 
 
 def _design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tuple[Any, list[Any]]:
-    """(TuneContext, design spaces) of the workload; a workload with nothing to decide is refused."""
+    """(TuneContext, design spaces) of the workload; one with nothing to decide is refused unless
+    `settings.fixed_spaces` (then its spaces' single schedule is what the search measures)."""
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
@@ -130,7 +131,7 @@ def _design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> t
         spaces = list(ctx.generate_design_space())
     except Exception as exc:
         raise WorkloadError(f"MetaSchedule cannot build a design space for {workload.name}: {one_line(exc)}") from None
-    if not spaces or not any(len(sch.trace.decisions) > 0 for sch in spaces):
+    if not spaces or not (settings.fixed_spaces or any(len(sch.trace.decisions) > 0 for sch in spaces)):
         raise WorkloadError(
             f"{workload.name} has no tunable design space on {target.kind.name}: "
             "MetaSchedule offers no schedule decision to search over"

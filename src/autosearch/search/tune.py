@@ -59,6 +59,10 @@ class TuneSettings:
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
     build_cap: float = 6.0
+    #: Measure a design space with nothing to decide (its one schedule, e.g. an elementwise op
+    #: parallelised and vectorised by MetaSchedule's rules) instead of refusing it. `tune-model`
+    #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it.
+    fixed_spaces: bool = False
 
     def validate(self) -> None:
         if self.trials_per_round < 1:

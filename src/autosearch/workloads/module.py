@@ -15,7 +15,7 @@ from typing import Any
 from autosearch.errors import AutosearchError, InputError, one_line
 from autosearch.workloads.base import estimate_flops, structural_key
 
-__all__ = ["ModuleWorkload", "load_module_object", "resolve_workload_spec"]
+__all__ = ["ModuleWorkload", "check_module_spec", "load_module_object", "resolve_workload_spec"]
 
 
 @dataclass
@@ -40,20 +40,27 @@ class ModuleWorkload:
         return estimate_flops(self.ir_module)
 
 
-def load_module_object(spec: str) -> tuple[Any, str]:
-    """Call `file.py:func` (or import `pkg.module:func`) and return (its result, absolute spec)."""
-    import importlib
-    import importlib.util
-
+def check_module_spec(spec: str) -> tuple[str, str]:
+    """(path or module, function) of `file.py:func` after the checks that need no import, so a
+    command can refuse a mistyped spec before it loads anything else."""
     if ":" not in spec:
         raise InputError(f"--module must be FILE.py:FUNCTION, got {spec!r}")
     path, _, func = spec.rpartition(":")
     if not func.isidentifier():
         raise InputError(f"--module {spec!r}: {func!r} is not a function name")
+    if (path.endswith(".py") or os.sep in path) and not Path(path).is_file():
+        raise InputError(f"module file {path} does not exist")
+    return path, func
+
+
+def load_module_object(spec: str) -> tuple[Any, str]:
+    """Call `file.py:func` (or import `pkg.module:func`) and return (its result, absolute spec)."""
+    import importlib
+    import importlib.util
+
+    path, func = check_module_spec(spec)
     p = Path(path)
     if path.endswith(".py") or os.sep in path:
-        if not p.is_file():
-            raise InputError(f"module file {path} does not exist")
         name = f"_autosearch_user_{abs(hash(str(p.resolve()))):x}"
         try:
             sp = importlib.util.spec_from_file_location(name, p)
