@@ -48,12 +48,16 @@ def test_forward_shapes(kind: str) -> None:
 def test_training_learns_the_ranking_and_beats_untrained() -> None:
     groups = _groups()
     train, test = groups[:9], groups[9:]
-    untrained = evaluate(build_model("AutoSparseNet", channels=8), test)
+    chance = []  # untrained networks, seeded: the global RNG's state would make this test order-dependent
+    for s in range(3):
+        torch.manual_seed(s)
+        chance.append(evaluate(build_model("AutoSparseNet", channels=8), test))
+    untrained = {k: float(np.mean([c[k] for c in chance])) for k in ("top1", "pairwise")}
     res = fit("AutoSparseNet", train, None, epochs=8, seed=0, hyper={"channels": 8})
     got = evaluate(res.model, test)
     assert res.losses[-1] < res.losses[0]
     assert got["top5"] >= 0.95 and got["pairwise"] > 0.75, got
-    assert got["top1"] > untrained["top1"] and got["pairwise"] > untrained["pairwise"] + 0.2
+    assert got["top1"] > untrained["top1"] and got["pairwise"] > untrained["pairwise"] + 0.2, (got, untrained)
 
 
 def test_waconet_margin_loss_and_training() -> None:
