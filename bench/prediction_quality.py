@@ -41,7 +41,7 @@ import numpy as np
 
 from autosearch.models import make_model
 from autosearch.training.dataset import load_dataset, resolve_db
-from autosearch.training.splits import Split, apply_split, split_workloads
+from autosearch.training.splits import Split, apply_split, join_training, split_workloads
 from autosearch.training.trainer import evaluate, fit_refit, valid_carve_out
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,14 +202,12 @@ def _device_split(ds, target: str | None, finetune: int, seed: int):  # type: ig
     return train, ft, rest, held
 
 
-def _with_extra(train, extras: list, exclude) -> tuple:  # type: ignore[no-untyped-def]
-    """`train` joined with the groups of `extras` (other stores) for which `exclude(group)` is false;
-    returns (dataset, groups added)."""
+def _other_targets(train, extras: list, held: str) -> tuple:  # type: ignore[no-untyped-def]
+    """`train` joined with the groups of `extras` (other stores) not on the held-out target."""
     from autosearch.training.dataset import Dataset
 
-    parts = [e.subset([i for i, g in enumerate(e.groups) if not exclude(g)]) for e in extras]
-    added = sum(p.n_groups for p in parts)
-    return (Dataset.concat([train, *parts]) if added else train), added
+    parts = [e.subset([i for i, g in enumerate(e.groups) if g.target != held]) for e in extras]
+    return Dataset.concat([train, *parts]), sum(p.n_groups for p in parts)
 
 
 def args_db_hint(ds) -> str:  # type: ignore[no-untyped-def]
@@ -305,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.split == "device":
         for key, d in data.items():
             tr_, ft_, te_, held = _device_split(d, args.holdout_target, args.finetune, args.seed)
-            tr_, n_extra = _with_extra(tr_, [e[key] for e in extra], lambda g, h=held: g.target == h)
+            if extra:
+                tr_, n_extra = _other_targets(tr_, [e[key] for e in extra], held)
             splits[key] = (tr_, ft_, te_, held)
         how = f"held-out target {splits[next(iter(splits))][3]}" + (
             f", {args.finetune} per workload to fine-tune" if args.finetune else ""
@@ -325,15 +324,11 @@ def main(argv: list[str] | None = None) -> int:
                     split_workloads(ds, fraction=args.fraction, seed=args.seed),
                     f"seeded fraction {args.fraction}",
                 )  # type: ignore[arg-type]
-        named = [x for x in args.holdout.split(",") if x] or (
-            [] if args.split_file else _readme_holdout(ROOT / "data/README.md")
-        )
-        held_out = set(split.test) | set(named)  # also the families absent from --db
         for key, d in data.items():
             tr_, te_ = apply_split(d, split)  # type: ignore[arg-type]
-            tr_, n_extra = _with_extra(
-                tr_, [e[key] for e in extra], lambda g: bool(held_out & {g.workload_key, g.name, g.family})
-            )
+            n_main = tr_.n_groups
+            _, tr_ = join_training(split, tr_, [e[key] for e in extra])  # type: ignore[arg-type]
+            n_extra = tr_.n_groups - n_main
             splits[key] = (tr_, None, te_, None)
     if extra:
         how += f"; + {n_extra} training groups from {', '.join(args.train_db)}"

@@ -212,3 +212,25 @@ def test_concat_keeps_every_group_its_rows_and_labels(tmp_path):
         Dataset.concat([a, Dataset.from_groups([("k", "t", [np.ones((1, 3), np.float32)], [1.0])])])
     with pytest.raises(InputError, match="at least one"):
         Dataset.concat([Dataset.empty(W)])
+
+
+def test_join_training_never_adds_held_out_workloads_and_lists_what_it_added():
+    from autosearch.training.splits import join_training
+
+    ds = _ds(6)  # k0-k2 family A, k3-k5 family B
+    split = split_workloads(ds, holdout=["A"])
+    tr, _ = apply_split(ds, split)
+    rng = np.random.default_rng(2)
+    other = Dataset.from_groups(
+        [
+            (k, "t2", [rng.random((1, 3), dtype=np.float32) for _ in range(2)], [1.0, 3.0])
+            for k in ("k1", "k4", "x1", "x2")
+        ],
+        names={"k1": ("n1", "B"), "k4": ("n4", "B"), "x1": ("m1", "A"), "x2": ("m2", "C")},
+    )
+    joined, both = join_training(split, tr, [other])
+    added = [g.workload_key for g in both.groups[tr.n_groups :]]
+    assert added == ["k4", "x2"]  # k1 is a held-out key, x1 a held-out family
+    assert set(joined.test) == set(split.test) and {"k4", "x2"} <= set(joined.train)
+    assert joined.names["x2"] == "m2"
+    assert join_training(split, tr, [other.select_workloads(["x1"])]) == (split, tr)

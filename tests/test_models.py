@@ -369,6 +369,14 @@ def test_cli_train_eval_report(tmp_path):
     # bad input: one line, exit status 2
     r = run(app, ["eval", "--model", str(tmp_path / "none"), "--db", str(db)])
     assert r.exit_code == 2 and "no model directory" in r.output
+    # --train-db: the other store's groups join training, never its held-out family (C2D: k0, k2)
+    extra = tmp_path / "extra.db"
+    _make_store(extra, n_workloads=4, per=6, seed=3)
+    args = ["train", "--model", "xgb", "--db", str(db), "--train-db", str(extra), "--holdout", "C2D"]
+    r = run(app, [*args, "--epochs", "3", "--out", str(tmp_path / "j"), "--json"])
+    assert r.exit_code == 0, r.output
+    joined = json.loads(r.output)
+    assert joined["train_groups"] + joined["valid_groups"] == 3 + 2 and joined["test_groups"] == 3
     r = run(app, ["train", "--model", "xgb", "--loss", "mse", "--db", str(db), "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "--loss applies to --model mlp only" in r.output
 

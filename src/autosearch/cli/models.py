@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -70,16 +71,22 @@ def train_command_data(
     split_file: Optional[Path],
     max_groups: Optional[int],
     device: bool = False,
+    train_dbs: Sequence[str] = (),
 ) -> tuple[Any, Any, Any]:
-    """(dataset, split, (train, test)) as `train` builds them; shared with the benchmark."""
-    from autosearch.training.splits import Split, apply_split, split_workloads
+    """(dataset, split, (train, test)) as `train` builds them; shared with the benchmark. Groups of
+    `train_dbs` join the training set (never a held-out workload, family or name)."""
+    from autosearch.training.splits import Split, apply_split, join_training, split_workloads
 
     ds = load_model_data(db, extractor, device, target=target, max_groups=max_groups)
     if split_file is not None:
         split = Split.load(split_file)
     else:
         split = split_workloads(ds, holdout=holdout or None, fraction=fraction, seed=seed)
-    return ds, split, apply_split(ds, split)
+    tr, te = apply_split(ds, split)
+    if train_dbs:
+        extra = [load_model_data(x, extractor, device, target=target) for x in train_dbs]
+        split, tr = join_training(split, tr, extra)
+    return ds, split, (tr, te)
 
 
 def _metrics_table(title: str, per_group: list[dict[str, Any]], mean: dict[str, float]) -> Table:
@@ -110,6 +117,12 @@ def train(
     ),
     loss: Optional[str] = typer.Option(None, "--loss", help="mlp only: mse, pairwise or lambdarank (default)."),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
+    train_db: Optional[list[str]] = typer.Option(
+        None,
+        "--train-db",
+        help="More training data: this store's groups join the training set (repeatable); its held-out "
+        "families, names and workloads are left out, and nothing in it is evaluated on.",
+    ),
     out: Path = typer.Option(..., "--out", help="Model directory to write."),
     holdout: Optional[list[str]] = typer.Option(
         None, "--holdout", help="Held-out families / workload names (repeat or comma-separate)."
@@ -150,11 +163,14 @@ def train(
         split,
         max_groups,
         device=bool(getattr(cost_model, "device", False)),
+        train_dbs=train_db or (),
     )
     fit_set, valid = valid_carve_out(tr, valid_fraction, seed)
     if not json_out:
         console.print(
-            f"{ds.n_groups} groups, {ds.n_candidates} candidates; train {fit_set.n_groups} groups"
+            f"{ds.n_groups} groups, {ds.n_candidates} candidates"
+            + (f" (+{tr.n_groups - (ds.n_groups - te.n_groups)} training groups from --train-db)" if train_db else "")
+            + f"; train {fit_set.n_groups} groups"
             f" (+{valid.n_groups if valid else 0} for early stopping{', then refit on all' if refit else ''}), held out {te.n_groups}"
         )
     report = _fit_with_progress(cost_model, model, tr, fit_set, valid, refit, valid_fraction, seed, show=not json_out)

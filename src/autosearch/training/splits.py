@@ -18,7 +18,7 @@ import numpy as np
 from autosearch.errors import InputError
 from autosearch.training.dataset import Dataset
 
-__all__ = ["Split", "apply_split", "split_workloads"]
+__all__ = ["Split", "apply_split", "join_training", "split_workloads"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +99,25 @@ def apply_split(dataset: Dataset, split: Split) -> tuple[Dataset, Dataset]:
     tr = [i for i, g in enumerate(dataset.groups) if g.workload_key in train_keys]
     te = [i for i, g in enumerate(dataset.groups) if g.workload_key in test_keys]
     return dataset.subset(tr), dataset.subset(te)
+
+
+def join_training(split: Split, train: Dataset, extra: Sequence[Dataset]) -> tuple[Split, Dataset]:
+    """More training data from other stores: every group of `extra` except the split's held-out
+    workloads (by key) and held-out families or names, joined to `train`.
+
+    The returned split lists the added workloads as training keys too, so a check that a workload
+    was never trained on (the tuning benchmark's) still holds for a model trained this way.
+    """
+    held = set(split.test) | set(split.holdout)
+    parts = [
+        e.subset([i for i, g in enumerate(e.groups) if not held & {g.workload_key, g.name, g.family}]) for e in extra
+    ]
+    parts = [p for p in parts if p.n_groups]
+    if not parts:
+        return split, train
+    names = dict(split.names)
+    for p in parts:
+        names.update({g.workload_key: g.name for g in p.groups})
+    keys = list(dict.fromkeys([*split.train, *(g.workload_key for p in parts for g in p.groups)]))
+    joined = Split(keys, split.test, split.method, split.seed, split.holdout, split.fraction, names)
+    return joined, Dataset.concat([train, *parts])
