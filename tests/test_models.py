@@ -420,3 +420,15 @@ def test_real_tiny_db_train_and_eval(tmp_path):
         np.testing.assert_allclose(
             load_model(tmp_path / kind).predict(test.batch()), m.predict(test.batch()), rtol=1e-5, atol=1e-6
         )
+
+
+def test_cli_eval_takes_pretrained_as_tune_does(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from autosearch.cli import app
+
+    monkeypatch.chdir(tmp_path)  # no folder named `pretrained` here: the shipped model is meant
+    r = CliRunner().invoke(app, ["eval", "--model", "pretrained", "--db", str(TINY), "--workloads", "GMM", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["kind"] == "mlp" and out["mean"]["groups"] >= 1 and 0 < out["mean"]["top1"] <= 1

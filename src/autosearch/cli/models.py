@@ -202,6 +202,13 @@ def train(
     console.print(f"saved {model} model to {out}")
 
 
+def _model_dir(path: Path) -> Path:
+    """A model directory; `pretrained` (with no such folder here) is the shipped one, as in `tune`."""
+    from autosearch.search.model_spec import pretrained_dir
+
+    return pretrained_dir() if str(path) == "pretrained" and not path.exists() else path
+
+
 def _new_model(model: str, loss: Optional[str], epochs: Optional[int], kw: dict[str, Any], seed: int) -> Any:
     """An untrained model of `model` with the CLI's hyper-parameters, checked before any data is read."""
     from autosearch.models import make_model, model_class
@@ -286,7 +293,9 @@ def _fit_with_progress(
 @app.command("eval")
 @one_line_errors
 def eval_(
-    model: Path = typer.Option(..., "--model", help="Model directory written by `autosearch train`."),
+    model: Path = typer.Option(
+        ..., "--model", help="Model directory written by `autosearch train`, or `pretrained` (the shipped one)."
+    ),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
     workloads: Optional[list[str]] = typer.Option(
         None, "--workloads", help="Workload names/families (default: the model's held-out split, else all)."
@@ -299,6 +308,7 @@ def eval_(
     from autosearch.training.splits import Split
     from autosearch.training.trainer import evaluate
 
+    model = _model_dir(model)
     m = load_model(model)
     wl = _csv(workloads)
     scope = "selected workloads"
@@ -318,7 +328,9 @@ def eval_(
 @app.command()
 @one_line_errors
 def report(
-    model: list[Path] = typer.Option(..., "--model", help="Model directories (repeatable)."),
+    model: list[Path] = typer.Option(
+        ..., "--model", help="Model directories (repeatable; `pretrained` is the shipped one)."
+    ),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
     out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNG files."),
     workloads: Optional[list[str]] = typer.Option(
@@ -335,6 +347,7 @@ def report(
     from autosearch.training.trainer import evaluate
 
     models = {}
+    model = [_model_dir(d) for d in model]
     for d in model:
         name = d.name
         while name in models:
