@@ -7,6 +7,8 @@
 #   sse2      mcpu=x86-64    (SSE2 only)
 # Rounds top every workload up to 25, then 50, 75, 100 schedules per device, so a time-boxed run
 # covers all devices evenly. Re-running resumes. Usage: bash data/collect_devices.sh [DB] [BUDGET_MIN]
+# DEVICES="host" (default "host 1core avx2 sse2") collects only those configurations; WORKLOADS=
+# replaces the workload list (comma-separated, as `collect --workloads`).
 set -euo pipefail
 DB=${1:-data/devices.db}
 BUDGET=${2:-120}
@@ -19,9 +21,10 @@ WL="$WL,depthwise_conv2d_nhwc/1x112x112x32/k3s1p1,depthwise_conv2d_nhwc/1x14x14x
 WL="$WL,softmax/256x256,softmax/512x512,norm/1x256x256,conv2d_capsule_nhwijc/1x16x16x4x4x8/k3s2p1/16"
 WL="$WL,mobilenetv2/conv2d_nhwc/1x14x14x384/k1s1p0/96,resnet50/dense/1x2048/1000,bert/batch_matmul/12x128x128x64"
 WL="$WL,bert/layer_norm/128x768,transpose_batch_matmul/1x128x12x64,conv2d_nhwc_bn_relu/1x28x28x128/k1s2p0/256,random:4"
+WL=${WORKLOADS:-$WL}
 start=$(date +%s)
 for n in ${ROUNDS:-25 50 75 100}; do
-  for dev in host 1core avx2 sse2; do
+  for dev in ${DEVICES:-host 1core avx2 sse2}; do
     left=$(( BUDGET - ($(date +%s) - start) / 60 ))
     [ "$left" -gt 0 ] || exit 0
     case $dev in
