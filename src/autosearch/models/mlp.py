@@ -107,29 +107,20 @@ class SegmentSumMLP(CostModel):
         history (records carry "member") and its best epoch is the members' median.
         """
         from autosearch.training.losses import get_loss
-        from autosearch.training.trainer import selection_key
+        from autosearch.training.trainer import fit_members, selection_key
 
         loss_fn = get_loss(self.loss)
         selection_key(0.0, 0.0, self.stop_on)  # validate the name before training
         self.n_features = None
         self._check_fit_input(train, valid)
         self.extractor = train.extractor
-        t0 = time.perf_counter()
-        nets, reports = [], []
-        for member in range(self.members):
-            tag = (
-                (lambda e, r, m=member: progress(e, {**r, "member": m})) if progress and self.members > 1 else progress
-            )
-            reports.append(self._fit_member(train, valid, loss_fn, self.seed + member, tag))
+
+        def one(seed: int, tag: Any) -> tuple[Any, TrainReport]:
+            report = self._fit_member(train, valid, loss_fn, seed, tag)
             assert self.net is not None  # _fit_member always builds one
-            nets.append(self.net)
-        self.nets = nets
-        report = reports[0]
-        if self.members > 1:
-            report.history = [{**r, "member": m} for m, rep in enumerate(reports) for r in rep.history]
-            best = [r.best_epoch for r in reports if r.best_epoch is not None]
-            report.best_epoch = int(np.median(best)) if best else None
-        report.train_time_s = time.perf_counter() - t0
+            return self.net, report
+
+        self.nets, report = fit_members(self.members, self.seed, one, progress)
         return report
 
     def _fit_member(self, train: Any, valid: Any, loss_fn: Any, seed: int, progress: Any) -> TrainReport:

@@ -206,7 +206,7 @@ class TLPModel(CostModel):
         With several members, each early-stops on its own; the report keeps every member's
         history (records carry "member") and its best epoch is the members' median.
         """
-        from autosearch.training.trainer import selection_key
+        from autosearch.training.trainer import fit_members, selection_key
 
         selection_key(0.0, 0.0, self.stop_on)  # validate the name before training
         self.n_features = None
@@ -216,25 +216,14 @@ class TLPModel(CostModel):
         self.extractor = train.extractor
         if self.device:
             self.known_devices = _distinct_devices(train)
-        t0 = time.perf_counter()
-        nets, reports = [], []
+
+        def one(seed: int, tag: Any) -> tuple[Any, TrainReport]:
+            report = self._fit_member(train, valid, seed, tag)
+            assert self.net is not None  # _fit_member always builds one
+            return self.net, report
+
         with _threads(self.threads):
-            for member in range(self.members):
-                tag = (
-                    (lambda e, r, m=member: progress(e, {**r, "member": m}))
-                    if progress and self.members > 1
-                    else progress
-                )
-                reports.append(self._fit_member(train, valid, self.seed + member, tag))
-                assert self.net is not None  # _fit_member always builds one
-                nets.append(self.net)
-        self.nets = nets
-        report = reports[0]
-        if self.members > 1:
-            report.history = [{**r, "member": m} for m, rep in enumerate(reports) for r in rep.history]
-            best = [r.best_epoch for r in reports if r.best_epoch is not None]
-            report.best_epoch = int(np.median(best)) if best else None
-        report.train_time_s = time.perf_counter() - t0
+            self.nets, report = fit_members(self.members, self.seed, one, progress)
         return report
 
     def _fit_member(self, train: Any, valid: Any, seed: int, progress: Any) -> TrainReport:
