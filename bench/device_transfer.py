@@ -1,7 +1,7 @@
 """Held-out device: does a cost model trained on one CPU rank schedules as well on another?
 
 Same model, same workloads, two devices. The model trains on every group that is neither on the
-new device nor in a held-out family (DEP, CAP, NRM, SFM by default); it is then scored on the
+new device's CPU (any of its targets) nor in a held-out family (DEP, CAP, NRM, SFM by default); it is then scored on the
 held-out families' workloads measured on both its training device ("home", in-device: unseen
 workloads, seen device) and the new device (unseen workloads, unseen device). The difference of
 the two top-1s is what the device costs. Groups of the two devices can hold different numbers of
@@ -67,7 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         args.new_target = canonical_target(host_target())
     held = {x for x in args.holdout.split(",") if x}
     data = Dataset.concat([load_dataset(resolve_db(p)) for p in args.db])
-    train_idx = [i for i, g in enumerate(data.groups) if g.target != args.new_target and g.family not in held]
+
+    def same_cpu(target: str) -> bool:
+        """Any configuration of the new device's CPU (e.g. its one-core target) is held out too."""
+        a, b = json.loads(target), json.loads(args.new_target)
+        return (a.get("kind"), a.get("mcpu")) == (b.get("kind"), b.get("mcpu"))
+
+    train_idx = [i for i, g in enumerate(data.groups) if not same_cpu(g.target) and g.family not in held]
     if not train_idx:
         raise SystemExit("no training groups: every group is on the new target or in a held-out family")
     counts: dict[str, int] = {}
