@@ -10,12 +10,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, one_line
 
-__all__ = ["FORMAT_VERSION", "LABEL_SCHEME", "prepare_dir", "read_config", "write_config"]
+__all__ = [
+    "FORMAT_VERSION",
+    "LABEL_SCHEME",
+    "load_members",
+    "prepare_dir",
+    "read_config",
+    "save_members",
+    "write_config",
+]
 
 #: Bump when a saved directory can no longer be read by this code.
 FORMAT_VERSION = 1
@@ -127,3 +136,35 @@ def _check_fields(f: Path, cfg: dict[str, Any]) -> None:
         raise InputError(f"{f}: 'extractor' must be [name, version], got {json.dumps(ext)[:60]}")
     if not isinstance(cfg.get("params", {}), dict):
         raise InputError(f"{f}: 'params' must be an object")
+
+
+def save_members(nets: Sequence[Any], f: str | os.PathLike[str]) -> None:
+    """An ensemble's torch networks as one safetensors file, member i's tensors prefixed `m{i}.`."""
+    from safetensors.torch import save_file
+
+    state = {f"m{i}.{k}": v.contiguous() for i, net in enumerate(nets) for k, v in net.state_dict().items()}
+    save_file(state, str(f))
+
+
+def load_members(f: str | os.PathLike[str], members: int, make_net: Callable[[], Any]) -> list[Any]:
+    """The `members` networks `save_members` wrote (each built by `make_net`, then filled); a file
+    written before ensembles (unprefixed names) is member 0. A truncated file, or one whose tensors
+    do not fit the networks, is one InputError naming it."""
+    from safetensors.torch import load_file
+
+    try:
+        state = load_file(str(f))
+    except Exception as exc:  # safetensors raises its own error types for truncated headers/data
+        raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
+    if not any(k.startswith("m0.") for k in state):  # written before ensembles: one network
+        state = {f"m0.{k}": v for k, v in state.items()}
+    nets = []
+    for i in range(members):
+        net = make_net()
+        part = {k[len(f"m{i}.") :]: v for k, v in state.items() if k.startswith(f"m{i}.")}
+        try:
+            net.load_state_dict(part)
+        except RuntimeError as exc:
+            raise InputError(f"{f} does not match its config.json: {one_line(exc)}") from None
+        nets.append(net)
+    return nets

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from autosearch.errors import InputError, one_line
+from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 
 __all__ = ["SegmentSumMLP", "SegmentSumNet"]
@@ -247,37 +247,22 @@ class SegmentSumMLP(CostModel):
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
-        from safetensors.torch import save_file
-
-        from autosearch.models.io import prepare_dir
+        from autosearch.models.io import prepare_dir, save_members
 
         if not self.nets:
             raise InputError("cannot save an untrained mlp model")
-        state = {f"m{i}.{k}": v.contiguous() for i, net in enumerate(self.nets) for k, v in net.state_dict().items()}
-        save_file(state, str(prepare_dir(path) / "model.safetensors"))
+        save_members(self.nets, prepare_dir(path) / self.weights_file)
         self._write_config(path, self.weights_file)
 
     @classmethod
     def _from_dir(cls, path: str, config: dict[str, Any]) -> SegmentSumMLP:
-        from safetensors.torch import load_file
+        from autosearch.models.io import load_members
 
         model = cls._from_params(config)
         f = os.path.join(path, "model.safetensors")
-        try:
-            state = load_file(f)
-        except Exception as exc:  # safetensors raises its own error types for truncated headers/data
-            raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
-        if not any(k.startswith("m0.") for k in state):  # written before ensembles: one network
-            state = {f"m0.{k}": v for k, v in state.items()}
-        nets = []
-        for i in range(model.members):
-            net = SegmentSumNet(int(config["n_features"]), model.hidden, model.n_residual)
-            part = {k[len(f"m{i}.") :]: v for k, v in state.items() if k.startswith(f"m{i}.")}
-            try:
-                net.load_state_dict(part)
-            except RuntimeError as exc:
-                raise InputError(f"{f} does not match its config.json: {one_line(exc)}") from None
-            nets.append(net)
+        nets = load_members(
+            f, model.members, lambda: SegmentSumNet(int(config["n_features"]), model.hidden, model.n_residual)
+        )
         model.nets, model.net = nets, nets[0]
         return model
 
