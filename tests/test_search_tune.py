@@ -298,3 +298,25 @@ def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path
 
 def test_apply_bad_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     _one_line_error(capsys, ["apply", str(tmp_path)], "no saved schedule")
+
+
+def test_evolution_never_proposes_a_schedule_already_seen_in_the_run() -> None:
+    """MetaSchedule's search only skips its own picks and the database's best, so a control or a
+    stored seed it re-discovers must be filtered out, or one schedule is measured twice."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.strategy import EvolutionarySource
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    settings = TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1, seed=3)
+    wl, target = resolve_workload_spec(WL), host_target()
+    first = EvolutionarySource(wl, target, make_cost_model("random", seed=3), settings)
+    picks = first.propose(8)
+    assert picks
+    again = EvolutionarySource(wl, target, make_cost_model("random", seed=3), settings)
+    again.draws.mark(picks)  # as if measured as this run's controls
+    repeat = again.propose(8)
+    assert repeat and all(again.draws.fresh(c) is False for c in repeat)  # marked once proposed
+    seen = {hash(str(c.sch.mod)) for c in picks}
+    assert not seen & {hash(str(c.sch.mod)) for c in repeat}

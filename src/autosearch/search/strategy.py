@@ -170,8 +170,13 @@ class EvolutionarySource:
     def propose(self, n: int) -> list[Any]:
         if n <= 0:
             return []
-        out = list(self.context.generate_measure_candidates() or [])[:n]
+        # MetaSchedule only skips what it picked itself or finds among the database's best: a
+        # schedule measured as a control (or a stored seed) can come back, and would be measured twice.
+        raw = list(self.context.generate_measure_candidates() or [])
+        out = [c for c in raw if self.draws.fresh(c)][:n]
         self.draws.mark(out)
+        if raw and not out:  # every pick a repeat: the space is not spent, so the round is drawn instead
+            out = self.draws.draw(n)
         return out
 
     def draw(self, k: int) -> list[Any]:
@@ -273,7 +278,7 @@ class GradientSource:
         self.draws = RandomDraws(context, spaces, settings.seed)
 
     def propose(self, n: int) -> list[Any]:
-        out = list(self.search.propose(n)) if n > 0 else []
+        out = [c for c in self.search.propose(n) if self.draws.fresh(c)] if n > 0 else []
         self.draws.mark(out)
         return out
 
