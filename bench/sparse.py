@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import sys
 import time
@@ -38,7 +39,7 @@ from autosearch.sparse.matrices import FAMILIES, MatrixSpec, load_matrix
 from autosearch.sparse.measure import MatrixBench, set_threads, threads
 from autosearch.sparse.models import save_model
 from autosearch.sparse.plots import plot_all
-from autosearch.sparse.records import load_groups
+from autosearch.sparse.records import load_groups, sparse_target
 from autosearch.sparse.search import tune
 from autosearch.sparse.space import OPS, default_config
 from autosearch.sparse.train import evaluate, fit, split_groups
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ops = tuple(o for o in a.ops.split(",") if o in OPS)
     seeds = [int(s) for s in a.seeds.split(",")]
     cache = Path.home() / ".cache" / "autosearch" / "sparse-features"
-    t_all = time.perf_counter()
+    t_all, load0 = time.perf_counter(), os.getloadavg()[0]
     with Store(a.db, readonly=True) as store:
         groups = load_groups(store, ops=ops, min_configs=10)
     train, test = split_groups(groups, a.holdout_family, 0.2, seed=0)
@@ -270,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         f"dataset {a.db}: {len(groups)} groups over {n_mat} matrices, "
         f"{sum(len(g.configs) for g in groups)} measured configurations; train {len(train)} groups, "
         f"held-out {len(test)} groups ({a.holdout_family} family + 20% of the others by seed); "
-        f"{threads()} threads; machine shared with other agents",
+        f"{threads()} threads; {sparse_target()[0]}; load average at start {os.getloadavg()[0]:.2f} "
+        "(what else runs on the cores shows up in every timing below)",
         flush=True,
     )
     quality, models = model_quality(
@@ -304,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         "holdout_family": a.holdout_family, "seeds": seeds, "epochs": a.epochs, "threads": threads(),
         "models": quality, "bestformat": {op: (c.to_json() if (c := bestfmt[op]) else None) for op in ops},
         "search": rows, "geomean_speedup": geo, "noise_ceiling_top1": ceiling, "waco_reported": WACO, "peak_rss_mb": _peak_mb(),
-        "seconds": time.perf_counter() - t_all, "note": "2-core machine shared with other agents' work",
+        "seconds": time.perf_counter() - t_all, "target": sparse_target()[0],
+        "load_average": {"start": load0, "end": os.getloadavg()[0]},
     }  # fmt: skip
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
