@@ -13,7 +13,7 @@ default community) plus 20% of the other families' matrices by seed. Three parts
    budget; then the co-searched kernel, the default CSR kernel, BestFormat, scipy.sparse and
    torch.sparse CSR are timed side by side (interleaved rounds, same thread count).
 
-    python bench/sparse.py                                  # data/sparse/sparse.db
+    python bench/sparse.py                                  # data/sparse/sparse_znver5.db.xz
     python bench/sparse.py --seeds 0 --epochs 5 --search-matrices 1 --trials 8   # a quick run
 
 Prints the tables and one SUMMARY line; writes bench/results/sparse.json and the plots.
@@ -44,6 +44,7 @@ from autosearch.sparse.search import tune
 from autosearch.sparse.space import OPS, default_config
 from autosearch.sparse.train import evaluate, fit, split_groups
 from autosearch.store.db import Store
+from autosearch.training.dataset import resolve_db
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = {  # name -> (kind, hyper)
@@ -236,9 +237,9 @@ def search_part(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--db", default=str(ROOT / "data/sparse/sparse.db"))
+    ap.add_argument("--db", default=str(ROOT / "data/sparse/sparse_znver5.db.xz"))
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=40, help="most epochs; each model keeps its best validation epoch")
     ap.add_argument("--ops", default="spmv,spmm,sddmm")
     ap.add_argument("--holdout-family", default="community")
     ap.add_argument("--search-matrices", type=int, default=2, help="held-out matrices searched per operator")
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in a.seeds.split(",")]
     cache = Path.home() / ".cache" / "autosearch" / "sparse-features"
     t_all, load0 = time.perf_counter(), os.getloadavg()[0]
-    with Store(a.db, readonly=True) as store:
+    with Store(resolve_db(a.db), readonly=True) as store:
         groups = load_groups(store, ops=ops, min_configs=10)
     train, test = split_groups(groups, a.holdout_family, 0.2, seed=0)
     n_mat = len({g.matrix_hash for g in groups})

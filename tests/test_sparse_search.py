@@ -63,3 +63,26 @@ def test_cli_errors_are_one_line(tmp_path) -> None:
     assert r.exit_code == 2 and "unknown operator" in r.output
     r = CliRunner().invoke(app, ["eval", str(tmp_path)])
     assert r.exit_code == 2 and "not a sparse model directory" in r.output
+
+
+def test_cli_reads_a_compressed_store(tmp_path) -> None:
+    """The committed sparse datasets are `.db.xz`: eval (and train) unpack them instead of
+    calling the archive a corrupt database."""
+    import lzma
+
+    from autosearch.cli.sparse import app
+    from autosearch.sparse.models import save_model
+
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        collect(store, 2, 4, ops=("spmv",), max_rows=1000, max_nnz=3000)
+    xz = tmp_path / "s.db.xz"
+    xz.write_bytes(lzma.compress(db.read_bytes()))
+    model = save_model(build_model("WACONet", channels=8), tmp_path / "m")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        r = CliRunner().invoke(app, ["eval", str(model), "--db", str(xz), "--ops", "spmv", "--all"])
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    assert r.exit_code == 0, r.output
+    assert "spmv" in r.output and "Traceback" not in r.output

@@ -142,9 +142,10 @@ def train(
     from autosearch.sparse.records import load_groups
     from autosearch.sparse.train import fit, split_groups
     from autosearch.store.db import Store
+    from autosearch.training.dataset import resolve_db
 
     ops = None if model == "AutoSparseNet_Full" else _ops(op)
-    with Store(db, readonly=True) as store:
+    with Store(resolve_db(db), readonly=True) as store:  # a committed .db.xz is unpacked once
         groups = load_groups(store, ops=ops, min_configs=4)
     tr, te = split_groups(groups, holdout_family or None)
     hyper: dict[str, object] = {} if model == "WACONet" else {"placement": placement, "layers": layers}
@@ -172,9 +173,10 @@ def eval_(
     from autosearch.sparse.records import load_groups
     from autosearch.sparse.train import evaluate, split_groups
     from autosearch.store.db import Store
+    from autosearch.training.dataset import resolve_db
 
     m, _cfg = load_model(model_dir)
-    with Store(db, readonly=True) as store:
+    with Store(resolve_db(db), readonly=True) as store:  # a committed .db.xz is unpacked once
         groups = load_groups(store, ops=_ops(op), min_configs=4)
     test = groups if all_groups else split_groups(groups, holdout_family or None)[1]
     t = Table("op", "groups", "top-1", "top-5", "pairwise", "kendall")
