@@ -68,10 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     held = {x for x in args.holdout.split(",") if x}
     data = Dataset.concat([load_dataset(resolve_db(p)) for p in args.db])
 
+    new = json.loads(args.new_target)
+
     def same_cpu(target: str) -> bool:
         """Any configuration of the new device's CPU (e.g. its one-core target) is held out too."""
-        a, b = json.loads(target), json.loads(args.new_target)
-        return (a.get("kind"), a.get("mcpu")) == (b.get("kind"), b.get("mcpu"))
+        a = json.loads(target)
+        return (a.get("kind"), a.get("mcpu")) == (new.get("kind"), new.get("mcpu"))
 
     train_idx = [i for i, g in enumerate(data.groups) if not same_cpu(g.target) and g.family not in held]
     if not train_idx:

@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     ops = tuple(o for o in a.ops.split(",") if o in OPS)
     seeds = [int(s) for s in a.seeds.split(",")]
     cache = Path.home() / ".cache" / "autosearch" / "sparse-features"
-    t_all, load0 = time.perf_counter(), os.getloadavg()[0]
+    t_all, load0, target = time.perf_counter(), os.getloadavg()[0], sparse_target()[0]
     with Store(resolve_db(a.db), readonly=True) as store:
         groups = load_groups(store, ops=ops, min_configs=10)
     train, test = split_groups(groups, a.holdout_family, 0.2, seed=0)
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         f"dataset {a.db}: {len(groups)} groups over {n_mat} matrices, "
         f"{sum(len(g.configs) for g in groups)} measured configurations; train {len(train)} groups, "
         f"held-out {len(test)} groups ({a.holdout_family} family + 20% of the others by seed); "
-        f"{threads()} threads; {sparse_target()[0]}; load average at start {os.getloadavg()[0]:.2f} "
+        f"{threads()} threads; {target}; load average at start {load0:.2f} "
         "(what else runs on the cores shows up in every timing below)",
         flush=True,
     )
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "holdout_family": a.holdout_family, "seeds": seeds, "epochs": a.epochs, "threads": threads(),
         "models": quality, "bestformat": {op: (c.to_json() if (c := bestfmt[op]) else None) for op in ops},
         "search": rows, "geomean_speedup": geo, "noise_ceiling_top1": ceiling, "waco_reported": WACO, "peak_rss_mb": _peak_mb(),
-        "seconds": time.perf_counter() - t_all, "target": sparse_target()[0],
+        "seconds": time.perf_counter() - t_all, "target": target,
         "load_average": {"start": load0, "end": os.getloadavg()[0]},
     }  # fmt: skip
     out = Path(a.out)

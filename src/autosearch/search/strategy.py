@@ -74,6 +74,18 @@ class RandomDraws:
         for c in candidates:
             self.seen.add(_mod_hash(c.sch.mod))
 
+    def claim(self, candidates: list[Any], limit: int) -> list[Any]:
+        """Up to `limit` of the candidates not yet proposed or measured in this run, now marked seen."""
+        out: list[Any] = []
+        for c in candidates:
+            if len(out) >= limit:
+                break
+            h = _mod_hash(c.sch.mod)
+            if h not in self.seen:
+                self.seen.add(h)
+                out.append(c)
+        return out
+
     def draw(self, k: int, tries: int = 8) -> list[Any]:
         from tvm.s_tir import Schedule
         from tvm.s_tir.meta_schedule import MeasureCandidate
@@ -173,8 +185,7 @@ class EvolutionarySource:
         # MetaSchedule only skips what it picked itself or finds among the database's best: a
         # schedule measured as a control (or a stored seed) can come back, and would be measured twice.
         raw = list(self.context.generate_measure_candidates() or [])
-        out = [c for c in raw if self.draws.fresh(c)][:n]
-        self.draws.mark(out)
+        out = self.draws.claim(raw, n)
         if raw and not out:  # every pick a repeat: the space is not spent, so the round is drawn instead
             out = self.draws.draw(n)
         return out
@@ -185,8 +196,7 @@ class EvolutionarySource:
         model); uniform draws when it has nothing new."""
         if k <= 0:
             return []
-        out = [c for c in (self._random_evolution().generate_measure_candidates() or []) if self.draws.fresh(c)][:k]
-        self.draws.mark(out)
+        out = self.draws.claim(list(self._random_evolution().generate_measure_candidates() or []), k)
         if len(out) < k:
             out += self.draws.draw(k - len(out))
         return out
@@ -278,9 +288,7 @@ class GradientSource:
         self.draws = RandomDraws(context, spaces, settings.seed)
 
     def propose(self, n: int) -> list[Any]:
-        out = [c for c in self.search.propose(n) if self.draws.fresh(c)] if n > 0 else []
-        self.draws.mark(out)
-        return out
+        return self.draws.claim(list(self.search.propose(n)), n) if n > 0 else []
 
     def draw(self, k: int) -> list[Any]:
         return self.draws.draw(k)
