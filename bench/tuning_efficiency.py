@@ -13,7 +13,8 @@ trials and wall seconds ours needs to reach TVM-XGB's best at the largest budget
 workload's tuned speed relative to PyTorch on the same CPU and threads.
 
 A model is a `--model` value, optionally with `@trust` or `@control` for the exploration modes
-(`--explore trust|control`): e.g. `pretrained+xgb@control`.
+(`--explore trust|control`) and `~gradient` or `~portfolio` for the search (`--search`): e.g.
+`pretrained+xgb@control`, `pretrained+xgb~portfolio`.
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -71,10 +72,12 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str]:
-    """(--model value, --explore value) of a benchmark model name such as `pretrained+xgb@trust`."""
-    spec, _, explore = model.partition("@")
-    return spec, explore or "none"
+def _spec(model: str) -> tuple[str, str, str]:
+    """(--model, --explore, --search) of a benchmark model name `MODEL[@EXPLORE][~SEARCH]`, such as
+    `pretrained+xgb@trust` or `pretrained+xgb~portfolio`."""
+    rest, _, search = model.partition("~")
+    spec, _, explore = rest.partition("@")
+    return spec, explore or "none", search or "evolutionary"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,14 +157,15 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
+                    spec, explore, search = _spec(model)
                     s = TuneSettings(
                         trials=trials_of[model],
+                        search=search,
                         trials_per_round=args.trials_per_round,
                         population=args.population,
                         genetic_num_iters=args.genetic_iters,
                         seed=seed,
                     )
-                    spec, explore = _spec(model)
                     tm = make_cost_model(spec, seed=seed, explore=explore)
                     r = tune(
                         wl,

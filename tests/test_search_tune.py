@@ -320,3 +320,54 @@ def test_evolution_never_proposes_a_schedule_already_seen_in_the_run() -> None:
     assert repeat and all(again.draws.fresh(c) is False for c in repeat)  # marked once proposed
     seen = {hash(str(c.sch.mod)) for c in picks}
     assert not seen & {hash(str(c.sch.mod)) for c in repeat}
+
+
+def test_portfolio_share_follows_who_found_the_fastest() -> None:
+    from autosearch.search.strategy import portfolio_share
+
+    assert portfolio_share([], []) == 0.5  # no evidence: half each
+    g, e = "gradient", "evolutionary"
+    # the four fastest all by the gradient search: its share rises, but the other keeps a quarter
+    assert portfolio_share([g, g, g, g, e, e, e, e], [1, 2, 3, 4, 5, 6, 7, 8]) == 0.75
+    assert portfolio_share([g, g, g, g, e, e, e, e], [5, 6, 7, 8, 1, 2, 3, 4]) == 0.25
+    # failed builds and controls count for no one; a 2-2 split of the top stays even
+    assert portfolio_share([g, e, g, e, "control", g], [1, 2, 3, 4, 0.5, None]) == 0.5
+    assert 0.5 < portfolio_share([g, g, g, e] + [e] * 4, [1, 2, 3, 4, 9, 9, 9, 9]) < 0.75
+
+
+def test_portfolio_search_splits_rounds_and_shares_what_it_measures() -> None:
+    """`--search portfolio`: each round holds picks of both searches (labelled in the history),
+    no schedule is measured twice, and the gradient search learns the evolutionary picks too."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.strategy import PortfolioSource
+    from autosearch.search.tune import TuneRun, TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    run = TuneRun(
+        resolve_workload_spec(WL),
+        host_target(),
+        make_cost_model("pretrained", seed=0),
+        TuneSettings(trials=24, trials_per_round=8, population=16, genetic_num_iters=1, search="portfolio"),
+        evaluator=EvaluatorSettings(1, 2, 1),
+    )
+    assert isinstance(run.source, PortfolioSource)
+    while run.step():
+        pass
+    r = run.finish(baseline=False, reference=False)
+    assert r.trials == 24 and r.best_latency is not None
+    first = [h["by"] for h in r.history if h["round"] == 0]
+    assert first.count("gradient") == first.count("evolutionary") == 4  # half each before any evidence
+    assert {h["by"] for h in r.history} == {"gradient", "evolutionary"}
+    assert len({h["latency"] for h in r.history}) > 1
+    learned = sum(len(v) for v in run.source.grad.search.measured.values())
+    assert learned == 24  # its own picks and the evolutionary search's
+    ok_evo = sum(1 for h in r.history if h["by"] == "evolutionary")
+    assert ok_evo >= 4
+
+
+def test_unknown_search_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _one_line_error(
+        capsys, ["tune", WL, "--search", "annealing", *SMALL, "--db", str(tmp_path / "t.db")], "--search must be one of"
+    )

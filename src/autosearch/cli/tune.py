@@ -91,7 +91,10 @@ def tune(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary instead of tables."),
     search: str = typer.Option(
-        "evolutionary", "--search", help="evolutionary (MetaSchedule's) or gradient (relaxed knobs, Adam)."
+        "evolutionary",
+        "--search",
+        help="evolutionary (MetaSchedule's), gradient (relaxed knobs, Adam) or portfolio (both, each round "
+        "split by which has been finding the fastest schedules).",
     ),
     explore: str = typer.Option(
         "none",

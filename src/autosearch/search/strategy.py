@@ -1,6 +1,7 @@
-"""Where a tuning round's candidates come from: MetaSchedule's evolutionary search, or gradient search.
+"""Where a tuning round's candidates come from: MetaSchedule's evolutionary search, gradient search,
+or both side by side (`PortfolioSource`).
 
-Both are `CandidateSource`s: `propose(n)` returns up to n new candidates, `draw(k)` up to k
+All are `CandidateSource`s: `propose(n)` returns up to n new candidates, `draw(k)` up to k
 schedules sampled uniformly from the design space (the random controls of `--explore control`),
 `notify` tells the search (and MetaSchedule's in-memory database, which the evolutionary search
 mutates from) what they measured. `tune()` drives either the same way.
@@ -14,7 +15,15 @@ from typing import Any, Protocol
 
 from autosearch.errors import AutosearchError, WorkloadError, one_line
 
-__all__ = ["CandidateSource", "EvolutionarySource", "GradientSource", "RandomDraws", "make_source"]
+__all__ = [
+    "CandidateSource",
+    "EvolutionarySource",
+    "GradientSource",
+    "PortfolioSource",
+    "RandomDraws",
+    "make_source",
+    "portfolio_share",
+]
 
 
 class CandidateSource(Protocol):
@@ -311,20 +320,106 @@ class GradientSource:
         pass
 
 
+def portfolio_share(origins: list[str], latencies: list[float | None], *, floor: float = 0.25) -> float:
+    """Share of the next round for the gradient search, from who proposed the run's fastest schedules.
+
+    Of the measured picks (`origins` "gradient" / "evolutionary", None latency = failed), the top
+    quarter (at least 4) is counted per search; the share is the Beta(1, 1) posterior mean of
+    "the gradient search supplies a top schedule", kept within [floor, 1 - floor] so the search
+    that is behind keeps a foothold (the two learn from each other's results and can change places).
+    """
+    ok = sorted((lat, o) for o, lat in zip(origins, latencies) if lat is not None and o in PORTFOLIO_MEMBERS)
+    top = ok[: max(4, len(ok) // 4)]
+    g = sum(1 for _, o in top if o == "gradient")
+    share = (g + 1) / (len(top) + 2)
+    return min(max(share, floor), 1.0 - floor)
+
+
+#: The searches a portfolio runs side by side (`PortfolioSource.origin` values).
+PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
+
+
+class PortfolioSource:
+    """Evolutionary search ranked by the tuning model *and* gradient search ranked by its own
+    differentiable model, sharing every measurement.
+
+    The two models read different features (lowered-program PerStoreFeature vs. expressions of the
+    sketch's knobs) and are wrong about different operators, and nothing says beforehand which is
+    right about this one. So each round is split between them by `portfolio_share` (half each at
+    first), and each learns from both searches' results: MetaSchedule's database (which the
+    evolution mutates from) and the gradient search's starting points both include the other's
+    finds. `origin` tells which search proposed a candidate.
+    """
+
+    def __init__(self, evolutionary: EvolutionarySource, gradient: GradientSource) -> None:
+        self.evo, self.grad = evolutionary, gradient
+        self.grad.draws = self.evo.draws  # one "seen in this run" for both
+        self.context = self.evo.context
+        self.origin: dict[int, str] = {}
+        self._origins: list[str] = []
+        self._latencies: list[float | None] = []
+
+    def share(self) -> float:
+        return portfolio_share(self._origins, self._latencies)
+
+    def propose(self, n: int) -> list[Any]:
+        self.origin = {}  # this round's only: ids of freed candidates are reused
+        if n <= 0:
+            return []
+        k = min(n, max(1, round(n * self.share()))) if n > 1 else 0
+        picks = [(c, "gradient") for c in self.grad.propose(k)]
+        picks += [(c, "evolutionary") for c in self.evo.propose(n - len(picks))]
+        if len(picks) < n:  # one search ran dry: the other fills the round
+            picks += [(c, "gradient") for c in self.grad.propose(n - len(picks))]
+        for c, o in picks:
+            self.origin[id(c)] = o
+        return [c for c, _ in picks]
+
+    def draw(self, k: int) -> list[Any]:
+        return self.evo.draw(k)
+
+    def runner_results(self, measured: list[Any]) -> list[Any]:
+        return _runner_results(measured)
+
+    def seed(self, rows: list[Any]) -> list[Any]:
+        cands = self.evo.seed(rows)
+        self.grad.search.observe(cands, [r.median for r in rows[: len(cands)]])
+        return cands
+
+    def notify(self, candidates: list[Any], measured: list[Any]) -> None:
+        import numpy as np
+
+        self.evo.notify(candidates, measured)
+        self.grad.notify(candidates, measured)
+        for c, r in zip(candidates, measured):
+            o = self.origin.get(id(c))
+            if o is not None:
+                self._origins.append(o)
+                self._latencies.append(float(np.median(r.latencies)) if r.status == "ok" and r.latencies else None)
+
+    def close(self) -> None:
+        self.evo.close()
+
+
 def make_source(workload: Any, target: Any, model: Any, settings: Any, *, console: Any = None) -> CandidateSource:
-    """The settings' search strategy; a sketch gradient search cannot relax falls back, with the reason."""
-    if settings.search == "gradient":
+    """The settings' search strategy; a sketch gradient search cannot relax falls back to
+    evolutionary search alone, with the reason."""
+    if settings.search in ("gradient", "portfolio"):
         from autosearch.search.gradient import relax_reason
 
-        ctx, spaces = _design_space(workload, target, settings, None)
+        evo = EvolutionarySource(workload, target, model, settings) if settings.search == "portfolio" else None
+        ctx, spaces = (evo.context, evo.spaces) if evo is not None else _design_space(workload, target, settings, None)
         reason = relax_reason(spaces)
         if reason is None:
             try:
-                return GradientSource(ctx, spaces, model, settings)
+                grad = GradientSource(ctx, spaces, model, settings)
+                return PortfolioSource(evo, grad) if evo is not None else grad
             except AutosearchError as exc:  # a structure only reading the replays can refuse
                 reason = one_line(exc)
         if console is not None:
             console.print(
                 f"[yellow]gradient search cannot relax {workload.name}: {reason}; using evolutionary search[/]"
             )
+        if evo is not None:
+            return evo
     return EvolutionarySource(workload, target, model, settings)

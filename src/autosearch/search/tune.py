@@ -38,7 +38,7 @@ from autosearch.search.results import TuneResult, save_result
 __all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
 
 #: Search strategies `tune` can drive.
-SEARCHES = ("evolutionary", "gradient")
+SEARCHES = ("evolutionary", "gradient", "portfolio")
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -54,7 +54,8 @@ class TuneSettings:
     init_measured_ratio: float = 0.2
     seed: int = 0
     retrain_fraction: float = 0.2
-    #: "evolutionary" (MetaSchedule's, the default) or "gradient" (Felix-style, search/gradient).
+    #: "evolutionary" (MetaSchedule's, the default), "gradient" (Felix-style, search/gradient) or
+    #: "portfolio" (both, each round split by which has been finding the fastest schedules).
     search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
@@ -394,7 +395,8 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     explore = round(state, 3) if state is not None else None
     ad = run.model.adapter
     online_w = round(ad.online_weight, 3) if ad is not None and ad.online_model is not None else None
-    for t, lat, c in zip(texts, lats, controls):
+    origin = getattr(run.source, "origin", {})  # a portfolio: which search proposed each candidate
+    for cand, t, lat, c in zip(cands, texts, lats, controls):
         result.trials += 1
         if lat is not None:
             result.ok += 1
@@ -410,6 +412,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
                 "explore": explore,  # the gate's trust or control share after this round
                 "control": c,
                 "online_weight": online_w,  # pretrained+xgb: the online model's share of the score
+                "by": "control" if c else origin.get(id(cand)),
             }
         )
 
