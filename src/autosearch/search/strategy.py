@@ -4,7 +4,7 @@ or both side by side (`PortfolioSource`).
 All are `CandidateSource`s: `propose(n)` returns up to n new candidates, `draw(k)` up to k
 schedules sampled uniformly from the design space (the random controls of `--explore control`),
 `notify` tells the search (and MetaSchedule's in-memory database, which the evolutionary search
-mutates from) what they measured. `tune()` drives either the same way.
+mutates from) what they measured. `tune()` drives them all the same way.
 """
 
 from __future__ import annotations
@@ -320,6 +320,10 @@ class GradientSource:
         pass
 
 
+#: The searches a portfolio runs side by side (`PortfolioSource.origin` values).
+PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
+
+
 def portfolio_share(origins: list[str], latencies: list[float | None], *, floor: float = 0.25) -> float:
     """Share of the next round for the gradient search, from who proposed the run's fastest schedules.
 
@@ -333,10 +337,6 @@ def portfolio_share(origins: list[str], latencies: list[float | None], *, floor:
     g = sum(1 for _, o in top if o == "gradient")
     share = (g + 1) / (len(top) + 2)
     return min(max(share, floor), 1.0 - floor)
-
-
-#: The searches a portfolio runs side by side (`PortfolioSource.origin` values).
-PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
 
 
 class PortfolioSource:
