@@ -2,8 +2,11 @@
 cost model vs TVM's XGBModel in MetaSchedule's evolutionary search.
 
 Three methods per (seed, workload), interleaved so drift on a shared machine hits all alike:
-- `gradient`: GradientSearch (Adam on relaxed knobs, rounding, top-k, eps-greedy) with the
-  gradient MLP pretrained on the reference dataset's training split, fine-tuned online;
+- `gradient`: GradientSearch (Adam on relaxed knobs, rounding, top-k, eps-greedy that widens
+  once rounds stop improving) with the gradient MLP pretrained on the reference dataset's
+  training split, fine-tuned online;
+- `gradient-fixed` (ablation, not run by default): the same with a fixed 5% random share and
+  half the descents always from the measured best (`stall_patience=0`, the search before widening);
 - `evo-same`: MetaSchedule EvolutionarySearch ranking with that same pretrained MLP (a copy),
   fine-tuned online the same way (search/gradient/ms_model.py);
 - `tvm-xgb`: MetaSchedule EvolutionarySearch with its default XGBModel (from scratch).
@@ -80,9 +83,17 @@ def run_one(
     t_start = time.perf_counter()
     search_s = 0.0
     t0 = time.perf_counter()
-    if method == "gradient":
+    gradient = method in ("gradient", "gradient-fixed")
+    if gradient:
         ctx, spaces = _context(mod, target, seed, "replay-trace")
-        gs = GradientSearch(ctx, spaces, model=GradientCostModel.load(model_dir), seed=seed, eps_greedy=0.05)
+        gs = GradientSearch(
+            ctx,
+            spaces,
+            model=GradientCostModel.load(model_dir),
+            seed=seed,
+            eps_greedy=0.05,
+            stall_patience=0 if method == "gradient-fixed" else 2,
+        )
         note = "; ".join(gs.sset.skipped)
     else:
         strategy = ms.search_strategy.EvolutionarySearch(
@@ -108,7 +119,7 @@ def run_one(
     best = math.inf
     while len(history) < trials:
         t0 = time.perf_counter()
-        if method == "gradient":
+        if gradient:
             cands = gs.propose(min(per_round, trials - len(history)))
         else:
             cands = list(ctx.generate_measure_candidates() or [])[: trials - len(history)]
@@ -118,7 +129,7 @@ def run_one(
         measured = measurer.measure(cands)
         lats = [_lat(r) for r in measured]
         t0 = time.perf_counter()
-        if method == "gradient":
+        if gradient:
             gs.observe(cands, lats)
         else:
             rr = [
@@ -148,7 +159,7 @@ def run_one(
                     "total_s": round(total, 3),
                 }
             )
-    if method != "gradient":
+    if not gradient:
         ctx.post_tuning()
     return {
         "method": method,
@@ -157,6 +168,7 @@ def run_one(
         "history": history,
         "setup_s": round(setup_s, 2),
         "note": note,
+        **({"eps_per_round": [round(e, 4) for e in gs.eps_history]} if gradient else {}),
     }
 
 
@@ -192,11 +204,10 @@ def report(runs: list[dict[str, Any]], budgets: list[int], methods: list[str]) -
                 cells.append(f"{_geo(vals) * 1e6:16.1f}")
         lines.append(f"{w[:48]:48s} " + " ".join(cells))
     lines.append(f"\nto reach tvm-xgb@{top}'s best: trials / search s / total s (median over seeds; '-' = not reached)")
-    wins = 0
-    counted = 0
+    reach: dict[str, dict[str, list[dict[str, Any] | None]]] = {}
     for w in wls:
         row = []
-        reach: dict[str, list[dict[str, Any] | None]] = {m: [] for m in methods}
+        reach[w] = {m: [] for m in methods}
         for s in seeds:
             base = by.get((w, s, "tvm-xgb"))
             if base is None:
@@ -207,37 +218,55 @@ def report(runs: list[dict[str, Any]], budgets: list[int], methods: list[str]) -
             target = min(okb)
             for m in methods:
                 if (w, s, m) in by:
-                    reach[m].append(_reach(by[(w, s, m)]["history"][:top], target))
+                    reach[w][m].append(_reach(by[(w, s, m)]["history"][:top], target))
         for m in methods:
-            hs = [h for h in reach[m] if h is not None]
-            if len(hs) * 2 > len(reach[m]) and hs:
+            hs = [h for h in reach[w][m] if h is not None]
+            if len(hs) * 2 > len(reach[w][m]) and hs:
                 hs.sort(key=lambda h: h["total_s"])
                 mid = hs[len(hs) // 2]
                 row.append(f"{m}: {mid['trial']} / {mid['search_s']:.0f} / {mid['total_s']:.0f}")
             else:
                 row.append(f"{m}: -")
-        g, e = reach.get("gradient", []), reach.get("evo-same", [])
-        if g and e:
-            counted += 1
-            gt = sorted((h["trial"], h["total_s"]) if h else (math.inf, math.inf) for h in g)[len(g) // 2]
-            et = sorted((h["trial"], h["total_s"]) if h else (math.inf, math.inf) for h in e)[len(e) // 2]
-            if gt[0] < et[0] and gt[1] < et[1]:
-                wins += 1
         lines.append(f"  {w[:46]:46s} " + " | ".join(row))
-    ratios: list[float] = []
+    lines.append("")
+    for g in [m for m in ("gradient", "gradient-fixed") if m in methods]:
+        wins, counted = _goal_count(reach, g)
+        ratio = _geo(_best_ratios(by, wls, seeds, top, "evo-same", g))
+        lines.append(
+            f"SUMMARY {g} reached tvm-xgb@{top}'s best in fewer trials and less total time than evo-same on "
+            f"{wins}/{counted} workloads; best-latency ratio evo-same/{g} at {top} (geo-mean, >1 = {g} faster) "
+            f"= {ratio:.3f}"
+        )
+    if "gradient" in methods and "gradient-fixed" in methods:
+        ratio = _geo(_best_ratios(by, wls, seeds, top, "gradient-fixed", "gradient"))
+        lines.append(f"SUMMARY widening on stalls: best-latency ratio gradient-fixed/gradient at {top} = {ratio:.3f}")
+    return "\n".join(lines)
+
+
+def _goal_count(reach: dict[str, dict[str, list[dict[str, Any] | None]]], g: str) -> tuple[int, int]:
+    """(workloads where `g` reached the target in fewer trials and less total time than evo-same, counted)."""
+    wins = counted = 0
+    for per_method in reach.values():
+        gr, er = per_method.get(g, []), per_method.get("evo-same", [])
+        if gr and er:
+            counted += 1
+            gt = sorted((h["trial"], h["total_s"]) if h else (math.inf, math.inf) for h in gr)[len(gr) // 2]
+            et = sorted((h["trial"], h["total_s"]) if h else (math.inf, math.inf) for h in er)[len(er) // 2]
+            wins += gt[0] < et[0] and gt[1] < et[1]
+    return wins, counted
+
+
+def _best_ratios(by: dict[Any, Any], wls: list[str], seeds: list[int], top: int, num: str, den: str) -> list[float]:
+    """Per (workload, seed): best latency of `num` / best latency of `den` within `top` trials."""
+    out: list[float] = []
     for w in wls:
         for s in seeds:
-            if (w, s, "gradient") in by and (w, s, "evo-same") in by:
-                gl = [float(h["latency"]) for h in by[(w, s, "gradient")]["history"][:top] if h["latency"] is not None]
-                el = [float(h["latency"]) for h in by[(w, s, "evo-same")]["history"][:top] if h["latency"] is not None]
-                if gl and el:
-                    ratios.append(min(el) / min(gl))
-    lines.append(
-        f"\nSUMMARY gradient reached tvm-xgb@{top}'s best in fewer trials and less total time than evo-same on "
-        f"{wins}/{counted} workloads; best-latency ratio evo-same/gradient at {top} (geo-mean, >1 = gradient faster) "
-        f"= {_geo(ratios):.3f}"
-    )
-    return "\n".join(lines)
+            if (w, s, num) in by and (w, s, den) in by:
+                a = [float(h["latency"]) for h in by[(w, s, num)]["history"][:top] if h["latency"] is not None]
+                b = [float(h["latency"]) for h in by[(w, s, den)]["history"][:top] if h["latency"] is not None]
+                if a and b:
+                    out.append(min(a) / min(b))
+    return out
 
 
 def plot(runs: list[dict[str, Any]], path: str) -> None:
@@ -249,7 +278,7 @@ def plot(runs: list[dict[str, Any]], path: str) -> None:
 
     wls = list(dict.fromkeys(r["workload"] for r in runs))
     fig, axes = plt.subplots(1, len(wls), figsize=(5 * len(wls), 3.6), squeeze=False)
-    colors = {"gradient": "tab:red", "evo-same": "tab:blue", "tvm-xgb": "tab:gray"}
+    colors = {"gradient": "tab:red", "gradient-fixed": "tab:orange", "evo-same": "tab:blue", "tvm-xgb": "tab:gray"}
     for ax, w in zip(axes[0], wls):
         for r in runs:
             if r["workload"] != w:

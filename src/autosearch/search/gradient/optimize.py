@@ -13,6 +13,15 @@ One round (`propose(n)`):
    the eps share filled with uniformly random unseen decisions; each becomes a MeasureCandidate
    (trace replayed, MetaSchedule's post-processors applied; a failing one is replaced).
 `observe` fine-tunes the model on everything measured in this run (rank loss per sketch).
+
+Stalls: descents that start from the measured best converge on the model's optimum next to it,
+and once the model is wrong there every round measures that neighbourhood again (measured: a 1x1
+convolution at 107 us from trial 56 to 256 while TVM-XGB's random warm-up led it to 90 us). So
+after `stall_patience` rounds in which the run's best improved by less than 1%, the search widens
+(`exploration`): the random share doubles with every further stalled round (up to `eps_max`) and
+only a quarter of the descents start from the best, the rest from random points (restarts). The
+random schedules also give the online model the unbiased evidence its own picks cannot. The first
+round that improves the best again returns to `eps_greedy`.
 `last_search_seconds` is the wall time of the last `propose` (search only: no build, no run).
 """
 
@@ -53,7 +62,17 @@ class GradientSearch:
             raise StructureError(reason)
         if not 0.0 <= eps_greedy <= 1.0:
             raise InputError(f"eps_greedy must be within [0, 1], got {eps_greedy}")
-        unknown = set(opts) - {"starts", "steps", "lr", "tau", "checkpoints", "update_epochs", "penalty"}
+        unknown = set(opts) - {
+            "starts",
+            "steps",
+            "lr",
+            "tau",
+            "checkpoints",
+            "update_epochs",
+            "penalty",
+            "stall_patience",
+            "eps_max",
+        }
         if unknown:
             raise InputError(f"GradientSearch: unknown option(s) {', '.join(sorted(unknown))}")
         self.ctx = ctx
@@ -66,6 +85,12 @@ class GradientSearch:
         self.checkpoints = tuple(opts.get("checkpoints", (10, 20)))
         self.update_epochs = int(opts.get("update_epochs", 10))
         self.penalty = float(opts.get("penalty", 10.0))
+        self.stall_patience = int(opts.get("stall_patience", 2))
+        self.eps_max = float(opts.get("eps_max", max(0.5, eps_greedy)))
+        if self.stall_patience < 0:
+            raise InputError(f"stall_patience must be >= 0 (0 = never widen), got {self.stall_patience}")
+        if not eps_greedy <= self.eps_max <= 1.0:
+            raise InputError(f"eps_max must be within [eps_greedy, 1], got {self.eps_max}")
         self.rng = random.Random(seed)
         torch.manual_seed(seed)
         self.model = self._model(model, seed)
@@ -78,6 +103,9 @@ class GradientSearch:
         self._pending: dict[int, _Key] = {}
         self.last_search_seconds = 0.0
         self.search_seconds: list[float] = []
+        self.best_latency = math.inf
+        self.stalled = 0  # rounds in a row in which the run's best improved by less than 1%
+        self.eps_history: list[float] = []  # the random share of every `propose`
 
     @staticmethod
     def _model(model: Any, seed: int) -> GradientCostModel:
@@ -94,11 +122,24 @@ class GradientSearch:
         return GradientCostModel(seed=seed)
 
     # -- proposing -------------------------------------------------------------------------------
+    def exploration(self) -> tuple[float, float]:
+        """(random share of the next round, share of descents started from the measured best).
+
+        `eps_greedy` and 1/2 while the run's best keeps improving; after `stall_patience` stalled
+        rounds it is at least 1/8 and doubles with every further stalled round (at most `eps_max`),
+        and a quarter of the descents start from the best."""
+        k = self.stalled - self.stall_patience + 1 if self.stall_patience and self.stalled >= self.stall_patience else 0
+        if k <= 0:
+            return self.eps, 0.5
+        return min(self.eps_max, max(self.eps, 1.0 / 16) * 2.0**k), 0.25
+
     def propose(self, n: int) -> list[Any]:
         """Up to n new, deduplicated MeasureCandidates."""
         t0 = time.perf_counter()
         torch.set_num_threads(1)  # tiny tensors: threads only contend with the builders
-        n_rand = round(n * self.eps) if self.model.n_trained else n  # an untrained model ranks at random
+        eps, _ = self.exploration()
+        self.eps_history.append(eps)
+        n_rand = round(n * eps) if self.model.n_trained else n  # an untrained model ranks at random
         ranked = self._gradient_pool() if n_rand < n else []
         out: list[Any] = []
         for _, key in ranked:
@@ -156,7 +197,7 @@ class GradientSearch:
         done = [x for x in self.measured.get(s, []) if x[1] is not None]
         if done:
             done.sort(key=lambda x: x[1])  # type: ignore[arg-type,return-value]
-            for i in range(self.starts // 2):
+            for i in range(int(self.starts * self.exploration()[1])):
                 pts[i] = done[i % min(len(done), 4)][0]
         return pts
 
@@ -241,6 +282,7 @@ class GradientSearch:
                 key = hit
                 self.seen.add(key)
             self.measured.setdefault(key[0], []).append((key[1], lat))
+        self._count_stall(latencies)
         groups = []
         for s, rows in self.measured.items():
             if len(rows) >= 2 and any(r[1] is not None for r in rows):
@@ -248,6 +290,18 @@ class GradientSearch:
                 groups.append(Group(f"run/{s}", feats, [r[1] for r in rows]))
         if groups:
             self.model.update(groups, epochs=self.update_epochs)
+
+    def _count_stall(self, latencies: Sequence[float | None]) -> None:
+        """A round that brings the run's best down by 1% or more ends a stall; any other extends it."""
+        ok = [x for x in latencies if x is not None and math.isfinite(x) and x > 0]
+        if not ok:
+            self.stalled += 1
+            return
+        if min(ok) < 0.99 * self.best_latency:
+            self.stalled = 0
+        else:
+            self.stalled += 1
+        self.best_latency = min(self.best_latency, min(ok))
 
     def best(self) -> tuple[float, Any] | None:
         """(best latency, its MeasureCandidate-able key) measured so far."""
