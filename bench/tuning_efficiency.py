@@ -12,8 +12,8 @@ the geometric-mean ratio TVM-XGB / ours at each budget (> 1: ours found faster s
 trials and wall seconds ours needs to reach TVM-XGB's best at the largest budget, and each
 workload's tuned speed relative to PyTorch on the same CPU and threads.
 
-A model is a `--model` value, optionally with `@trust` or `@control` for the exploration modes
-(`--explore trust|control`) and `~gradient` or `~portfolio` for the search (`--search`): e.g.
+A model is a `--model` value, optionally with `@trust`, `@control` or `@stall` for the exploration modes
+(`--explore trust|control|stall`) and `~gradient` or `~portfolio` for the search (`--search`): e.g.
 `pretrained+xgb@control`, `pretrained+xgb~portfolio`.
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds

@@ -63,11 +63,11 @@ def test_options_are_checked(matmul) -> None:
         GradientSearch(ctx, spaces, model=GradientCostModel(), bogus=1)
     with pytest.raises(InputError, match="eps_greedy"):
         GradientSearch(ctx, spaces, model=GradientCostModel(), eps_greedy=2.0)
-    with pytest.raises(InputError, match="stall_patience"):
+    with pytest.raises(InputError, match="stall patience"):
         GradientSearch(ctx, spaces, model=GradientCostModel(), stall_patience=-1)
     with pytest.raises(InputError, match="eps_max"):
         GradientSearch(ctx, spaces, model=GradientCostModel(), eps_greedy=0.3, eps_max=0.2)
-    assert GradientSearch(ctx, spaces, model=GradientCostModel(), eps_greedy=0.8).eps_max == 0.8
+    assert GradientSearch(ctx, spaces, model=GradientCostModel(), eps_greedy=0.8).stall.cap == 0.8
 
 
 def _round(gs: GradientSearch, n: int, latency: float) -> None:
@@ -82,11 +82,11 @@ def test_search_widens_after_stalled_rounds_and_narrows_on_improvement(matmul) -
     opts = dict(starts=4, steps=4, checkpoints=(2,), eps_greedy=0.05)
     gs = GradientSearch(ctx, spaces, model=GradientCostModel(hidden=16, seed=0), seed=0, **opts)
     _round(gs, 4, 1e-3)  # the first result is an improvement (over nothing)
-    assert gs.stalled == 0 and gs.exploration() == (0.05, 0.5)
+    assert gs.stall.stalled == 0 and gs.exploration() == (0.05, 0.5)
     _round(gs, 4, 0.995e-3)  # better by less than 1%: a stalled round
-    assert gs.stalled == 1 and gs.exploration() == (0.05, 0.5)  # within patience (2)
+    assert gs.stall.stalled == 1 and gs.exploration() == (0.05, 0.5)  # within patience (2)
     _round(gs, 4, 2e-3)
-    assert gs.stalled == 2 and gs.exploration() == (0.125, 0.25)
+    assert gs.stall.stalled == 2 and gs.exploration() == (0.125, 0.25)
     _round(gs, 4, 2e-3)
     assert gs.exploration() == (0.25, 0.25)
     for _ in range(3):
@@ -94,12 +94,12 @@ def test_search_widens_after_stalled_rounds_and_narrows_on_improvement(matmul) -
     assert gs.exploration() == (0.5, 0.25)  # capped at eps_max
     assert gs.eps_history == [0.05, 0.05, 0.05, 0.125, 0.25, 0.5, 0.5]  # what each propose used
     _round(gs, 4, 0.5e-3)  # the best improves again: back to eps_greedy
-    assert gs.stalled == 0 and gs.exploration() == (0.05, 0.5)
+    assert gs.stall.stalled == 0 and gs.exploration() == (0.05, 0.5)
 
     fixed = GradientSearch(ctx, spaces, model=GradientCostModel(hidden=16, seed=0), seed=0, stall_patience=0, **opts)
     for _ in range(4):
         _round(fixed, 4, 1e-3)
-    assert fixed.stalled == 3 and fixed.exploration() == (0.05, 0.5)  # patience 0: never widens
+    assert fixed.stall.stalled == 3 and fixed.exploration() == (0.05, 0.5)  # patience 0: never widens
 
 
 def test_widened_rounds_draw_more_random_schedules(matmul) -> None:
@@ -111,7 +111,7 @@ def test_widened_rounds_draw_more_random_schedules(matmul) -> None:
             ctx, spaces, model=GradientCostModel(hidden=16, seed=0), seed=0, starts=8, steps=4, checkpoints=(2,)
         )
         _round(gs, 4, 1e-3)
-        gs.stalled = stalled
+        gs.stall.stalled = stalled
         pooled: set = set()
         pool = gs._gradient_pool
 

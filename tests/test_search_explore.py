@@ -8,7 +8,7 @@ import pytest
 
 from autosearch.errors import InputError
 from autosearch.search.adapter import ModelAdapter
-from autosearch.search.explore import ControlGate, TrustGate, zscore
+from autosearch.search.explore import ControlGate, StallTracker, TrustGate, zscore
 from autosearch.training.metrics import kendall_tau
 
 
@@ -162,3 +162,45 @@ def test_controls_hand_the_score_to_the_online_model_when_the_prior_is_wrong() -
     assert ad.online_weight == 1.0
     feats, lat = _round(rng, 64)
     assert kendall_tau(ad.score(feats), lat) > 0.8  # scores now order by speed
+
+
+def test_stall_tracker_widens_after_patience_and_resets_on_progress() -> None:
+    st = StallTracker(patience=2)
+    assert st.observe([2.0, None, 3.0]) and st.best == 2.0  # anything beats no result yet
+    assert not st.observe([1.99]) and st.stalled == 1 and st.best == 1.99  # < 1% better: no progress
+    assert st.share() == 0.0 and st.controls(16) == 0  # still within patience
+    assert not st.observe([None, None]) and st.stalled == 2  # a round of failures is no progress either
+    assert st.share() == 0.125 and st.controls(16) == 2
+    st.observe([5.0])
+    assert st.share() == 0.25 and st.controls(16) == 4
+    for _ in range(3):
+        st.observe([float("nan"), 0.0, float("inf")])  # invalid latencies are not progress
+    assert st.share() == 0.5 and st.controls(16) == 8 and st.controls(1) == 0
+    assert st.share(0.8) == 0.8  # a larger base share is kept
+    assert st.observe([1.5]) and st.stalled == 0 and st.share(0.05) == 0.05
+    never = StallTracker(patience=0)
+    for _ in range(6):
+        never.observe([1.0])
+    assert never.stalled == 5 and never.share() == 0.0
+
+
+@pytest.mark.parametrize(
+    "kw", [{"patience": -1}, {"start": 0.0}, {"start": 0.6, "cap": 0.5}, {"cap": 1.5}, {"tol": 1.0}]
+)
+def test_stall_tracker_checks_its_settings(kw: dict) -> None:
+    with pytest.raises(InputError):
+        StallTracker(**kw)
+
+
+def test_adapter_spends_controls_only_once_the_run_stalls() -> None:
+    rng = np.random.default_rng(0)
+    ad = ModelAdapter(_Prior(-1.0), explore="stall", seed=0)
+    assert ad.n_controls(16) == 0 and ad.explore_state == 0.0  # no stall before any result
+    feats, lat = _round(rng)
+    ad.observe("g", feats, lat)
+    for _ in range(2):
+        ad.observe("g", feats, [x + 1.0 for x in lat])  # slower than the best: no progress
+    assert ad.n_controls(16) == 2 and ad.explore_state == 0.125
+    ad.observe("g", feats, [x / 2 for x in lat], [True] * 16)  # the controls found a faster one
+    assert ad.n_controls(16) == 0
+    assert ModelAdapter(kind="xgb", explore="stall").n_controls(16) == 0  # no trained model, nothing to judge

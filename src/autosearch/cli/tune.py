@@ -100,7 +100,9 @@ def tune(
         "none",
         "--explore",
         help="none; trust: a trained model's weight follows how well it ordered the last rounds; control: a "
-        "share of each round comes from a random-scored search, and the model's accuracy on those sets the share.",
+        "share of each round comes from a random-scored search, and the model's accuracy on those sets the share; "
+        "stall: random-scored picks only once 2 rounds in a row found no 1% faster schedule (1/8 of a round, "
+        "doubling per further stalled round, at most 1/2).",
     ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
@@ -208,7 +210,7 @@ def tune_model(
     explore: str = typer.Option(
         "control",
         "--explore",
-        help="none, trust or control (see `tune --help`). Default control: a network's tasks get few "
+        help="none, trust, control or stall (see `tune --help`). Default control: a network's tasks get few "
         "trials each, and random controls recover the tasks where the prior is wrong (docs/tuning.md).",
     ),
     warm_start: bool = typer.Option(

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.search.explore import EXPLORE_MODES, ControlGate, TrustGate
+from autosearch.search.explore import EXPLORE_MODES, ControlGate, StallTracker, TrustGate
 
 __all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
@@ -133,6 +133,8 @@ class ModelAdapter:
             self.gate = TrustGate(trust0=trust0, seed=seed)
         elif explore == "control":
             self.gate = ControlGate()
+        #: `explore="stall"`: random controls only once the run's best stops improving.
+        self.stall = StallTracker() if explore == "stall" else None
         #: What the model reads, computed for MetaSchedule candidates (search.featurize); set by
         #: `make_cost_model`. Default: PerStoreFeature.
         self.extractor: tuple[str, str] = ("per-store-feature", "tvm-0.27")
@@ -155,9 +157,12 @@ class ModelAdapter:
         return sum(len(g.lats) for g in self.groups.values())
 
     def n_controls(self, n: int) -> int:
-        """How many of a round of `n` should be random controls (`explore="control"` with a trained model)."""
+        """How many of a round of `n` should be random controls (`explore="control"` or `"stall"`
+        with a trained model)."""
         if isinstance(self.gate, ControlGate) and self.model is not None:
             return self.gate.controls(n)
+        if self.stall is not None and self.model is not None:
+            return self.stall.controls(n)
         return 0
 
     @property
@@ -167,6 +172,8 @@ class ModelAdapter:
             return self.gate.trust
         if isinstance(self.gate, ControlGate):
             return self.gate.share
+        if self.stall is not None:
+            return self.stall.share()
         return None
 
     def should_retrain(self) -> bool:
@@ -236,6 +243,8 @@ class ModelAdapter:
             self._judge(group, feats, latencies)
         elif isinstance(self.gate, ControlGate) and self.model is not None and any(ctrl):
             self._judge_controls(group, feats, latencies, ctrl)
+        if self.stall is not None:
+            self.stall.observe(latencies)
         for f, lat, c in zip(feats, latencies, ctrl):
             ok = lat is not None and np.isfinite(lat) and lat > 0
             for store in (self.groups, self.pending):

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from autosearch.errors import InputError
+from autosearch.search.explore import StallTracker
 from autosearch.search.gradient.data import SketchSet, sketch_set
 from autosearch.search.gradient.model import GradientCostModel, Group
 from autosearch.search.gradient.sketch import Decisions, relax_reason, to_json
@@ -85,12 +86,10 @@ class GradientSearch:
         self.checkpoints = tuple(opts.get("checkpoints", (10, 20)))
         self.update_epochs = int(opts.get("update_epochs", 10))
         self.penalty = float(opts.get("penalty", 10.0))
-        self.stall_patience = int(opts.get("stall_patience", 2))
-        self.eps_max = float(opts.get("eps_max", max(0.5, eps_greedy)))
-        if self.stall_patience < 0:
-            raise InputError(f"stall_patience must be >= 0 (0 = never widen), got {self.stall_patience}")
-        if not eps_greedy <= self.eps_max <= 1.0:
-            raise InputError(f"eps_max must be within [eps_greedy, 1], got {self.eps_max}")
+        eps_max = float(opts.get("eps_max", max(0.5, eps_greedy)))
+        if not eps_greedy <= eps_max <= 1.0:
+            raise InputError(f"eps_max must be within [eps_greedy, 1], got {eps_max}")
+        self.stall = StallTracker(patience=int(opts.get("stall_patience", 2)), cap=eps_max)
         self.rng = random.Random(seed)
         torch.manual_seed(seed)
         self.model = self._model(model, seed)
@@ -103,8 +102,6 @@ class GradientSearch:
         self._pending: dict[int, _Key] = {}
         self.last_search_seconds = 0.0
         self.search_seconds: list[float] = []
-        self.best_latency = math.inf
-        self.stalled = 0  # rounds in a row in which the run's best improved by less than 1%
         self.eps_history: list[float] = []  # the random share of every `propose`
 
     @staticmethod
@@ -127,11 +124,8 @@ class GradientSearch:
 
         `eps_greedy` and 1/2 while the run's best keeps improving; after `stall_patience` stalled
         rounds it is at least 1/8 and doubles with every further stalled round (at most `eps_max`),
-        and a quarter of the descents start from the best."""
-        k = self.stalled - self.stall_patience + 1 if self.stall_patience and self.stalled >= self.stall_patience else 0
-        if k <= 0:
-            return self.eps, 0.5
-        return min(self.eps_max, max(self.eps, 1.0 / 16) * 2.0**k), 0.25
+        and a quarter of the descents start from the best (`StallTracker`)."""
+        return self.stall.share(self.eps), 0.25 if self.stall.widened else 0.5
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new, deduplicated MeasureCandidates."""
@@ -282,7 +276,7 @@ class GradientSearch:
                 key = hit
                 self.seen.add(key)
             self.measured.setdefault(key[0], []).append((key[1], lat))
-        self._count_stall(latencies)
+        self.stall.observe(latencies)
         groups = []
         for s, rows in self.measured.items():
             if len(rows) >= 2 and any(r[1] is not None for r in rows):
@@ -290,18 +284,6 @@ class GradientSearch:
                 groups.append(Group(f"run/{s}", feats, [r[1] for r in rows]))
         if groups:
             self.model.update(groups, epochs=self.update_epochs)
-
-    def _count_stall(self, latencies: Sequence[float | None]) -> None:
-        """A round that brings the run's best down by 1% or more ends a stall; any other extends it."""
-        ok = [x for x in latencies if x is not None and math.isfinite(x) and x > 0]
-        if not ok:
-            self.stalled += 1
-            return
-        if min(ok) < 0.99 * self.best_latency:
-            self.stalled = 0
-        else:
-            self.stalled += 1
-        self.best_latency = min(self.best_latency, min(ok))
 
     def best(self) -> tuple[float, Any] | None:
         """(best latency, its MeasureCandidate-able key) measured so far."""
