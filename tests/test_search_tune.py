@@ -191,6 +191,38 @@ def test_random_draws_are_distinct_and_skip_what_was_proposed() -> None:
     assert len(more) == 6 and all(seen.fresh(c) for c in more)
 
 
+def test_feature_cache_extracts_each_schedule_once_and_returns_the_same_features() -> None:
+    import numpy as np
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.features.per_store import extract_features
+    from autosearch.search.featurize import FeatureCache
+    from autosearch.search.strategy import RandomDraws, _design_space
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    cands = RandomDraws(ctx, spaces, seed=0).draw(4)
+    calls: list[int] = []
+
+    def counting(context, cs):  # type: ignore[no-untyped-def]
+        calls.append(len(cs))
+        return extract_features(context, cs)
+
+    cache = FeatureCache(counting, capacity=3)
+    want = extract_features(ctx, cands)
+    got = cache(ctx, [cands[0], cands[1], cands[0]])  # a repeat within one call is extracted once
+    assert calls == [2] and (cache.hits, cache.misses) == (1, 2)
+    assert all(np.array_equal(g, want[i]) for g, i in zip(got, [0, 1, 0]))
+    got = cache(ctx, cands)  # two known, two new
+    assert calls == [2, 2] and (cache.hits, cache.misses) == (3, 4)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    with pytest.raises(ValueError):  # shared with later calls: never changed in place
+        got[0][0, 0] = 1.0
+    cache(ctx, [cands[0]])  # capacity 3: the least recently used (cands[0]) was dropped
+    assert calls == [2, 2, 1]
+
+
 # -- bad input: one line, exit 2, nothing measured ------------------------------------------------
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], match: str) -> None:
     code, _, err = _run(capsys, argv)

@@ -49,9 +49,9 @@ def make_cost_model(
 
     `explore="trust"` or `"control"` (search/explore.py) lets a trained prior lead the search only as
     far as it proves right on the run's own measurements; it does nothing for TVM's own models."""
-    from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
+    from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH, extract_features
     from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
-    from autosearch.search.featurize import featurizer_for
+    from autosearch.search.featurize import FeatureCache, featurizer_for
 
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
@@ -64,6 +64,7 @@ def make_cost_model(
     if spec in ONLINE_KINDS:  # fitted from scratch on this run only
         kw: dict[str, Any] = {"seed": seed}
         adapter = ModelAdapter(kind=spec, model_kw=kw, seed=seed, timer=timer, retrain_fraction=retrain_fraction)
+        adapter.featurize = FeatureCache(extract_features)
         return TuneModel(ms_cost_model(adapter), adapter, spec)
     from autosearch.models import load_model
 

@@ -344,6 +344,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
     from autosearch.features.per_store import EXTRACTOR, extract_features
+    from autosearch.search.featurize import FeatureCache
     from autosearch.store import MeasurementRecord
 
     timer, result = run.timer, run.result
@@ -355,10 +356,12 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     lats = [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured]
     with timer.section("search"):
         run.source.notify(cands, measured)
+    adapter = run.model.adapter
+    # the store keeps PerStoreFeature; the model's cache of them already holds what the search scored
+    cached = adapter.featurize if adapter is not None and isinstance(adapter.featurize, FeatureCache) else None
     with timer.section("features"):
-        feats = extract_features(run.source.context, cands)
+        feats = (cached or extract_features)(run.source.context, cands)
     with timer.section("update"):
-        adapter = run.model.adapter
         if not run.model_learns:
             pass
         elif adapter is not None:
