@@ -133,6 +133,44 @@ def test_crashing_and_hanging_kernels_are_recorded_as_failures(host):
     assert res[0].status == "timeout" and "Timeout" in res[0].error
 
 
+def _summing_candidate(n: int):
+    """A kernel that sums 16 products n times: ~n x 16 dependent float adds, slow for n = 2**28."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule import MeasureCandidate
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    a = te.placeholder((16,), name="A")
+    k, j = te.reduce_axis((0, n), name="k"), te.reduce_axis((0, 16), name="j")
+    b = te.compute((1,), lambda i: te.sum(a[j] * a[j], axis=[k, j]), name="B")
+    sch = Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
+    import time
+
+    from autosearch.backends.tvm.build import pool_builder
+    from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer, adaptive_run_timeout
+
+    assert adaptive_run_timeout([0.2] * 7, 30.0) == 30.0  # too few runs to judge: the runner's timeout
+    assert adaptive_run_timeout([0.2] * 8, 30.0) == 5.0  # 10 x 0.2 s, but at least 5 s
+    assert adaptive_run_timeout([0.2] * 4 + [2.0] * 8, 30.0) == 20.0  # the median of recent runs
+    assert adaptive_run_timeout([9.0] * 8, 30.0) == 30.0  # never above the runner's timeout
+
+    slow, fast = _summing_candidate(2**28), _summing_candidate(16)
+    cands = [slow, fast, slow, fast]
+    m = Measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=10), run_timeout=30)
+    t0 = time.perf_counter()
+    res = m.run_built(cands, pool_builder().build(cands, host), timeout=2.0)
+    took = time.perf_counter() - t0
+    assert [r.status for r in res] == ["timeout", "ok", "timeout", "ok"], [r.error for r in res]
+    assert all("2.0 seconds" in r.error for r in res[::2]) and all(1.5 < r.seconds < 10 for r in res[::2])
+    # the fast run after each kill had the full timeout: its worker restarted (TVM import) inside it
+    assert all(r.seconds > 0 and r.latencies for r in res[1::2]) and took < 40
+
+
 def test_cli_errors_are_one_line(tmp_path):
     bad = subprocess.run(
         CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],

@@ -60,6 +60,9 @@ class TuneSettings:
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
     build_cap: float = 6.0
+    #: A run on the device slower than this many times the run's median run (at least 5 s) is cut
+    #: off the same way (`backends.tvm.measure.adaptive_run_timeout`); 0 keeps only the fixed timeout.
+    run_cap: float = 10.0
     #: Measure a design space with nothing to decide (its one schedule, e.g. an elementwise op
     #: parallelised and vectorised by MetaSchedule's rules) instead of refusing it. `tune-model`
     #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it.
@@ -78,6 +81,8 @@ class TuneSettings:
             raise InputError(f"--population must be at least 2, got {self.population}")
         if self.build_cap < 0:
             raise InputError(f"build_cap must be >= 0, got {self.build_cap}")
+        if self.run_cap < 0:
+            raise InputError(f"run_cap must be >= 0, got {self.run_cap}")
         if self.search not in SEARCHES:
             raise InputError(f"--search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
         if self.population < self.trials_per_round:
@@ -203,6 +208,7 @@ class TuneRun:
                 store.add_workload(WorkloadRecord.from_workload(workload))
         self.group = group_key(workload.mod())
         self.done = False
+        self.run_seconds: list[float] = []  # wall seconds of each successful run on the device (the run cap)
         from autosearch.search.strategy import GradientSource
 
         #: Gradient search ranks with its own differentiable model: the TuneModel's would learn for nothing.
@@ -341,6 +347,7 @@ def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneRe
 def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     """Build, run, notify, featurize, update the model, store and account for one round
     (`controls` marks the candidates drawn at random, not picked by the search)."""
+    from autosearch.backends.tvm.measure import adaptive_run_timeout
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
     from autosearch.features.per_store import EXTRACTOR, extract_features
@@ -352,7 +359,11 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
         cap = run.builder.adaptive_timeout(run.settings.build_cap) if run.settings.build_cap > 0 else None
         built = run.builder.build(cands, run.target, timeout=cap)
     with timer.section("run"):
-        measured = run.measurer.run_built(cands, built)
+        rcap = None
+        if run.settings.run_cap > 0:
+            rcap = adaptive_run_timeout(run.run_seconds, run.measurer.run_timeout, run.settings.run_cap)
+        measured = run.measurer.run_built(cands, built, timeout=rcap)
+    run.run_seconds += [r.seconds for r in measured if r.status == "ok" and r.seconds > 0]
     lats = [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured]
     with timer.section("search"):
         run.source.notify(cands, measured)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from autosearch.backends.tvm.build import pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
-__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer"]
+__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,22 @@ class MeasureResult:
     status: str
     latencies: list[float]
     error: str = ""
+    #: wall seconds of its run on the device (loading, inputs, every repeat); 0 when not run
+    seconds: float = 0.0
+
+
+def adaptive_run_timeout(
+    ok_seconds: Sequence[float], ceiling: float, factor: float = 10.0, floor: float = 5.0, window: int = 64
+) -> float:
+    """A cap for the next runs: `factor` x the median wall time of recent successful runs, at least
+    `floor` s, at most `ceiling` (the runner's timeout); the ceiling until 8 runs succeeded. A
+    schedule that runs for seconds where its siblings take a fraction of one is 1,000x slower than
+    them and useless: a `timeout` result the model learns from, not 30 s of waiting (measured: 12
+    softmax picks hit the 30 s timeout in one 256-trial run, 360 s of its 514)."""
+    recent = sorted(ok_seconds[-window:])
+    if len(recent) < 8:
+        return ceiling
+    return min(ceiling, max(floor, factor * float(recent[len(recent) // 2])))
 
 
 @contextlib.contextmanager
@@ -121,8 +138,14 @@ class Measurer:
                     shutdown_pool(self._pending_runner.pool)
                 raise
         self._run_timeout = run_timeout
+        self._last_failed = False  # the last local run failed: its worker may be restarting
         self._runner_restart = runner_restart
         self._ran = 0
+
+    @property
+    def run_timeout(self) -> float:
+        """The fixed timeout of one run on the device (the ceiling of any cap)."""
+        return self._run_timeout
 
     def _local_runner(self, timeout: float) -> Any:
         """A LocalRunner, built with Ctrl-C held back: interrupted halfway, its worker pool would be
@@ -157,9 +180,13 @@ class Measurer:
         """Build then run every candidate; failures are results, never exceptions."""
         return self.run_built(candidates, self.build(candidates))
 
-    def run_built(self, candidates: Sequence[Any], built: Sequence[Any]) -> list[MeasureResult]:
-        """Run candidates already built (BuilderResults in the same order); removes the artifacts."""
-        from tvm.s_tir.meta_schedule.runner import RunnerInput
+    def run_built(
+        self, candidates: Sequence[Any], built: Sequence[Any], timeout: float | None = None
+    ) -> list[MeasureResult]:
+        """Run candidates already built (BuilderResults in the same order); removes the artifacts.
+        On the local device a run longer than `timeout` (default and at most: the runner's) is
+        killed and becomes a `timeout` result; an RPC runner keeps its session timeout."""
+        from tvm.s_tir.meta_schedule.runner import LocalRunner, RunnerInput
         from tvm.s_tir.meta_schedule.utils import remove_build_dir
 
         results: list[MeasureResult | None] = [None] * len(candidates)
@@ -171,20 +198,34 @@ class Measurer:
                 to_run.append(i)
         self._maybe_restart_runner()
         self._ran += len(to_run)
+        inputs = [RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in to_run]
+        local = isinstance(self.runner, LocalRunner)
+        # TVM's pool reads its timeout per task (`send`), so a cap applies to the tasks sent under it
+        limit = self._run_timeout if timeout is None else min(timeout, self._run_timeout)
         try:
-            futures = self.runner.run(
-                [RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in to_run]
-            )
-            for i, fut in zip(to_run, futures):
-                res = fut.result()
+            if local:  # one at a time (LocalRunner runs them in turn anyway): each run's wall time
+                timed = []
+                for inp in inputs:
+                    # a killed (or crashed) worker restarts with the next task, and its TVM import
+                    # counts against that task's timeout: the run after a failure gets the full one
+                    cap = self._run_timeout if self._last_failed else limit
+                    self.runner.pool._timeout = self.runner.timeout_sec = cap
+                    t0 = time.perf_counter()
+                    (fut,) = self.runner.run([inp])
+                    res = fut.result()
+                    timed.append((res, time.perf_counter() - t0))
+                    self._last_failed = res.error_msg is not None
+            else:
+                timed = [(f.result(), 0.0) for f in self.runner.run(inputs)]
+            for i, (res, wall) in zip(to_run, timed):
                 if res.error_msg is not None:
-                    results[i] = MeasureResult(_classify(res.error_msg, "run_error"), [], res.error_msg.strip())
+                    results[i] = MeasureResult(_classify(res.error_msg, "run_error"), [], res.error_msg.strip(), wall)
                     continue
                 secs = [float(x) for x in res.run_secs]
                 if not secs or not all(math.isfinite(x) and x > 0 for x in secs):
-                    results[i] = MeasureResult("run_error", [], f"runner returned invalid latencies {secs}")
+                    results[i] = MeasureResult("run_error", [], f"runner returned invalid latencies {secs}", wall)
                 else:
-                    results[i] = MeasureResult("ok", secs)
+                    results[i] = MeasureResult("ok", secs, "", wall)
         finally:
             for i in to_run:
                 remove_build_dir(built[i].artifact_path)
