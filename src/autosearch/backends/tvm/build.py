@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import atexit
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from autosearch.errors import one_line
 
-__all__ = ["PoolBuilder", "build_in_process", "close_builders", "fast_build", "pool_builder", "shutdown_pool"]
+__all__ = [
+    "PoolBuilder",
+    "build_in_process",
+    "close_builders",
+    "fast_build",
+    "median_cap",
+    "pool_builder",
+    "shutdown_pool",
+]
 
 
 def fast_build(mod: Any, target: Any, _params: Any) -> Any:
@@ -47,6 +56,16 @@ def _pool_build(mod: Any, target: Any) -> tuple[str, float]:
     return path, time.perf_counter() - t0
 
 
+def median_cap(seconds: Sequence[float], ceiling: float, factor: float, floor: float, window: int = 64) -> float:
+    """`factor` x the median of the last `window` successful durations, at least `floor`, at most
+    `ceiling`; the ceiling until 8 have succeeded (too few to say what is slow). The rule behind
+    the build cap (`PoolBuilder.adaptive_timeout`) and the run cap (`measure.adaptive_run_timeout`)."""
+    if len(seconds) < 8:
+        return ceiling
+    recent = sorted(seconds[-window:])
+    return min(ceiling, max(floor, factor * float(recent[len(recent) // 2])))
+
+
 class PoolBuilder:
     """Builds candidates in a worker pool that lives as long as the tuning process.
 
@@ -68,10 +87,7 @@ class PoolBuilder:
         """A cap for the next builds: `factor` x the median of recent successful builds, at least
         `floor` s, at most the pool's timeout. A schedule that builds 6x slower than its siblings
         (huge unrolls) is a `timeout` result the model learns from, not minutes of waiting."""
-        if len(self.seconds) < 8:
-            return self.timeout
-        med = float(sorted(self.seconds[-window:])[len(self.seconds[-window:]) // 2])
-        return min(self.timeout, max(floor, factor * med))
+        return median_cap(self.seconds, self.timeout, factor, floor, window)
 
     def build(self, candidates: list[Any], target: Any, timeout: float | None = None) -> list[Any]:
         """BuilderResults in candidate order; a build longer than `timeout` (default: the pool's)

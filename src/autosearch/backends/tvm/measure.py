@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autosearch.backends.tvm.build import pool_builder, shutdown_pool
+from autosearch.backends.tvm.build import median_cap, pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
 __all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout"]
@@ -63,10 +63,7 @@ def adaptive_run_timeout(
     schedule that runs for seconds where its siblings take a fraction of one is 1,000x slower than
     them and useless: a `timeout` result the model learns from, not 30 s of waiting (measured: 12
     softmax picks hit the 30 s timeout in one 256-trial run, 360 s of its 514)."""
-    recent = sorted(ok_seconds[-window:])
-    if len(recent) < 8:
-        return ceiling
-    return min(ceiling, max(floor, factor * float(recent[len(recent) // 2])))
+    return median_cap(ok_seconds, ceiling, factor, floor, window)
 
 
 @contextlib.contextmanager
