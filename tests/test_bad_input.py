@@ -163,6 +163,8 @@ def test_ctrl_c_during_collect_exits_130_and_keeps_the_database(tmp_path: Path) 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a test run started in the background of a shell inherits SIGINT ignored; Ctrl-C is the point
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
@@ -187,6 +189,57 @@ def test_ctrl_c_during_collect_exits_130_and_keeps_the_database(tmp_path: Path) 
 
     with Store(db, readonly=True) as st:  # intact and resumable
         assert len(st.workloads()) == 1
+
+
+def test_a_ctrl_c_that_something_swallowed_is_raised_at_the_next_check() -> None:
+    """TVM's C++ side polls Python's signals and may drop the KeyboardInterrupt it gets; the
+    handler remembers the Ctrl-C so the next batch boundary stops anyway."""
+    import concurrent.futures
+    import contextlib
+    import threading
+
+    from autosearch import interrupts
+
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupts.install()
+        interrupts.check()  # nothing yet
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except BaseException:
+            pass  # what a C++ `catch (...)` around TVM's signal poll does
+        assert interrupts.interrupted()
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+        interrupts.clear()
+        interrupts.check()
+        # a wait on a future that completes late gives way to a Ctrl-C within its poll interval,
+        late: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        # ... including one whose KeyboardInterrupt was raised and dropped elsewhere (a pool thread)
+        def swallowed() -> None:
+            with contextlib.suppress(KeyboardInterrupt):
+                interrupts._handler(signal.SIGINT, None)
+
+        threading.Timer(0.3, swallowed).start()
+        threading.Timer(8, late.set_result, args=(0,)).start()  # a blocking wait ends only here
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.wait([late], poll=0.1)
+        assert time.monotonic() - t0 < 5
+        interrupts.clear()
+        # inside `deferred()` (TVM's threaded C++ work) a Ctrl-C is counted, raised only after it
+        reached_end = False
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            reached_end = True
+        assert reached_end
+    finally:
+        interrupts.clear()
+        signal.signal(signal.SIGINT, old)
 
 
 # -- 4. the store ------------------------------------------------------------------------------------

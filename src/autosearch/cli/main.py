@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from autosearch import interrupts
 from autosearch.cli.common import console, emit_json, err
 from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
@@ -289,6 +290,7 @@ def _run(argv: list[str] | None) -> Any:
     # typer vendors click (there is no `click` package): its errors are TyperException subclasses.
     from typer.exceptions import Abort, TyperException
 
+    interrupts.install()
     try:
         return app(args=argv, standalone_mode=False)
     except AutosearchError as exc:
@@ -307,6 +309,9 @@ def _run(argv: list[str] | None) -> Any:
             err.print(f"error: {one_line(exc)}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code or 2)
     except Exception as exc:
+        if interrupts.interrupted():  # a Ctrl-C that TVM's C++ side turned into an error of its own
+            err.print("interrupted")
+            sys.exit(130)
         if os.environ.get("AUTOSEARCH_TRACEBACK"):
             raise
         err.print(

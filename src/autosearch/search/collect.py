@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from autosearch import interrupts
 from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
 from autosearch.backends.tvm.space import TaskSpace
 from autosearch.backends.tvm.target import canonical_target, device_fingerprint
@@ -140,7 +141,9 @@ def collect(
                     break
                 bar.update(task, description=f"{wl.name[:40]}")
                 _collect_workload(job, wl, need, lambda n: bar.advance(task, n))
-        except KeyboardInterrupt:
+        except BaseException as exc:
+            if not interrupts.handled(exc):  # a Ctrl-C, or an error TVM raised in its place
+                raise
             job.summary.interrupted = True
         finally:
             if job.measurer is not None:
@@ -178,14 +181,16 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
     seen = job.store.schedule_hashes(wl.key, job.tgt)
     left = need
     while left > 0 and not job.out_of_time():
-        batch = space.sample(min(job.batch_size, left), seen)
+        with interrupts.deferred():  # TVM's threaded C++ sampling must not see a KeyboardInterrupt
+            batch = space.sample(min(job.batch_size, left), seen)
         if not batch:
             info["note"] = "design space exhausted"
             advance(left)
             return
         cands = [c for c, _, _ in batch]
         results = job.measurer.measure(cands)
-        feats = extract_features(space.context, cands)
+        with interrupts.deferred():
+            feats = extract_features(space.context, cands)
         records = [
             MeasurementRecord(
                 workload_key=wl.key,
@@ -201,6 +206,7 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
             for (_, text, h), r in zip(batch, results)
         ]
         job.store.add_measurements(records, feats, EXTRACTOR)
+        interrupts.check()  # after the batch is stored: a Ctrl-C swallowed inside TVM stops here
         n_ok = sum(r.status == "ok" for r in records)
         job.summary.measured += len(records)
         job.summary.ok += n_ok

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from autosearch import interrupts
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.search.model_spec import TuneModel
 
@@ -257,7 +258,9 @@ def _tune_tasks(
     runs, infos = _start_runs(result, tasks, workloads, target, model, settings, store, evaluator, console, warm_start)
     try:
         _schedule_rounds(result, runs, infos, settings, console, progress)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not interrupts.handled(exc):
+            raise
         result.interrupted = True
     database = ms.database.MemoryDatabase()
     for run, info in zip(runs, infos):

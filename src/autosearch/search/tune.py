@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from autosearch import interrupts
 from autosearch.backends.tvm.build import pool_builder
 from autosearch.errors import InputError, TargetError
 from autosearch.formatting import format_seconds
@@ -243,7 +244,7 @@ class TuneRun:
             return False
         n = min(self.settings.trials_per_round, self.trials_left)
         k = self.model.adapter.n_controls(n) if self.model.adapter is not None and self.model_learns else 0
-        with self.timer.section("search"):
+        with self.timer.section("search"), interrupts.deferred():
             picks = self.source.propose(n - k)
             controls = self.source.draw(k) if k else []
         if not picks and not controls:
@@ -307,7 +308,9 @@ def tune(
     )
     try:
         _loop(run, console, progress, on_round)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not interrupts.handled(exc):
+            raise
         run.result.interrupted = True
         run.result.stop_reason = "interrupted"
     result = run.finish(baseline=baseline, reference=reference)
@@ -354,6 +357,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     from autosearch.search.featurize import FeatureCache
     from autosearch.store import MeasurementRecord
 
+    interrupts.check()  # a Ctrl-C that TVM's C++ side swallowed during the search stops the run here
     timer, result = run.timer, run.result
     with timer.section("build"):
         cap = run.builder.adaptive_timeout(run.settings.build_cap) if run.settings.build_cap > 0 else None
@@ -370,7 +374,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     adapter = run.model.adapter
     # the store keeps PerStoreFeature; the model's cache of them already holds what the search scored
     cached = adapter.featurize if adapter is not None and isinstance(adapter.featurize, FeatureCache) else None
-    with timer.section("features"):
+    with timer.section("features"), interrupts.deferred():
         feats = (cached or extract_features)(run.source.context, cands)
     with timer.section("update"):
         if not run.model_learns:
@@ -442,5 +446,7 @@ def _baselines(run: TuneRun, baseline: bool, reference: bool) -> None:
 
             with run.timer.section("baseline"):
                 run.result.reference = reference_latency(run.workload)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not interrupts.handled(exc):
+            raise
         run.result.interrupted = True

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from autosearch import interrupts
 from autosearch.errors import one_line
 
 __all__ = [
@@ -93,36 +94,31 @@ class PoolBuilder:
         """BuilderResults in candidate order; a build longer than `timeout` (default: the pool's)
         is killed and becomes a `timeout` result."""
         from tvm.s_tir.meta_schedule.builder import BuilderResult
-        from tvm.support.popen_pool import StatusKind
 
         out = []
-        mods = [c.sch.mod for c in candidates]
         limit = self.timeout if timeout is None else min(timeout, self.timeout)
         self.pool._timeout = limit  # read per task by TVM's pool (`send`), so a cap applies to this batch
+        futures = [self.pool.submit(_pool_build, c.sch.mod, target) for c in candidates]
         try:
-            results = list(self.pool.map_with_error_catching(lambda m: _pool_build(m, target), mods))
-        except RuntimeError as exc:
-            # Ctrl-C reaches the workers too; TVM's pool re-raises their KeyboardInterrupt wrapped
-            # in a RuntimeError. The caller must see an interrupt, not a build failure.
-            if "KeyboardInterrupt" in str(exc) or isinstance(exc.__cause__, KeyboardInterrupt):
-                raise KeyboardInterrupt from None
+            interrupts.wait(futures)  # not TVM's blocking `map`: a Ctrl-C is acted on at once
+        except BaseException:
+            for fut in futures:
+                fut.cancel()  # those not started yet
             raise
-        for res in results:
-            if isinstance(res.value, KeyboardInterrupt):
+        for fut in futures:
+            exc = fut.exception()
+            # Ctrl-C reaches the workers too; TVM's pool re-raises their KeyboardInterrupt, at times
+            # wrapped in a RuntimeError. The caller must see an interrupt, not a build failure.
+            if isinstance(exc, KeyboardInterrupt) or (exc is not None and "KeyboardInterrupt" in str(exc)):
                 raise KeyboardInterrupt
-            if res.status == StatusKind.COMPLETE:
-                path, secs = res.value
+            if exc is None:
+                path, secs = fut.result()
                 self.seconds.append(float(secs))
                 out.append(BuilderResult(path, None))
-            elif res.status == StatusKind.TIMEOUT:
+            elif isinstance(exc, TimeoutError):
                 out.append(BuilderResult(None, f"Timeout: build killed after {limit:g} s"))
             else:
-                out.append(
-                    BuilderResult(
-                        None,
-                        f"build failed: {one_line(res.value) if isinstance(res.value, BaseException) else str(res.value).strip().splitlines()[-1][:300]}",
-                    )
-                )
+                out.append(BuilderResult(None, f"build failed: {one_line(exc)}"))
         return out
 
     def close(self) -> None:
@@ -133,7 +129,24 @@ class PoolBuilder:
 def shutdown_pool(pool: Any) -> None:
     """Stop a TVM `PopenPoolExecutor` now. Left to `__del__`, it may be finalized on one of its own
     threads ("cannot join current thread"); after Ctrl-C its workers may already be dead, and
-    TVM's `shutdown` then raises from psutil before marking the pool shut down."""
+    TVM's `shutdown` then raises from psutil before marking the pool shut down.
+
+    The worker processes are killed first: TVM's `shutdown` closes each worker's pipe, and that
+    close waits for a pool thread still blocked reading a build's result from the same pipe, so
+    an interrupted batch kept the process alive until its slowest build ended (measured: 30 s)."""
+    import psutil
+
+    for worker in list(getattr(pool, "_worker_map", {}).values()):
+        proc = getattr(worker, "_proc", None)
+        if proc is None or proc.poll() is not None:
+            continue
+        try:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+        except psutil.Error:
+            pass
+        proc.kill()
+        proc.wait()
     try:
         pool.shutdown(wait=False)
     except Exception:

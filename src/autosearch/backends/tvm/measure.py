@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autosearch import interrupts
 from autosearch.backends.tvm.build import median_cap, pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
@@ -212,6 +213,7 @@ class Measurer:
                     res = fut.result()
                     timed.append((res, time.perf_counter() - t0))
                     self._last_failed = res.error_msg is not None
+                    interrupts.check()  # a Ctrl-C the run's C++ side swallowed
             else:
                 timed = [(f.result(), 0.0) for f in self.runner.run(inputs)]
             for i, (res, wall) in zip(to_run, timed):
