@@ -160,15 +160,17 @@ def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
     assert adaptive_run_timeout([9.0] * 8, 30.0) == 30.0  # never above the runner's timeout
 
     slow, fast = _summing_candidate(2**28), _summing_candidate(16)
-    cands = [slow, fast, slow, fast]
+    cands = [slow, slow, fast, slow, fast]  # two in a row: a hung pick often has hung siblings
     m = Measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=10), run_timeout=30)
     t0 = time.perf_counter()
     res = m.run_built(cands, pool_builder().build(cands, host), timeout=2.0)
     took = time.perf_counter() - t0
-    assert [r.status for r in res] == ["timeout", "ok", "timeout", "ok"], [r.error for r in res]
-    assert all("2.0 seconds" in r.error for r in res[::2]) and all(1.5 < r.seconds < 10 for r in res[::2])
-    # the fast run after each kill had the full timeout: its worker restarted (TVM import) inside it
-    assert all(r.seconds > 0 and r.latencies for r in res[1::2]) and took < 40
+    assert [r.status for r in res] == ["timeout", "timeout", "ok", "timeout", "ok"], [r.error for r in res]
+    slow_runs = [res[0], res[1], res[3]]
+    # every slow run, the one right after a kill too, is cut at the cap (the killed worker restarts
+    # in an untimed empty task first, so its start-up does not eat into the next run's cap)
+    assert all("2.0 seconds" in r.error for r in slow_runs) and all(1.5 < r.seconds < 4 for r in slow_runs)
+    assert all(r.seconds > 0 and r.latencies for r in (res[2], res[4])) and took < 40
 
 
 def test_cli_errors_are_one_line(tmp_path):

@@ -136,7 +136,7 @@ class Measurer:
                     shutdown_pool(self._pending_runner.pool)
                 raise
         self._run_timeout = run_timeout
-        self._last_failed = False  # the last local run failed: its worker may be restarting
+        self._last_failed = False  # the last local run failed: its worker was killed or crashed
         self._runner_restart = runner_restart
         self._ran = 0
 
@@ -155,6 +155,17 @@ class Measurer:
             self._pending_runner = runner
         self._pending_runner = None  # a Ctrl-C held back above is raised here, with `runner` closable
         return runner
+
+    def _restart_worker(self) -> None:
+        """Start a killed (or crashed) worker again with an empty task under the full timeout.
+        Why: a worker restarts with the next task it is sent, and its start-up (TVM's import,
+        2.5-3.5 s measured) then counted against that task's cap; the rule before this gave the
+        run after a failure the full 30 s instead, so a row of hung picks still waited 30 s each
+        (measured: 4 softmax schedules that hang took 130 s under a 5 s cap)."""
+        self.runner.pool._timeout = self._run_timeout
+        fut = self.runner.pool.submit(int)  # a builtin: nothing of ours to import in the worker
+        interrupts.wait([fut])
+        self._last_failed = fut.exception() is not None
 
     def _maybe_restart_runner(self) -> None:
         from tvm.s_tir.meta_schedule.runner import LocalRunner
@@ -204,10 +215,9 @@ class Measurer:
             if local:  # one at a time (LocalRunner runs them in turn anyway): each run's wall time
                 timed = []
                 for inp in inputs:
-                    # a killed (or crashed) worker restarts with the next task, and its TVM import
-                    # counts against that task's timeout: the run after a failure gets the full one
-                    cap = self._run_timeout if self._last_failed else limit
-                    self.runner.pool._timeout = self.runner.timeout_sec = cap
+                    if self._last_failed:
+                        self._restart_worker()
+                    self.runner.pool._timeout = self.runner.timeout_sec = limit
                     t0 = time.perf_counter()
                     (fut,) = self.runner.run([inp])
                     res = fut.result()
