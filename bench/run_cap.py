@@ -71,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             table.append((label, limit or m.run_timeout, wall, stats, [r.seconds for r in out]))
     finally:
         m.close()
-    print(
-        "\n| pass | limit s | wall s | statuses (latency / the ok runs' median) | per run s |\n|---|---|---|---|---|"
-    )
+    print("\n| pass | limit s | wall s | statuses (latency / the ok runs' median) | per run s |\n|---|---|---|---|---|")
     for label, limit, wall, stats, per in table:
         print(f"| {label} | {limit:.1f} | {wall:.1f} | {', '.join(stats)} | {', '.join(f'{x:.1f}' for x in per)} |")
     (_, _, w_fixed, s_fixed, _), (_, _, w_cap, s_cap, _) = table
