@@ -206,7 +206,6 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
             for (_, text, h), r in zip(batch, results)
         ]
         job.store.add_measurements(records, feats, EXTRACTOR)
-        interrupts.check()  # after the batch is stored: a Ctrl-C swallowed inside TVM stops here
         n_ok = sum(r.status == "ok" for r in records)
         job.summary.measured += len(records)
         job.summary.ok += n_ok
@@ -215,3 +214,4 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
         info["ok"] += n_ok
         left -= len(records)
         advance(len(records))
+        interrupts.check()  # the batch is stored and counted: a Ctrl-C swallowed inside TVM stops here
