@@ -10,7 +10,7 @@ import pytest
 from autosearch.cli import main
 from autosearch.errors import InputError
 from autosearch.search.network import parse_shapes
-from autosearch.search.scheduler import TaskScheduler
+from autosearch.search.scheduler import TaskScheduler, task_kind
 
 NET = """
 import torch
@@ -59,6 +59,27 @@ def test_scheduler_prefers_a_task_that_has_no_working_schedule_yet() -> None:
     s.record(0, 16, 1e-3)
     s.record(1, 16, None)  # every candidate failed
     assert s.pick() == 1
+
+
+def test_scheduler_gives_rounds_to_a_task_far_slower_per_flop_than_its_siblings() -> None:
+    """Ansor's similar-task term: `conv2d8` (flat, 4x slower per FLOP than `conv2d1`) beats a
+    flat task of another kind with a larger latency, which wins when kinds are not compared."""
+    names = ["net/conv2d1", "net/conv2d8", "net/fused_matmul_add4"]
+    assert [task_kind(n) for n in names] == ["conv2d", "conv2d", "fused_matmul_add"]
+    history = [(0, 1.0e-3), (1, 4.0e-3), (2, 5.0e-3)]  # all flat for three rounds of 8
+
+    def run(s: TaskScheduler) -> int | None:
+        for _ in range(3):
+            for i, best in history:
+                s.record(i, 8, best)
+        return s.pick()
+
+    plain = TaskScheduler([1.0, 1.0, 1.0], eps=0.0)
+    assert run(plain) == 2  # by latency alone the matmul has most to gain
+    similar = TaskScheduler([1.0, 1.0, 1.0], flops=[1e9, 1e9, 1e9], kinds=[task_kind(n) for n in names], eps=0.0)
+    assert run(similar) == 1  # 2 x 1e9 / (1e9 / 1e-3) = 2 ms is within conv2d8's reach
+    with pytest.raises(ValueError, match="3 weights but 2 FLOP counts"):
+        TaskScheduler([1.0, 1.0, 1.0], flops=[1e9, 1e9])
 
 
 def test_parse_shapes() -> None:

@@ -328,9 +328,14 @@ def _schedule_rounds(
     """Step the task the scheduler picks until the network's budget is spent."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from autosearch.search.scheduler import TaskScheduler
+    from autosearch.search.scheduler import TaskScheduler, task_kind
 
-    sched = TaskScheduler([float(i["weight"]) for i in infos], seed=settings.seed)
+    sched = TaskScheduler(
+        [float(i["weight"]) for i in infos],
+        flops=[r.workload.flops for r in runs],
+        kinds=[task_kind(i["name"]) for i in infos],
+        seed=settings.seed,
+    )
     columns = [
         TextColumn("[bold]tune-model[/] {task.description}"),
         BarColumn(),
