@@ -214,4 +214,3 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
         info["ok"] += n_ok
         left -= len(records)
         advance(len(records))
-        interrupts.check()  # the batch is stored and counted: a Ctrl-C swallowed inside TVM stops here

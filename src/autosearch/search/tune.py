@@ -357,7 +357,6 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     from autosearch.search.featurize import FeatureCache
     from autosearch.store import MeasurementRecord
 
-    interrupts.check()  # a Ctrl-C that TVM's C++ side swallowed during the search stops the run here
     timer, result = run.timer, run.result
     with timer.section("build"):
         cap = run.builder.adaptive_timeout(run.settings.build_cap) if run.settings.build_cap > 0 else None

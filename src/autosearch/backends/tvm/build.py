@@ -134,17 +134,13 @@ def shutdown_pool(pool: Any) -> None:
     The worker processes are killed first: TVM's `shutdown` closes each worker's pipe, and that
     close waits for a pool thread still blocked reading a build's result from the same pipe, so
     an interrupted batch kept the process alive until its slowest build ended (measured: 30 s)."""
-    import psutil
+    from tvm.support.popen_pool import kill_child_processes
 
     for worker in list(getattr(pool, "_worker_map", {}).values()):
         proc = getattr(worker, "_proc", None)
         if proc is None or proc.poll() is not None:
             continue
-        try:
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                child.kill()
-        except psutil.Error:
-            pass
+        kill_child_processes(proc.pid)
         proc.kill()
         proc.wait()
     try:
