@@ -173,6 +173,20 @@ def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
     assert all(r.seconds > 0 and r.latencies for r in (res[2], res[4])) and took < 40
 
 
+def test_a_builder_removes_the_artifacts_no_run_removed(host):
+    import os
+
+    from autosearch.backends.tvm.build import PoolBuilder
+
+    builder = PoolBuilder(max_workers=1, timeout=60)
+    (built,) = builder.build([_summing_candidate(16)], host)
+    # built but never run (a batch cut short by Ctrl-C): the artifact still lives in the builder's dir
+    assert built.error_msg is None and built.artifact_path.startswith(builder.artifacts + os.sep)
+    assert os.path.exists(built.artifact_path)
+    builder.close()
+    assert not os.path.exists(builder.artifacts)
+
+
 def test_cli_errors_are_one_line(tmp_path):
     bad = subprocess.run(
         CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],

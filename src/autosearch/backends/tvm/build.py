@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,9 +40,10 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
     return tvm_build(mod, target=target)
 
 
-def _pool_build(mod: Any, target: Any) -> tuple[str, float]:
-    """Build + export one candidate inside a builder worker: (artifact path, seconds it took)."""
-    import tempfile
+def _pool_build(mod: Any, target: Any, parent: str | None = None) -> tuple[str, float]:
+    """Build + export one candidate inside a builder worker: (artifact path, seconds it took).
+    The artifact goes in its own directory under `parent` (the builder's, so whatever a killed
+    build or an interrupted batch leaves behind is removed with it)."""
     import time
 
     from tvm.support.tar import tar
@@ -52,7 +55,7 @@ def _pool_build(mod: Any, target: Any) -> tuple[str, float]:
         import tvm.s_tir.tensor_intrin  # noqa: F401 - importing registers the intrinsics
 
         rt = fast_build(mod, target, None)
-    path = os.path.join(tempfile.mkdtemp(prefix="autosearch-build-"), "tvm_tmp_mod." + tar.output_format)
+    path = os.path.join(tempfile.mkdtemp(prefix="autosearch-build-", dir=parent), "tvm_tmp_mod." + tar.output_format)
     rt.export_library(path, fcompile=tar)
     return path, time.perf_counter() - t0
 
@@ -81,6 +84,9 @@ class PoolBuilder:
         from tvm.support.popen_pool import PopenPoolExecutor
 
         self.timeout = timeout
+        # every artifact lives under this directory until its run removes it; `close` removes the
+        # rest (builds killed mid-export, batches a Ctrl-C cut short): nothing piles up in /tmp
+        self.artifacts = tempfile.mkdtemp(prefix="autosearch-builds-")
         self.pool = PopenPoolExecutor(max_workers=max_workers or min(2, os.cpu_count() or 1), timeout=timeout)
         self.seconds: list[float] = []  # build time of every successful build, in order
 
@@ -98,7 +104,7 @@ class PoolBuilder:
         out = []
         limit = self.timeout if timeout is None else min(timeout, self.timeout)
         self.pool._timeout = limit  # read per task by TVM's pool (`send`), so a cap applies to this batch
-        futures = [self.pool.submit(_pool_build, c.sch.mod, target) for c in candidates]
+        futures = [self.pool.submit(_pool_build, c.sch.mod, target, self.artifacts) for c in candidates]
         try:
             interrupts.wait(futures)  # not TVM's blocking `map`: a Ctrl-C is acted on at once
         except BaseException:
@@ -122,8 +128,9 @@ class PoolBuilder:
         return out
 
     def close(self) -> None:
-        """Kill the workers now (see `shutdown_pool`)."""
+        """Kill the workers now (see `shutdown_pool`) and remove the artifacts no run removed."""
         shutdown_pool(self.pool)
+        shutil.rmtree(self.artifacts, ignore_errors=True)
 
 
 def shutdown_pool(pool: Any) -> None:
