@@ -67,7 +67,34 @@ def test_summary_is_complete(tuned: dict) -> None:
     assert s["reference"].startswith("PyTorch") and s["reference_latency_s"] > 0
     for k in ("search", "features", "predict", "update", "build", "run"):
         assert k in s["time_breakdown"]["seconds"]
-    assert json.loads((tuned["out"] / "breakdown.json").read_text())["total_s"] > 0
+    saved = json.loads((tuned["out"] / "breakdown.json").read_text())
+    assert saved["total_s"] > 0
+    # build workers are other processes: the machine-wide count sees them (>= 1 of the cores busy)
+    assert saved["cores_busy"]["build"] >= 0.5
+
+
+def test_breakdown_counts_busy_cores_exclusively_per_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from autosearch.search import breakdown
+
+    tb = breakdown.TimeBreakdown()
+    with tb.section("search"):
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.3:  # this process alone keeps one core busy
+            pass
+    assert tb.to_dict()["cores_busy"]["search"] >= 0.7
+    # the arithmetic, on a fake machine clock: a child's CPU is not its parent's
+    clock = iter([0.0, 10.0, 11.0, 14.0, 18.0, 20.0, 21.0])
+    monkeypatch.setattr(breakdown, "busy_cpu_seconds", lambda: next(clock))
+    tb = breakdown.TimeBreakdown()  # cpu0 = 0
+    with tb.section("search"), tb.section("features"):  # search starts at 10, features runs 11 .. 14
+        pass
+    # search ends at 18: 8 busy seconds, 3 of them the child's; stop() reads 20 for `other`
+    tb.stop()
+    assert tb.cpu["features"] == 3.0 and tb.cpu["search"] == 5.0 and tb.cpu["other"] == 20.0 - 8.0
+    again = breakdown.TimeBreakdown.from_dict(tb.to_dict())
+    assert again.seconds == {k: round(v, 4) for k, v in tb.seconds.items()} and again.total == round(tb.total or 0, 4)
 
 
 def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:

@@ -49,11 +49,7 @@ def _print_result(r: Any) -> None:
     console.print(t)
     from autosearch.search.breakdown import TimeBreakdown
 
-    tb = TimeBreakdown()
-    tb.seconds = dict(r.breakdown["seconds"])
-    tb.calls = dict(r.breakdown["calls"])
-    tb.total = r.breakdown["total_s"]
-    console.print(tb.table("where the time went (seconds, exclusive)"))
+    console.print(TimeBreakdown.from_dict(r.breakdown).table("where the time went (seconds, exclusive)"))
 
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
