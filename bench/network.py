@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
+    from autosearch.backends.tvm.target import use_physical_cores
+
+    use_physical_cores()  # ours, tune_relax and their workers: kernels on every core, not TVM's half
 
     import numpy as np
     import torch

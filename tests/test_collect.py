@@ -173,6 +173,20 @@ def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
     assert all(r.seconds > 0 and r.latencies for r in (res[2], res[4])) and took < 40
 
 
+@pytest.mark.skipif("TVM_NUM_THREADS" in os.environ, reason="the user's TVM_NUM_THREADS overrides the target")
+def test_the_runner_runs_kernels_on_the_targets_cores_not_tvms_half():
+    from autosearch.backends.tvm.measure import Measurer
+    from autosearch.backends.tvm.target import current_threads, host_target
+
+    # TVM alone: half the logical CPUs on x86-64 (1 on a 2-core machine without SMT)
+    for cores in (1, 2):
+        m = Measurer(host_target(num_cores=cores))
+        try:
+            assert m.runner.pool.submit(current_threads).result() == cores
+        finally:
+            m.close()
+
+
 def test_a_builder_removes_the_artifacts_no_run_removed(host):
     import os
 

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from autosearch import interrupts
+from autosearch.backends.tvm.target import use_physical_cores
 from autosearch.cli.common import console, emit_json, err
 from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
@@ -291,6 +292,7 @@ def _run(argv: list[str] | None) -> Any:
     from typer.exceptions import Abort, TyperException
 
     interrupts.install()
+    use_physical_cores()  # before any TVM kernel runs here or in a worker started from here
     try:
         return app(args=argv, standalone_mode=False)
     except AutosearchError as exc:

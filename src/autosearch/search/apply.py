@@ -103,9 +103,14 @@ _SCRIPT = '''"""Best schedule found by `autosearch tune` (standalone: needs only
 Run:  python best_schedule.py
 """
 
-import numpy as np
-import tvm
-import tvm.script
+import os
+
+# TVM's runtime uses half the logical CPUs on x86-64 unless told; run on the threads it was tuned with
+os.environ.setdefault("TVM_NUM_THREADS", {threads})
+
+import numpy as np  # noqa: E402
+import tvm  # noqa: E402
+import tvm.script  # noqa: E402
 
 # Every value below is a Python literal written by autosearch (repr), never code.
 WORKLOAD = {name}
@@ -137,6 +142,12 @@ if __name__ == "__main__":
 '''
 
 
+def _physical_cores() -> int:
+    import psutil
+
+    return int(psutil.cpu_count(logical=False) or psutil.cpu_count() or 1)
+
+
 def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Path:
     """Write best_schedule.py (scheduled TIR + compile + time) next to best.json."""
     best = load_best(best_path)
@@ -150,6 +161,7 @@ def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Pat
         latency=repr(float(lat)) if isinstance(lat, (int, float)) else "None",
         target=repr(json.loads(target) if isinstance(target, str) and target.startswith("{") else str(target)),
         tir=repr(sch.mod.script()),
+        threads=repr(str(best.get("runtime_threads") or _physical_cores())),
     )
     out = Path(best_path)
     out = (out if out.is_dir() else out.parent) / "best_schedule.py"

@@ -44,6 +44,7 @@ class TuneResult:
     out_dir: str | None = None
     retrains: int = 0
     module: str | None = None
+    runtime_threads: int | None = None  # threads TVM ran the kernels with (`target.runtime_threads`)
 
     @property
     def gflops(self) -> float | None:
@@ -70,6 +71,7 @@ class TuneResult:
             "workload_key": self.workload_key,
             "model": self.model,
             "target": self.target,
+            "runtime_threads": self.runtime_threads,
             "seed": self.seed,
             "trials_measured": self.trials,
             "trials_ok": self.ok,

@@ -175,7 +175,7 @@ class TuneRun:
         console: Any = None,
     ) -> None:
         from autosearch.backends.tvm.measure import EvaluatorSettings
-        from autosearch.backends.tvm.target import canonical_target
+        from autosearch.backends.tvm.target import canonical_target, runtime_threads
         from autosearch.search.adapter import group_key
         from autosearch.search.strategy import make_source
         from autosearch.store import WorkloadRecord
@@ -198,6 +198,7 @@ class TuneRun:
             flops=workload.flops,
             run_id=uuid.uuid4().hex[:12],
             module=getattr(workload, "source", None) or None,
+            runtime_threads=runtime_threads(target),
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):

@@ -280,6 +280,9 @@ def profile_target(target: Any) -> dict[str, Any]:
     Only a CPU target of this machine's architecture can be measured here; a CUDA target gets
     its device-API numbers (nothing is measured without a GPU).
     """
+    from autosearch.backends.tvm.target import use_physical_cores
+
+    use_physical_cores()  # measured in this process: every core, not TVM's half (if no kernel ran yet)
     t0 = time.perf_counter()
     desc = static_descriptor(target)
     if target.kind.name == "llvm":

@@ -148,10 +148,15 @@ class Measurer:
     def _local_runner(self, timeout: float) -> Any:
         """A LocalRunner, built with Ctrl-C held back: interrupted halfway, its worker pool would be
         garbage while its thread still runs, and TVM then fails to join that thread at exit."""
+        import functools
+
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
+        from autosearch.backends.tvm.target import runtime_threads, worker_threads
+
+        init = functools.partial(worker_threads, runtime_threads(self.target))
         with _sigint_deferred():
-            runner = LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config())
+            runner = LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config(), initializer=init)
             self._pending_runner = runner
         self._pending_runner = None  # a Ctrl-C held back above is raised here, with `runner` closable
         return runner
