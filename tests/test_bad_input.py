@@ -116,6 +116,7 @@ def test_best_schedule_script_holds_values_as_literals(tmp_path: Path) -> None:
         target="llvm",
         best_latency_s=1e-5,
         trials_measured=3,
+        runtime_threads='2"); os.system("touch PWNED',
     )
     script = write_script(best, wl)
     tree = ast.parse(script.read_text())
@@ -128,7 +129,11 @@ def test_best_schedule_script_holds_values_as_literals(tmp_path: Path) -> None:
     }
     assert assigned["WORKLOAD"] == name and assigned["MODEL"] == 'm"\nimport os' and assigned["TRIALS"] == 3
     imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert {a.name for n in imports for a in n.names} <= {"numpy", "tvm", "tvm.script", "ArgInfo"}
+    assert {a.name for n in imports for a in n.names} <= {"os", "numpy", "tvm", "tvm.script", "ArgInfo"}
+    # the one call before TVM's import sets the threads from a number, whatever best.json held
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "setdefault"]
+    assert len(calls) == 1 and [ast.literal_eval(a) for a in calls[0].args][1].isdigit()
+    assert "PWNED" not in script.read_text().split("TIR =")[0].replace(name, "")
 
 
 def test_module_function_calling_sys_exit_is_an_error(tmp_path: Path) -> None:

@@ -142,7 +142,10 @@ if __name__ == "__main__":
 '''
 
 
-def _physical_cores() -> int:
+def _threads(saved: Any) -> int:
+    """The threads best.json says the kernel was tuned with, else this machine's physical cores."""
+    if isinstance(saved, int) and not isinstance(saved, bool) and 0 < saved <= 4096:
+        return saved
     import psutil
 
     return int(psutil.cpu_count(logical=False) or psutil.cpu_count() or 1)
@@ -161,7 +164,7 @@ def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Pat
         latency=repr(float(lat)) if isinstance(lat, (int, float)) else "None",
         target=repr(json.loads(target) if isinstance(target, str) and target.startswith("{") else str(target)),
         tir=repr(sch.mod.script()),
-        threads=repr(str(best.get("runtime_threads") or _physical_cores())),
+        threads=repr(str(_threads(best.get("runtime_threads")))),
     )
     out = Path(best_path)
     out = (out if out.is_dir() else out.parent) / "best_schedule.py"
