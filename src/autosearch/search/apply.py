@@ -146,9 +146,9 @@ def _threads(saved: Any) -> int:
     """The threads best.json says the kernel was tuned with, else this machine's physical cores."""
     if isinstance(saved, int) and not isinstance(saved, bool) and 0 < saved <= 4096:
         return saved
-    import psutil
+    from autosearch.backends.tvm.target import physical_cores
 
-    return int(psutil.cpu_count(logical=False) or psutil.cpu_count() or 1)
+    return physical_cores()
 
 
 def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Path:

@@ -8,6 +8,7 @@ against scipy before it is timed; a wrong result is a `run_error`, never a laten
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -30,15 +31,13 @@ _THREADS: list[int] = []
 
 def set_threads(n: int) -> None:
     """Threads for TVM's pool and torch (call before the first parallel kernel runs)."""
-    n = max(1, int(n))
-    os.environ["TVM_NUM_THREADS"] = str(n)
-    _THREADS[:] = [n]
-    try:
-        import tvm_ffi
+    from autosearch.backends.tvm.target import set_runtime_threads
 
-        tvm_ffi.get_global_func("runtime.config_threadpool")(0, n)
-    except Exception:  # older runtimes: the environment variable is read at pool start
-        pass
+    n = max(1, int(n))
+    _THREADS[:] = [n]
+    # sets TVM_NUM_THREADS first, then the running pool; older runtimes read the variable at pool start
+    with contextlib.suppress(Exception):
+        set_runtime_threads(n)
     import torch
 
     torch.set_num_threads(n)
@@ -46,9 +45,9 @@ def set_threads(n: int) -> None:
 
 def threads() -> int:
     if not _THREADS:
-        import psutil
+        from autosearch.backends.tvm.target import physical_cores
 
-        set_threads(int(os.environ.get("TVM_NUM_THREADS") or psutil.cpu_count(logical=False) or 1))
+        set_threads(int(os.environ.get("TVM_NUM_THREADS") or physical_cores()))
     return _THREADS[0]
 
 

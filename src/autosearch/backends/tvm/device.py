@@ -109,10 +109,10 @@ def cpu_clock_mhz() -> float:
 
 
 def _cores(target: Any) -> int:
-    from autosearch.backends.tvm.target import _physical_cores
+    from autosearch.backends.tvm.target import physical_cores
 
     n = target.attrs.get("num-cores") if target.kind.name == "llvm" else None
-    return int(n) if n else _physical_cores()
+    return int(n) if n else physical_cores()
 
 
 def static_descriptor(target: Any) -> dict[str, Any]:

@@ -152,9 +152,9 @@ class Measurer:
 
         from tvm.s_tir.meta_schedule.runner import LocalRunner
 
-        from autosearch.backends.tvm.target import runtime_threads, worker_threads
+        from autosearch.backends.tvm.target import runtime_threads, set_runtime_threads
 
-        init = functools.partial(worker_threads, runtime_threads(self.target))
+        init = functools.partial(set_runtime_threads, runtime_threads(self.target))
         with _sigint_deferred():
             runner = LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config(), initializer=init)
             self._pending_runner = runner

@@ -28,9 +28,10 @@ __all__ = [
     "host_target",
     "is_gpu",
     "parse_target",
+    "physical_cores",
     "runtime_threads",
+    "set_runtime_threads",
     "use_physical_cores",
-    "worker_threads",
 ]
 
 #: TVM_NUM_THREADS as the user set it before autosearch ran (None: not set, we choose).
@@ -58,7 +59,8 @@ def host_cpu() -> str:
     return str(codegen.llvm_get_system_cpu())
 
 
-def _physical_cores() -> int:
+def physical_cores() -> int:
+    """This machine's physical cores (logical ones where psutil cannot tell)."""
     return int(psutil.cpu_count(logical=False) or psutil.cpu_count() or 1)
 
 
@@ -66,7 +68,7 @@ def host_target(num_cores: int | None = None):
     """LLVM for this CPU: its `mcpu` and its physical core count."""
     import tvm
 
-    return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "num-cores": int(num_cores or _physical_cores())})
+    return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "num-cores": int(num_cores or physical_cores())})
 
 
 def _complete_cuda(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -145,16 +147,16 @@ def runtime_threads(target) -> int:
     if _USER_THREADS and _USER_THREADS.strip().isdigit() and int(_USER_THREADS) > 0:
         return int(_USER_THREADS)
     cores = dict(target.attrs).get("num-cores") if target.kind.name == "llvm" else None
-    return int(cores) if cores else _physical_cores()
+    return int(cores) if cores else physical_cores()
 
 
 def use_physical_cores() -> None:
     """Run this process's TVM kernels (and those of every process it starts) on the physical cores
     unless the user set TVM_NUM_THREADS. TVM reads it once, when its thread pool first starts, so
     this must run before the first kernel; a runner's workers set their target's count themselves
-    (`worker_threads`)."""
+    (`set_runtime_threads`)."""
     if _USER_THREADS is None:
-        os.environ["TVM_NUM_THREADS"] = str(_physical_cores())
+        os.environ["TVM_NUM_THREADS"] = str(physical_cores())
 
 
 def current_threads() -> int:
@@ -164,9 +166,9 @@ def current_threads() -> int:
     return int(tvm_ffi.get_global_func("runtime.NumThreads")())
 
 
-def worker_threads(n: int) -> None:
-    """A runner worker's initializer: its kernels run on `n` threads (before any kernel starts TVM's
-    pool, which can shrink later but never grow)."""
+def set_runtime_threads(n: int) -> None:
+    """This process's TVM kernels run on `n` threads (a runner worker's initializer, sparse timing).
+    Call it before any kernel starts TVM's pool, which can shrink later but never grow."""
     os.environ["TVM_NUM_THREADS"] = str(n)
     import tvm_ffi
 
@@ -179,7 +181,7 @@ def device_fingerprint(target) -> str:
     half the logical CPUs, so they carry another fingerprint)."""
     facts = {
         "cpu": cpu_model_name(),
-        "cores": _physical_cores(),
+        "cores": physical_cores(),
         "mem_gb": round(psutil.virtual_memory().total / 2**30),
         "machine": platform.machine(),
         "kind": target.kind.name,
@@ -196,7 +198,7 @@ def describe_target(target) -> dict[str, Any]:
         "kind": target.kind.name,
         "attrs": attrs,
         "host_cpu": host_cpu(),
-        "physical_cores": _physical_cores(),
+        "physical_cores": physical_cores(),
         "logical_cores": psutil.cpu_count(),
         "runtime_threads": runtime_threads(target),
         "device_fingerprint": device_fingerprint(target),
