@@ -65,6 +65,21 @@ def test_load_dataset_groups_labels_and_rows(tmp_path):
     np.testing.assert_array_equal(b.segment_ids()[:3], [0, 1, 1])
 
 
+def test_one_target_measured_on_two_devices_is_two_groups(tmp_path):
+    """Latencies from two machines (or two thread counts) are not comparable: never one group."""
+    db = tmp_path / "s.db"
+    with Store(db) as st:
+        st.add_workload(WorkloadRecord("k", "op/1", "GMM", "tvm", {}, "ir"))
+        for dev, lats in (("one-thread", [4e-4, 2e-4]), ("two-threads", [2e-4, 1e-4]), ("one-thread", [8e-4])):
+            recs = [MeasurementRecord("k", "llvm -mcpu=x", dev, f"s-{dev}-{x}", "ok", [x]) for x in lats]
+            st.add_measurements(recs, [np.ones((1, W), np.float32)] * len(recs), DEFAULT_EXTRACTOR)
+    ds = load_dataset(db)
+    assert sorted((g.device, g.size) for g in ds.groups) == [("one-thread", 3), ("two-threads", 2)]
+    two = next(g for g in ds.groups if g.device == "two-threads")
+    np.testing.assert_allclose(ds.labels[two.start : two.stop], [0.5, 1.0])
+    assert [g.device for g in ds.subset([1, 0]).groups] == [ds.groups[1].device, ds.groups[0].device]
+
+
 def test_load_dataset_filters(tmp_path):
     db = tmp_path / "s.db"
     _make_store(db)

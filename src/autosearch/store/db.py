@@ -197,6 +197,7 @@ class FeatureRow:
     status: str
     median: float | None
     features: np.ndarray  # float32 (rows, cols)
+    device: str = ""  # fingerprint of the machine that measured it
 
 
 def _check_sqlite_file(path: Path) -> None:
@@ -490,9 +491,10 @@ class Store:
         target: str | None = None,
         workload_keys: Sequence[str] | None = None,
     ) -> Iterator[FeatureRow]:
-        """Stream feature matrices with their labels' raw facts, grouped by (workload, target)."""
+        """Stream feature matrices with their labels' raw facts, grouped by (workload, target, device)."""
         sql = (
-            "SELECT f.measurement_id, m.workload_id, w.key, m.target, m.status, m.median, f.rows, f.cols, f.data"
+            "SELECT f.measurement_id, m.workload_id, w.key, m.target, m.status, m.median, f.rows, f.cols, f.data,"
+            " m.device"
             " FROM features f JOIN measurements m ON m.id=f.measurement_id JOIN workloads w ON w.id=m.workload_id"
             " WHERE f.extractor=? AND f.version=?"
         )
@@ -503,11 +505,11 @@ class Store:
         if workload_keys is not None:
             sql += f" AND w.key IN ({','.join('?' * len(workload_keys))})"
             args.extend(workload_keys)
-        for r in self._conn.execute(sql + " ORDER BY m.workload_id, m.target, m.id", args):
+        for r in self._conn.execute(sql + " ORDER BY m.workload_id, m.target, m.device, m.id", args):
             arr = np.frombuffer(r[8], dtype=np.float32)
             if arr.size != r[6] * r[7]:
                 raise StoreError(f"feature blob of measurement {r[0]} has {arr.size} values, expected {r[6]}x{r[7]}")
-            yield FeatureRow(r[0], r[1], r[2], r[3], r[4], r[5], arr.reshape(r[6], r[7]))
+            yield FeatureRow(r[0], r[1], r[2], r[3], r[4], r[5], arr.reshape(r[6], r[7]), r[9])
 
     def feature_counts(self) -> dict[int, int]:
         """Number of stored feature matrices per workload id."""

@@ -1,4 +1,4 @@
-"""Training data read from the store: candidates grouped by (workload, target), ranked within.
+"""Training data read from the store: candidates grouped by (workload, target, device), ranked within.
 
 Why groups: latencies of different programs are not comparable, so labels are normalised inside
 each group (`min_latency / latency`, failed = 0) and every metric is computed per group. The rows
@@ -27,7 +27,12 @@ __all__ = ["Dataset", "GroupInfo", "load_dataset", "resolve_db"]
 
 @dataclass(frozen=True)
 class GroupInfo:
-    """One (workload, target) group; its candidates are `start:stop` of the dataset."""
+    """One (workload, target, device) group; its candidates are `start:stop` of the dataset.
+
+    `device` is the fingerprint of the machine that measured them (empty when not from a store):
+    the same target timed on two machines, or with two thread counts, is two groups, because
+    their latencies are not comparable.
+    """
 
     workload_key: str
     target: str
@@ -35,6 +40,7 @@ class GroupInfo:
     family: str
     start: int
     stop: int
+    device: str = ""
 
     @property
     def size(self) -> int:
@@ -177,6 +183,7 @@ class Dataset:
                     mid,
                     float(lat) if np.isfinite(lat) else None,
                     self.rows[self.offsets[c] : self.offsets[c + 1]],
+                    device=g.device,
                 )
         out = b.finish(check=False)
         if out.n_candidates == 0:
@@ -201,12 +208,14 @@ class _Builder:
         self.mids: list[int] = []
         self.groups: list[GroupInfo] = []
         self.width: int | None = None
-        self.cur: tuple[str, str] | None = None
+        self.cur: tuple[str, str, str] | None = None
         self.cur_start = 0
         self.n_nonfinite = 0
         self.skipped: list[str] = []
 
-    def add(self, key: str, target: str, mid: int, latency: float | None, mat: np.ndarray) -> None:
+    def add(
+        self, key: str, target: str, mid: int, latency: float | None, mat: np.ndarray, device: str = ""
+    ) -> None:
         if mat.ndim != 2:
             raise InputError(f"measurement {mid}: features must be a 2-D matrix, got shape {mat.shape}")
         if self.width is None and mat.shape[0]:
@@ -218,9 +227,9 @@ class _Builder:
         if mat.size and not np.isfinite(mat).all():
             self.n_nonfinite += 1
             return
-        if (key, target) != self.cur:
+        if (key, target, device) != self.cur:
             self._close()
-            self.cur, self.cur_start = (key, target), len(self.lens)
+            self.cur, self.cur_start = (key, target, device), len(self.lens)
         self.chunks.append(mat)
         self.lens.append(mat.shape[0])
         ok = latency is not None and np.isfinite(latency) and latency > 0
@@ -230,7 +239,7 @@ class _Builder:
     def _close(self) -> None:
         if self.cur is None:
             return
-        key, target = self.cur
+        key, target, device = self.cur
         start, stop = self.cur_start, len(self.lens)
         name, family = self.names.get(key, (key, ""))
         lats = np.asarray(self.lats[start:stop])
@@ -239,7 +248,7 @@ class _Builder:
             self.skipped.append(name)
             del self.chunks[start:], self.lens[start:], self.lats[start:], self.mids[start:]
         elif stop > start:
-            self.groups.append(GroupInfo(key, target, name, family, start, stop))
+            self.groups.append(GroupInfo(key, target, name, family, start, stop, device))
         self.cur = None
 
     def finish(self, check: bool = True) -> Dataset:
@@ -297,14 +306,15 @@ def load_dataset(
             if unknown:
                 raise InputError(f"unknown workload(s) in {db}: {', '.join(sorted(unknown)[:5])}")
         b = _Builder(tuple(extractor), names)  # type: ignore[arg-type]
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str, str]] = set()
         for fr in _iter(store, extractor, target, keys):
-            g = (fr.workload_key, fr.target)
+            g = (fr.workload_key, fr.target, fr.device)
             if g not in seen:
                 if max_groups is not None and len(seen) >= max_groups:
                     break
                 seen.add(g)
-            b.add(fr.workload_key, fr.target, fr.measurement_id, fr.median if fr.status == "ok" else None, fr.features)
+            median = fr.median if fr.status == "ok" else None
+            b.add(fr.workload_key, fr.target, fr.measurement_id, median, fr.features, device=fr.device)
         return b.finish()
 
 
