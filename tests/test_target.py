@@ -45,3 +45,23 @@ def test_bad_targets_one_line(spec, msg):
     with pytest.raises(TargetError, match=msg) as info:
         parse_target(spec)
     assert "\n" not in str(info.value)
+
+
+def test_fingerprint_tells_apart_cpus_a_hypervisor_names_alike(monkeypatch):
+    """Zen 3, 4 and 5 all read "AMD EPYC" here: the family/model numbers must change the fingerprint."""
+    import re
+    from pathlib import Path
+
+    import autosearch.backends.tvm.target as tgt
+    from autosearch.hostinfo import cpu_signature
+
+    target = parse_target(None)
+    if Path("/proc/cpuinfo").is_file():  # elsewhere it is the platform's processor string
+        assert re.fullmatch(r"\S+ \d+/\d+/\d*", cpu_signature()), cpu_signature()
+    monkeypatch.setattr(tgt, "cpu_model_name", lambda: "AMD EPYC")
+    monkeypatch.setattr(tgt, "cpu_signature", lambda: "AuthenticAMD 25/1/1")  # Zen 3
+    zen3 = tgt.device_fingerprint(target)
+    monkeypatch.setattr(tgt, "cpu_signature", lambda: "AuthenticAMD 25/17/1")  # Zen 4
+    assert tgt.device_fingerprint(target) != zen3
+    monkeypatch.setattr(tgt, "cpu_signature", lambda: "AuthenticAMD 25/1/1")
+    assert tgt.device_fingerprint(target) == zen3  # and stays stable for one CPU

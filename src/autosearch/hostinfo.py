@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 
-__all__ = ["cpu_model_name"]
+__all__ = ["cpu_model_name", "cpu_signature"]
 
 
 def cpu_model_name() -> str:
@@ -20,3 +20,28 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or ""
+
+
+def cpu_signature() -> str:
+    """Vendor, family, model and stepping from /proc/cpuinfo ("AuthenticAMD 25/1/1"); the
+    platform's processor string elsewhere.
+
+    Why: under a hypervisor the model name is often just "AMD EPYC" for Zen 3, Zen 4 and Zen 5
+    alike (measured here), so records of three CPU generations would carry one device fingerprint;
+    family and model tell them apart.
+    """
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    if "cpu family" not in fields:
+        return platform.processor() or platform.machine()
+    return (
+        f"{fields.get('vendor_id', '')} {fields['cpu family']}/{fields.get('model', '')}/{fields.get('stepping', '')}"
+    )

@@ -96,6 +96,6 @@ def target_json(target: str, threads: int) -> str:
 
 def device_fingerprint() -> str:
     """A short description of the machine that ran a benchmark."""
-    from autosearch.hostinfo import cpu_model_name
+    from autosearch.hostinfo import cpu_model_name, cpu_signature
 
-    return f"{platform.node()}|{cpu_model_name()}|{os.cpu_count()} cpus"
+    return f"{platform.node()}|{cpu_model_name()}|{cpu_signature()}|{os.cpu_count()} cpus"

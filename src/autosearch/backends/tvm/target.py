@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from autosearch.errors import TargetError, one_line
-from autosearch.hostinfo import cpu_model_name
+from autosearch.hostinfo import cpu_model_name, cpu_signature
 
 __all__ = [
     "PRESETS",
@@ -176,11 +176,13 @@ def set_runtime_threads(n: int) -> None:
 
 
 def device_fingerprint(target) -> str:
-    """Identifies the machine a measurement came from (CPU model, cores, memory, target kind) and
-    how many threads its kernels ran on (records before `runtime_threads` ran on TVM's default of
-    half the logical CPUs, so they carry another fingerprint)."""
+    """Identifies the machine a measurement came from (CPU model, family and model numbers, cores,
+    memory, target kind) and how many threads its kernels ran on (records before `runtime_threads`
+    ran on TVM's default of half the logical CPUs, so they carry another fingerprint; records
+    before the family/model numbers were added could not tell CPUs a hypervisor names alike)."""
     facts = {
         "cpu": cpu_model_name(),
+        "cpu_id": cpu_signature(),
         "cores": physical_cores(),
         "mem_gb": round(psutil.virtual_memory().total / 2**30),
         "machine": platform.machine(),
