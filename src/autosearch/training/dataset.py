@@ -213,9 +213,7 @@ class _Builder:
         self.n_nonfinite = 0
         self.skipped: list[str] = []
 
-    def add(
-        self, key: str, target: str, mid: int, latency: float | None, mat: np.ndarray, device: str = ""
-    ) -> None:
+    def add(self, key: str, target: str, mid: int, latency: float | None, mat: np.ndarray, device: str = "") -> None:
         if mat.ndim != 2:
             raise InputError(f"measurement {mid}: features must be a 2-D matrix, got shape {mat.shape}")
         if self.width is None and mat.shape[0]:
