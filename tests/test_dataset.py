@@ -249,3 +249,31 @@ def test_join_training_never_adds_held_out_workloads_and_lists_what_it_added():
     assert set(joined.test) == set(split.test) and {"k4", "x2"} <= set(joined.train)
     assert joined.names["x2"] == "m2"
     assert join_training(split, tr, [other.select_workloads(["x1"])]) == (split, tr)
+
+
+def test_resolve_db_decompresses_once_for_callers_started_together(tmp_path, monkeypatch):
+    """Several trainings on one .xz store: one decompression, and no caller's copy is replaced
+    under another that already opened it."""
+    import lzma
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from autosearch.training.dataset import resolve_db
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    xz = tmp_path / "s.db.xz"
+    xz.write_bytes(lzma.compress(b"payload" * 1000))
+    opened = []
+    real_open = lzma.open
+
+    def slow_open(*args, **kwargs):  # every caller checks for the copy before the first one lands
+        opened.append(1)
+        time.sleep(0.3)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(lzma, "open", slow_open)
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: resolve_db(xz), range(4)))
+    assert len(set(outs)) == 1 and len(opened) == 1
+    assert Path(outs[0]).read_bytes() == b"payload" * 1000

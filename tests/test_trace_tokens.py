@@ -121,3 +121,26 @@ def test_backfill_and_coverage(tiny: Path) -> None:
     assert cov["records"] == 144 and cov["covered_fraction"] == 1.0 and cov["longest"] <= tt.MAX_TRACE_TOKENS
     assert tt.ensure_features(str(tiny), tt.EXTRACTOR) == 0
     assert tt.ensure_features(str(tiny), ("per-store-feature", "tvm-0.27")) == 0
+
+
+def test_backfill_writes_while_another_process_writes(tiny: Path) -> None:
+    """A second process writing to the store between backfill's read and its write (two trainings
+    on one store) must not fail it: SQLite refuses to turn a read snapshot older than the other
+    write into a write ("database is locked", at once), so backfill must not write under an open read."""
+    import sqlite3
+
+    with Store(tiny) as st:
+        real_add = st.add_features
+
+        def add_after_another_writer(items, extractor):  # type: ignore[no-untyped-def]
+            other = sqlite3.connect(tiny, timeout=5)
+            with other:
+                n = other.execute("SELECT COUNT(*) FROM features").fetchone()[0]
+                other.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('another_writer', ?)", (str(n),))
+            other.close()
+            return real_add(items, extractor)
+
+        st.add_features = add_after_another_writer  # type: ignore[method-assign]
+        assert tt.backfill(st, batch=50) == 144
+    with Store(tiny, readonly=True) as st:
+        assert len(st.missing_features(tt.EXTRACTOR)) == 0

@@ -864,27 +864,29 @@ def backfill(store: Any, batch: int = 2000, progress: Any = None) -> int:
 
     Every status is covered (failed records too: the dataset gives them label 0). Resumable: a
     record that already has tokens of this version is skipped, and each batch is one transaction.
+    Records are read a page at a time, each page to its end before its tokens are written: a
+    write under a still-open read fails at once when another process (a second `train` on the
+    same store) wrote meanwhile. Two processes backfilling one store write the same tokens.
     """
     wls = {w.id: w for w in store.workloads(backend="tvm")}
     have = {fr.measurement_id for fr in store.iter_features(extractor=EXTRACTOR)}
     tok = TraceTokenizer()
-    pending: list[tuple[int, np.ndarray]] = []
-    written = 0
-    for m in store.measurements():
-        w = wls.get(m.workload_id)
-        if w is None or m.id in have:
-            continue
-        try:
-            pending.append((m.id, tok(m.schedule, w.ir, w.flops)))
-        except InputError as exc:
-            raise InputError(f"measurement {m.id} ({w.name}): {exc}") from None
-        if len(pending) >= batch:
+    written, last = 0, 0
+    while page := list(store.measurements(after_id=last, limit=batch)):
+        last = page[-1].id
+        pending: list[tuple[int, np.ndarray]] = []
+        for m in page:
+            w = wls.get(m.workload_id)
+            if w is None or m.id in have:
+                continue
+            try:
+                pending.append((m.id, tok(m.schedule, w.ir, w.flops)))
+            except InputError as exc:
+                raise InputError(f"measurement {m.id} ({w.name}): {exc}") from None
+        if pending:
             written += store.add_features(pending, EXTRACTOR)
-            pending = []
             if progress is not None:
                 progress(written)
-    if pending:
-        written += store.add_features(pending, EXTRACTOR)
     return written
 
 

@@ -452,18 +452,30 @@ class Store:
         return int(self._conn.execute(sql, args).fetchone()[0])
 
     def measurements(
-        self, workload_key: str | None = None, target: str | None = None, status: str | None = None
+        self,
+        workload_key: str | None = None,
+        target: str | None = None,
+        status: str | None = None,
+        after_id: int | None = None,
+        limit: int | None = None,
     ) -> Iterator[MeasurementRow]:
-        """Stream measurements (optionally of one workload / target / status), oldest first."""
-        where, args = [], []
-        for col, val in (("w.key", workload_key), ("m.target", target), ("m.status", status)):
-            if val is not None:
-                where.append(f"{col}=?")
-                args.append(val)
+        """Stream measurements (optionally of one workload / target / status), oldest first;
+        `after_id` and `limit` read one page (ids above `after_id`, at most `limit` of them).
+
+        Writing through this store while the stream is open fails at once with "database is
+        locked" if another process wrote since the stream began (SQLite cannot upgrade an old
+        read snapshot to a write): a reader that writes must read a page to its end first."""
+        conds = [("w.key=?", workload_key), ("m.target=?", target), ("m.status=?", status), ("m.id>?", after_id)]
+        where = [cond for cond, val in conds if val is not None]
+        args: list[Any] = [val for _, val in conds if val is not None]
         sql = "SELECT m.*, w.key AS wkey FROM measurements m JOIN workloads w ON w.id = m.workload_id"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        for r in self._conn.execute(sql + " ORDER BY m.id", args):
+        sql += " ORDER BY m.id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        for r in self._conn.execute(sql, args):
             yield _measurement_row(r)
 
     def best(self, workload_key: str, target: str, k: int = 1) -> list[MeasurementRow]:

@@ -328,8 +328,11 @@ def resolve_db(path: str | os.PathLike[str]) -> str:
     Why: the reference dataset is committed compressed; the decompressed copy is reused while the
     archive is unchanged (keyed by its path, size and mtime). The cache is a private folder
     (`$XDG_CACHE_HOME/autosearch`, mode 0700, ours, not a link), never a guessable name in the
-    shared temp folder, and the copy is written to a fresh file and renamed into place.
+    shared temp folder, and the copy is written to a fresh file and renamed into place, under a
+    lock: processes started together (several trainings on one store) decompress it once, and
+    none replaces a copy another has open (its SQLite WAL would then belong to another file).
     """
+    import fcntl
     import hashlib
     import lzma
     import shutil
@@ -347,7 +350,12 @@ def resolve_db(path: str | os.PathLike[str]) -> str:
     out = cache / f"{p.stem}-{tag}"
     if out.is_symlink() or (out.exists() and not out.is_file()):
         raise InputError(f"{out} is not a regular file: remove it (the .xz cache never follows links)")
-    if not out.exists():
+    if out.exists():
+        return str(out)
+    with open(cache / f".{out.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if out.exists():  # another process decompressed it while this one waited
+            return str(out)
         fd, tmp_name = tempfile.mkstemp(prefix=".part-", dir=cache)
         tmp = Path(tmp_name)
         try:
