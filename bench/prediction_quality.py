@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         "target given to each model's update() before testing on the rest (split b')",
     )
     ap.add_argument(
-        "--tlp-epochs", type=int, default=60, help="epochs of the tlp models (no early stopping by default)"
+        "--tlp-epochs", type=int, default=120, help="epochs of the tlp models (no early stopping by default)"
     )
     ap.add_argument(
         "--tlp-param", action="append", metavar="KEY=VALUE", help="a tlp hyper-parameter (as `train -p`), repeatable"

@@ -4,9 +4,11 @@ The network: every token (a trace instruction, or a workload block; `trace-token
 a small MLP, then 1-2 self-attention layers with residuals let tokens see each other (a tile
 factor means little without the loop it splits and the workload it belongs to), the sequence is
 summed, and a head scores it. Training: LambdaRank on `min_latency / latency` labels for a fixed
-60 epochs with the learning rate annealed to zero (`stop_on="last"`): early stopping on a few
+120 epochs with the learning rate annealed to zero (`stop_on="last"`): early stopping on a few
 carved-out workloads stopped it at noisy early epochs (held-out families' top-1 0.34 with 12
-epochs and patience 4, ~0.5 with the full schedule; bench/README.md). `stop_on="top1"` etc. as
+epochs and patience 4, ~0.5 with the full schedule; bench/README.md), and 120 epochs ranked the
+held-out families of the two-thread store better and steadier than 60 (top-1 0.755 +- 0.016 vs
+0.675 +- 0.083 over three seeds, side by side; docs/models.md). `stop_on="top1"` etc. as
 the other models still early-stop. `mixed=True, gain_scale=1` is TLP's
 own scheme (the candidates of several workloads in one ranking list, gains 2**label - 1); on the
 reference dataset it ranked held-out families worse than ranking within each workload with our
@@ -164,7 +166,7 @@ class TLPModel(CostModel):
         mixed: bool = False,
         lr: float = 1e-3,
         weight_decay: float = 1e-6,
-        epochs: int = 60,
+        epochs: int = 120,
         groups_per_batch: int = 16,
         cands_per_group: int = 32,
         grad_clip: float = 1.0,
