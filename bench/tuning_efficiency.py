@@ -14,7 +14,9 @@ workload's tuned speed relative to PyTorch on the same CPU and threads.
 
 A model is a `--model` value, optionally with `@trust`, `@control` or `@stall` for the exploration modes
 (`--explore trust|control|stall`) and `~gradient` or `~portfolio` for the search (`--search`): e.g.
-`pretrained+xgb@control`, `pretrained+xgb~portfolio`.
+`pretrained+xgb@control`, `pretrained+xgb~portfolio`; `%POPxITERS` sets that arm's evolutionary
+population and genetic iterations (`--population`, `--genetic-iters` set every other arm's), e.g.
+`pretrained+xgb%1024x4`.
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -72,12 +74,20 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str, str]:
-    """(--model, --explore, --search) of a benchmark model name `MODEL[@EXPLORE][~SEARCH]`, such as
-    `pretrained+xgb@trust` or `pretrained+xgb~portfolio`."""
+def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None]:
+    """(--model, --explore, --search, (--population, --genetic-iters) or None) of a benchmark model
+    name `MODEL[@EXPLORE][~SEARCH][%POPxITERS]`, such as `pretrained+xgb@trust`,
+    `pretrained+xgb~portfolio` or `pretrained+xgb%1024x4`."""
+    model, _, pop = model.partition("%")
     rest, _, search = model.partition("~")
     spec, _, explore = rest.partition("@")
-    return spec, explore or "none", search or "evolutionary"
+    size = None
+    if pop:
+        p, _, g = pop.partition("x")
+        if not (p.isdigit() and g.isdigit()):
+            raise SystemExit(f"error: {pop!r} is not POPxITERS (e.g. 1024x4)")
+        size = (int(p), int(g))
+    return spec, explore or "none", search or "evolutionary", size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    spec, explore, search = _spec(model)
+                    spec, explore, search, size = _spec(model)
+                    population, genetic_iters = size or (args.population, args.genetic_iters)
                     s = TuneSettings(
                         trials=trials_of[model],
                         search=search,
                         trials_per_round=args.trials_per_round,
-                        population=args.population,
-                        genetic_num_iters=args.genetic_iters,
+                        population=population,
+                        genetic_num_iters=genetic_iters,
                         seed=seed,
                     )
                     tm = make_cost_model(spec, seed=seed, explore=explore)
