@@ -204,3 +204,23 @@ def test_adapter_spends_controls_only_once_the_run_stalls() -> None:
     ad.observe("g", feats, [x / 2 for x in lat], [True] * 16)  # the controls found a faster one
     assert ad.n_controls(16) == 0
     assert ModelAdapter(kind="xgb", explore="stall").n_controls(16) == 0  # no trained model, nothing to judge
+
+
+def test_auto_explores_with_controls_only_on_a_device_the_prior_never_saw() -> None:
+    import warnings
+
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.explore import ControlGate
+    from autosearch.search.model_spec import make_cost_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the unknown device's warning; its own test is above
+        new = make_cost_model(
+            "pretrained", explore="auto", target=parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}')
+        )
+    known = make_cost_model(
+        "pretrained", explore="auto", target=parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}')
+    )
+    assert isinstance(new.adapter.gate, ControlGate)
+    assert known.adapter.gate is None and known.adapter.stall is None
+    assert make_cost_model("pretrained", explore="auto").adapter.gate is None  # no target: nothing to judge by

@@ -93,9 +93,9 @@ def tune(
         "split by which has been finding the fastest schedules).",
     ),
     explore: str = typer.Option(
-        "none",
+        "auto",
         "--explore",
-        help="none; trust: a trained model's weight follows how well it ordered the last rounds; control: a "
+        help="auto: control where the model never saw the target's device, else none; none; trust: a trained model's weight follows how well it ordered the last rounds; control: a "
         "share of each round comes from a random-scored search, and the model's accuracy on those sets the share; "
         "stall: random-scored picks only once 2 rounds in a row found no 1% faster schedule (1/8 of a round, "
         "doubling per further stalled round, at most 1/2).",
@@ -206,7 +206,7 @@ def tune_model(
     explore: str = typer.Option(
         "control",
         "--explore",
-        help="none, trust, control or stall (see `tune --help`). Default control: a network's tasks get few "
+        help="auto, none, trust, control or stall (see `tune --help`). Default control: a network's tasks get few "
         "trials each, and random controls recover the tasks where the prior is wrong (docs/tuning.md).",
     ),
     warm_start: bool = typer.Option(
@@ -235,7 +235,7 @@ def tune_model(
 
         def task_model() -> Any:
             """The first task's model (made after the network imported) says if the device is new."""
-            tm = make_cost_model(model, seed=seed, explore=explore, target=None if warned else tgt)
+            tm = make_cost_model(model, seed=seed, explore=explore, target=tgt, warn=not warned)
             warned.append(True)
             return tm
 
