@@ -95,8 +95,8 @@ def tune(
     explore: str = typer.Option(
         "auto",
         "--explore",
-        help="auto: control where the model never saw the target's device, else none; none; trust: a trained model's weight follows how well it ordered the last rounds; control: a "
-        "share of each round comes from a random-scored search, and the model's accuracy on those sets the share; "
+        help="auto: control where the model never saw the target's device, else none; none; trust: a trained "
+        "model's weight follows how well it ordered the last rounds; control: a share of each round comes from a random-scored search, and the model's accuracy on those sets the share; "
         "stall: random-scored picks only once 2 rounds in a row found no 1% faster schedule (1/8 of a round, "
         "doubling per further stalled round, at most 1/2).",
     ),
