@@ -87,17 +87,19 @@ def test_members_score_with_their_mean_and_roundtrip(tmp_path: Path) -> None:
     again = load_model(tmp_path / "m")
     np.testing.assert_allclose(again.predict(ds.batch()), model.predict(ds.batch()), rtol=1e-6)
     # a model saved before ensembles (one network, unprefixed names) still loads as one member
-    one = make_model("tlp", epochs=1, hidden=16, heads=2)
+    one = make_model("tlp", epochs=1, hidden=16, heads=2, members=1)
     one.fit(ds)
     one.save(tmp_path / "one")
     f = tmp_path / "one" / "model.safetensors"
     save_file({k[3:]: v for k, v in load_file(str(f)).items()}, str(f))
     cfg = json.loads((tmp_path / "one" / "config.json").read_text())
     cfg["weights_sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    del cfg["params"]["members"]  # nor did its config name a member count
     (tmp_path / "one" / "config.json").write_text(json.dumps(cfg))
     np.testing.assert_allclose(load_model(tmp_path / "one").predict(ds.batch()), one.predict(ds.batch()), rtol=1e-6)
     with pytest.raises(InputError, match="members"):
         make_model("tlp", members=0)
+    assert make_model("tlp").members == 3  # the default: steadier on unseen families (docs/models.md)
 
 
 def test_empty_candidate_scores_minus_inf() -> None:

@@ -19,8 +19,11 @@ other models' gains (2**(10 label) - 1), so that is the default (bench/README.md
 remembers which device vectors it was trained on (`known_devices`, `knows_device`).
 
 `members=K` trains K networks from seeds seed..seed+K-1 and scores with their mean, as the MLP
-does. Why: on unseen operator families one network's top-1 moves by +-0.1 with the seed and with
-the epoch it stops at (bench/README.md); the mean of a few is steadier.
+does; K = 3 by default. Why: on unseen operator families one network's top-1 moves by +-0.1 with
+its seed (six seeds of one network on the two-thread store's held-out families: 0.574-0.780,
+mean 0.729 / top-5 0.856), and the mean of three is steadier and better (six ensembles: 0.717-0.789,
+mean 0.755 / top-5 0.869; docs/models.md). It costs three times the training and the network's
+share of scoring; `-p members=1` for speed.
 
 Speed: sequences are bucketed by length before padding, and the attention uses a key-padding
 mask, so scoring cost follows the real token counts (~30 per candidate).
@@ -179,7 +182,7 @@ class TLPModel(CostModel):
         positions: bool = False,
         gain_scale: float = 10.0,
         threads: int = 1,
-        members: int = 1,
+        members: int = 3,
     ) -> None:
         if int(members) < 1:
             raise InputError(f"members must be >= 1, got {members}")
@@ -387,7 +390,8 @@ class TLPModel(CostModel):
     def _from_dir(cls, path: str, config: dict[str, Any]) -> TLPModel:
         from autosearch.models.io import load_members
 
-        model = cls._from_params(config)
+        # a model saved before `members` existed holds one network (the default is now three)
+        model = cls._from_params({**config, "params": {"members": 1, **config.get("params", {})}})
         f = os.path.join(path, cls.weights_file)
         nets = load_members(
             f,
