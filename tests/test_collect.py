@@ -160,17 +160,17 @@ def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
     assert adaptive_run_timeout([9.0] * 8, 30.0) == 30.0  # never above the runner's timeout
 
     slow, fast = _summing_candidate(2**28), _summing_candidate(16)
-    cands = [slow, slow, fast, slow, fast]  # two in a row: a hung pick often has hung siblings
+    cands = [slow, slow, fast]  # two in a row: a hung pick often has hung siblings
     m = Measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=10), run_timeout=30)
     t0 = time.perf_counter()
     res = m.run_built(cands, pool_builder().build(cands, host), timeout=2.0)
     took = time.perf_counter() - t0
-    assert [r.status for r in res] == ["timeout", "timeout", "ok", "timeout", "ok"], [r.error for r in res]
-    slow_runs = [res[0], res[1], res[3]]
+    assert [r.status for r in res] == ["timeout", "timeout", "ok"], [r.error for r in res]
+    slow_runs = [res[0], res[1]]
     # every slow run, the one right after a kill too, is cut at the cap (the killed worker restarts
     # in an untimed empty task first, so its start-up does not eat into the next run's cap)
     assert all("2.0 seconds" in r.error for r in slow_runs) and all(1.5 < r.seconds < 4 for r in slow_runs)
-    assert all(r.seconds > 0 and r.latencies for r in (res[2], res[4])) and took < 40
+    assert res[2].seconds > 0 and res[2].latencies and took < 30
 
 
 @pytest.mark.skipif("TVM_NUM_THREADS" in os.environ, reason="the user's TVM_NUM_THREADS overrides the target")
@@ -201,7 +201,18 @@ def test_a_builder_removes_the_artifacts_no_run_removed(host):
     assert not os.path.exists(builder.artifacts)
 
 
-def test_cli_errors_are_one_line(tmp_path):
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    from autosearch.cli import main
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        """In-process (a fresh interpreter costs seconds); the first case below runs the real CLI."""
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        return code, capsys.readouterr().err
+
     bad = subprocess.run(
         CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],
         capture_output=True,
@@ -212,8 +223,8 @@ def test_cli_errors_are_one_line(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"\x00garbage" * 100)
-    res = subprocess.run(CLI + ["db", "stats", "--db", str(junk)], capture_output=True, text=True)
-    assert res.returncode == 2 and "not an SQLite database" in res.stderr
+    code, err = run(["db", "stats", "--db", str(junk)])
+    assert code == 2 and "not an SQLite database" in err and len(err.strip().splitlines()) == 1
     assert junk.read_bytes() == b"\x00garbage" * 100
-    res = subprocess.run(CLI + ["target", "--target", "{oops"], capture_output=True, text=True)
-    assert res.returncode == 2 and "not valid JSON" in res.stderr
+    code, err = run(["target", "--target", "{oops"])
+    assert code == 2 and "not valid JSON" in err and len(err.strip().splitlines()) == 1

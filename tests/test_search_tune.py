@@ -408,20 +408,20 @@ def test_portfolio_search_splits_rounds_and_shares_what_it_measures() -> None:
         resolve_workload_spec(WL),
         host_target(),
         make_cost_model("pretrained", seed=0),
-        TuneSettings(trials=24, trials_per_round=8, population=16, genetic_num_iters=1, search="portfolio"),
+        TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1, search="portfolio"),
         evaluator=EvaluatorSettings(1, 2, 1),
     )
     assert isinstance(run.source, PortfolioSource)
     while run.step():
         pass
     r = run.finish(baseline=False, reference=False)
-    assert r.trials == 24 and r.best_latency is not None
+    assert r.trials == 16 and r.best_latency is not None
     first = [h["by"] for h in r.history if h["round"] == 0]
     assert first.count("gradient") == first.count("evolutionary") == 4  # half each before any evidence
     assert {h["by"] for h in r.history} == {"gradient", "evolutionary"}
     assert len({h["latency"] for h in r.history}) > 1
     learned = sum(len(v) for v in run.source.grad.search.measured.values())
-    assert learned == 24  # its own picks and the evolutionary search's
+    assert learned == 16  # its own picks and the evolutionary search's
     ok_evo = sum(1 for h in r.history if h["by"] == "evolutionary")
     assert ok_evo >= 4
 
