@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,32 @@ def collected_db(tmp_path_factory, host) -> Path:
             progress=False,
         )
     return path
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The `autosearch` command run in this process (a fresh interpreter costs seconds of imports):
+    its exit code, stdout and stderr, the rich consoles included."""
+    import contextlib
+    import io
+
+    from autosearch.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = Path.cwd()
+    code: int | str | None = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            from autosearch.cli import common
+
+            common.console.file, common.err.file = out, err
+            try:
+                main(list(args))
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        os.chdir(old)
+        # back to following sys.stdout / sys.stderr at write time, as the consoles were made
+        common.console.file, common.err.file = None, None  # type: ignore[assignment]
+    return subprocess.CompletedProcess(list(args), int(code or 0), out.getvalue(), err.getvalue())

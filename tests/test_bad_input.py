@@ -19,36 +19,9 @@ import numpy as np
 import pytest
 
 from autosearch.errors import InputError, StoreError, TargetError
+from conftest import run_cli as _cli
 
 CLI = [sys.executable, "-c", "from autosearch.cli import main; main()"]
-
-
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """The `autosearch` command run in this process (TVM is imported once for the whole file)."""
-    import contextlib
-    import io
-
-    from autosearch.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old = Path.cwd()
-    code: int | str | None = 0
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            from autosearch.cli import common
-
-            common.console.file, common.err.file = out, err
-            try:
-                main(list(args))
-            except SystemExit as exc:
-                code = exc.code
-    finally:
-        os.chdir(old)
-        # back to following sys.stdout / sys.stderr at write time, as the consoles were made
-        common.console.file, common.err.file = None, None  # type: ignore[assignment]
-    return subprocess.CompletedProcess(list(args), int(code or 0), out.getvalue(), err.getvalue())
 
 
 def _one_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
 from autosearch.store import Store
-from conftest import TINY_WORKLOADS
+from conftest import TINY_WORKLOADS, run_cli
 
 CLI = [sys.executable, "-c", "from autosearch.cli import main; main()"]
 
@@ -201,18 +201,8 @@ def test_a_builder_removes_the_artifacts_no_run_removed(host):
     assert not os.path.exists(builder.artifacts)
 
 
-def test_cli_errors_are_one_line(tmp_path, capsys):
-    from autosearch.cli import main
-
-    def run(argv: list[str]) -> tuple[int, str]:
-        """In-process (a fresh interpreter costs seconds); the first case below runs the real CLI."""
-        try:
-            main(argv)
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        return code, capsys.readouterr().err
-
+def test_cli_errors_are_one_line(tmp_path):
+    # the first case runs the real CLI in a fresh interpreter; the others in-process (seconds each saved)
     bad = subprocess.run(
         CLI + ["collect", "-w", "batch_matmull/1x128x128x128", "--db", str(tmp_path / "x.db")],
         capture_output=True,
@@ -223,8 +213,8 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert len(bad.stderr.strip().splitlines()) == 1
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"\x00garbage" * 100)
-    code, err = run(["db", "stats", "--db", str(junk)])
-    assert code == 2 and "not an SQLite database" in err and len(err.strip().splitlines()) == 1
+    res = run_cli("db", "stats", "--db", str(junk))
+    assert res.returncode == 2 and "not an SQLite database" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert junk.read_bytes() == b"\x00garbage" * 100
-    code, err = run(["target", "--target", "{oops"])
-    assert code == 2 and "not valid JSON" in err and len(err.strip().splitlines()) == 1
+    res = run_cli("target", "--target", "{oops")
+    assert res.returncode == 2 and "not valid JSON" in res.stderr and len(res.stderr.strip().splitlines()) == 1
