@@ -16,7 +16,8 @@ A model is a `--model` value, optionally with `@trust`, `@control` or `@stall` f
 (`--explore trust|control|stall`) and `~gradient` or `~portfolio` for the search (`--search`): e.g.
 `pretrained+xgb@control`, `pretrained+xgb~portfolio`; `%POPxITERS` sets that arm's evolutionary
 population and genetic iterations (`--population`, `--genetic-iters` set every other arm's), e.g.
-`pretrained+xgb%1024x4`.
+`pretrained+xgb%1024x4`; `^K` screens K uniform draws for the first round (`--screen K`), e.g.
+`pretrained+xgb@control^512`.
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -74,10 +75,14 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None]:
-    """(--model, --explore, --search, (--population, --genetic-iters) or None) of a benchmark model
-    name `MODEL[@EXPLORE][~SEARCH][%POPxITERS]`, such as `pretrained+xgb@trust`,
-    `pretrained+xgb~portfolio` or `pretrained+xgb%1024x4`."""
+def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int]:
+    """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen) of a
+    benchmark model name `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN]`, such as
+    `pretrained+xgb@trust`, `pretrained+xgb~portfolio`, `pretrained+xgb%1024x4` or
+    `pretrained+xgb@control^512`."""
+    model, _, scr = model.partition("^")
+    if scr and not scr.isdigit():
+        raise SystemExit(f"error: {scr!r} after '^' is not a number of draws (e.g. 512)")
     model, _, pop = model.partition("%")
     rest, _, search = model.partition("~")
     spec, _, explore = rest.partition("@")
@@ -87,7 +92,7 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None]:
         if not (p.isdigit() and g.isdigit()):
             raise SystemExit(f"error: {pop!r} is not POPxITERS (e.g. 1024x4)")
         size = (int(p), int(g))
-    return spec, explore or "none", search or "evolutionary", size
+    return spec, explore or "none", search or "evolutionary", size, int(scr or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    spec, explore, search, size = _spec(model)
+                    spec, explore, search, size, screen = _spec(model)
                     population, genetic_iters = size or (args.population, args.genetic_iters)
                     s = TuneSettings(
                         trials=trials_of[model],
@@ -176,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                         population=population,
                         genetic_num_iters=genetic_iters,
                         seed=seed,
+                        screen=screen,
                     )
                     tm = make_cost_model(spec, seed=seed, explore=explore)
                     r = tune(

@@ -69,6 +69,7 @@ def test_summary_is_complete(tuned: dict) -> None:
         assert k in s["time_breakdown"]["seconds"]
     saved = json.loads((tuned["out"] / "breakdown.json").read_text())
     assert saved["total_s"] > 0
+    assert saved["calls"]["search:screen"] == 1  # `tune`'s default: the first round screened, only it
     # build workers are other processes: the machine-wide count sees them (>= 1 of the cores busy)
     assert saved["cores_busy"]["build"] >= 0.5
 
@@ -216,6 +217,33 @@ def test_random_draws_are_distinct_and_skip_what_was_proposed() -> None:
     again.mark(first)  # the same seed, but what was marked is never drawn again
     more = again.draw(6)
     assert len(more) == 6 and all(seen.fresh(c) for c in more)
+
+
+def test_screen_measures_the_best_scored_draws_and_leaves_the_rest_to_the_search() -> None:
+    import numpy as np
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.errors import InputError
+    from autosearch.features.per_store import extract_features
+    from autosearch.search.strategy import RandomDraws, _design_space, screen
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    pool = RandomDraws(ctx, spaces, seed=0).draw(12, mark=False)  # what screen(seed 0) draws too
+
+    def score(cands):  # type: ignore[no-untyped-def]  # any deterministic function of the schedule
+        return np.array([float(f.sum()) for f in extract_features(ctx, cands)])
+
+    want = sorted(float(s) for s in score(pool))[-3:]
+    draws = RandomDraws(ctx, spaces, seed=0)
+    picks = screen(draws, 3, 12, score)
+    assert sorted(float(s) for s in score(picks)) == want  # the three best of the same twelve
+    assert all(not draws.fresh(c) for c in picks)  # measured: never proposed again
+    assert sum(draws.fresh(c) for c in pool) == 9  # the other nine stay open to the search
+    assert len(screen(RandomDraws(ctx, spaces, seed=0), 20, 12, score)) == 12  # fewer draws than n: all
+    with pytest.raises(InputError, match="--screen must be >= 0"):
+        TuneSettings(screen=-1).validate()
 
 
 def test_feature_cache_extracts_each_schedule_once_and_returns_the_same_features() -> None:

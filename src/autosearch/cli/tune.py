@@ -100,6 +100,12 @@ def tune(
         "stall: random-scored picks only once 2 rounds in a row found no 1% faster schedule (1/8 of a round, "
         "doubling per further stalled round, at most 1/2).",
     ),
+    screen: int = typer.Option(
+        512,
+        "--screen",
+        help="The first round's picks are the trained model's best of this many uniform draws from the "
+        "design space, not the evolutionary search's (0: off; ignored by models fitted on the run alone).",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -120,6 +126,7 @@ def tune(
         seed=seed,
         retrain_fraction=retrain_fraction,
         search=search,
+        screen=screen,
     )
     settings.validate()
     wl = resolve_workload_spec(workload, module)

@@ -191,7 +191,7 @@ class ModelAdapter:
             return np.zeros(0, dtype=np.float64)
         if self.model is None:
             return self.rng.uniform(size=n)
-        scores = self._model_scores(feats)
+        scores = self.model_scores(feats)
         if self.gate is None:
             return scores
         spread = None
@@ -205,7 +205,7 @@ class ModelAdapter:
             return self.gate.acquire(scores, spread)
         return self.gate.mix(scores, spread)
 
-    def _model_scores(self, feats: Sequence[np.ndarray]) -> np.ndarray:
+    def model_scores(self, feats: Sequence[np.ndarray]) -> np.ndarray:
         """The prior's (or the prior + online blend's) scores, finite, without exploration."""
         from autosearch.training.batch import FeatureBatch
 
@@ -268,7 +268,7 @@ class ModelAdapter:
             idx = self.rng.choice(idx, 48, replace=False)
         old_feats = [old.feats[i] for i in idx] if old is not None else []
         old_lats = [old.lats[i] for i in idx] if old is not None else []
-        scores = self._model_scores([*feats, *old_feats])
+        scores = self.model_scores([*feats, *old_feats])
         new = [True] * len(feats) + [False] * len(old_feats)
         assert isinstance(self.gate, TrustGate)
         self.gate.judge(scores, [*latencies, *old_lats], new)
@@ -289,7 +289,7 @@ class ModelAdapter:
         items, lats = [*new_feats, *old_feats], [*new_lats, *old_lats]
         new = [True] * len(new_feats) + [False] * len(old_feats)
         assert isinstance(self.gate, ControlGate)
-        self.gate.judge(self._model_scores(items), lats, new)
+        self.gate.judge(self.model_scores(items), lats, new)
         if self.online_model is not None:  # prior and online model, each alone, on the same controls
             from autosearch.training.batch import FeatureBatch
 

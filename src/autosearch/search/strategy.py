@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from autosearch.errors import AutosearchError, WorkloadError, one_line
@@ -23,6 +24,7 @@ __all__ = [
     "RandomDraws",
     "make_source",
     "portfolio_share",
+    "screen",
 ]
 
 
@@ -95,16 +97,21 @@ class RandomDraws:
                 out.append(c)
         return out
 
-    def draw(self, k: int, tries: int = 8) -> list[Any]:
+    def draw(self, k: int, tries: int = 8, mark: bool = True) -> list[Any]:
+        """Up to k fresh schedules; `mark=False` leaves them free to be proposed later (screening
+        draws many and measures few: the rest must not be barred from the search)."""
         from tvm.s_tir import Schedule
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.schedule import Trace
 
         out: list[Any] = []
+        drawn: set[int] = set()
+        misses = 0  # draws in a row that gave nothing new: a small space is spent, stop asking
         for _ in range(max(0, k) * tries):
-            if len(out) >= k:
+            if len(out) >= k or misses >= 128:
                 break
+            misses += 1
             trace = self.traces[int(self.rng.integers(len(self.traces)))]
             sch = Schedule(self.context.mod, seed=int(self.rng.integers(1, 2**31 - 1)))
             try:
@@ -115,11 +122,33 @@ class RandomDraws:
             except Exception:  # a sampled decision the sketch cannot take: draw again
                 continue
             h = _mod_hash(sch.mod)
-            if h in self.seen:
+            if h in self.seen or h in drawn:
                 continue
-            self.seen.add(h)
+            drawn.add(h)
+            misses = 0
             out.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        if mark:
+            self.seen |= drawn
         return out
+
+
+def screen(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
+    """The n best-scored of k fresh uniform draws from the design space (`--screen K`).
+
+    Why: the prior was trained on uniform samples of MetaSchedule's design spaces, and it orders
+    such samples well even on operators and CPUs it never saw (bench/online_replay.py: top-1 0.73
+    among random schedules of held-out families on a Zen 3). The evolutionary search, led by the
+    same scores, climbs to schedules unlike any it was trained on, where it can be badly wrong.
+    Picking among uniform draws keeps the first round where the model is reliable and spreads it
+    over the space; the evolution then starts from what those picks measure."""
+    import numpy as np
+
+    pool = draws.draw(k, mark=False)
+    if len(pool) > n:
+        s = np.asarray(score(pool), dtype=np.float64)
+        pool = [pool[i] for i in np.argsort(-s, kind="stable")[:n]]
+    draws.mark(pool)
+    return pool
 
 
 def _runner_results(measured: list[Any]) -> list[Any]:

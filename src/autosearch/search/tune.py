@@ -68,6 +68,12 @@ class TuneSettings:
     #: parallelised and vectorised by MetaSchedule's rules) instead of refusing it. `tune-model`
     #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it.
     fixed_spaces: bool = False
+    #: The first round's picks are the cost model's best of this many uniform draws from the
+    #: design space instead of the evolutionary search's (`strategy.screen`); 0 = off. Only with
+    #: a trained model (a prior): a model fitted on the run alone scores at random before it.
+    #: `tune`'s CLI default is 512 (bench/README.md, "A first round screened by the prior");
+    #: `tune-model` leaves it off (a network's many tasks would each pay the draws).
+    screen: int = 0
 
     def validate(self) -> None:
         if self.trials_per_round < 1:
@@ -86,6 +92,8 @@ class TuneSettings:
             raise InputError(f"run_cap must be >= 0, got {self.run_cap}")
         if self.search not in SEARCHES:
             raise InputError(f"--search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
+        if self.screen < 0:
+            raise InputError(f"--screen must be >= 0 (0 = off), got {self.screen}")
         if self.population < self.trials_per_round:
             raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
 
@@ -246,7 +254,9 @@ class TuneRun:
         n = min(self.settings.trials_per_round, self.trials_left)
         k = self.model.adapter.n_controls(n) if self.model.adapter is not None and self.model_learns else 0
         with self.timer.section("search"), interrupts.deferred():
-            picks = self.source.propose(n - k)
+            picks = self._screened(n - k) if not self.result.history else None
+            if picks is None:
+                picks = self.source.propose(n - k)
             controls = self.source.draw(k) if k else []
         if not picks and not controls:
             self.done = True
@@ -254,6 +264,22 @@ class TuneRun:
             return False
         _round(self, picks + controls, [False] * len(picks) + [True] * len(controls))
         return True
+
+    def _screened(self, n: int) -> list[Any] | None:
+        """The first round by `strategy.screen`, or None where screening is off or cannot score. Scored
+        by the model alone, without the exploration bonus: the uniform draws are the exploration."""
+        from autosearch.features.per_store import extract_features
+        from autosearch.search.strategy import screen
+
+        adapter, draws = self.model.adapter, getattr(self.source, "draws", None)
+        if self.settings.screen <= n or n <= 0 or not self.model_learns or adapter is None or adapter.model is None:
+            return None
+        if draws is None:
+            return None
+        featurize = adapter.featurize or extract_features
+        ctx = self.source.context
+        with self.timer.section("search:screen"):
+            return screen(draws, n, self.settings.screen, lambda cands: adapter.model_scores(featurize(ctx, cands)))
 
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted) and the time breakdown."""
