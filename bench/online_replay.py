@@ -49,11 +49,6 @@ def _fit(kind: str, train: Any, seed: int) -> Any:
     return model
 
 
-def _z(x: np.ndarray) -> np.ndarray:
-    sd = float(x.std())
-    return (x - x.mean()) / (sd if sd > 1e-12 else 1.0)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", default="data/reference.db.xz", help="a store (.db or .db.xz) with TVM records")
@@ -66,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from autosearch.backends.tvm.target import host_target
     from autosearch.errors import InputError
+    from autosearch.search.explore import zscore
     from autosearch.training.dataset import Dataset, load_dataset, resolve_db
     from autosearch.training.metrics import pairwise_accuracy, top_k_score
 
@@ -117,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                         online = scores.get("xgb")
                         if online is None:
                             online = np.asarray(_fit("xgb", train, rep).predict(test), dtype=np.float64)
-                        scores[s] = 0.5 * _z(np.asarray(prior.predict(test), dtype=np.float64)) + 0.5 * _z(online)
+                        p = scores.get("prior")
+                        if p is None:
+                            p = np.asarray(prior.predict(test), dtype=np.float64)
+                        scores[s] = 0.5 * zscore(p) + 0.5 * zscore(online)
                     acc[s]["top1"].append(top_k_score(scores[s], lat, 1))
                     acc[s]["top5"].append(top_k_score(scores[s], lat, 5))
                     acc[s]["pairwise"].append(pairwise_accuracy(scores[s], lat))

@@ -272,9 +272,9 @@ class TuneRun:
         from autosearch.search.strategy import screen
 
         adapter, draws = self.model.adapter, getattr(self.source, "draws", None)
-        if self.settings.screen <= n or n <= 0 or not self.model_learns or adapter is None or adapter.model is None:
+        if self.settings.screen <= n or n <= 0 or not self.model_learns or draws is None:
             return None
-        if draws is None:
+        if adapter is None or adapter.model is None:
             return None
         featurize = adapter.featurize or extract_features
         ctx = self.source.context
