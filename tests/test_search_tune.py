@@ -169,7 +169,8 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
 
 def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path) -> None:
     """`--explore control`: every round carries controls from the random-scored search, all
-    measured schedules are distinct, and the store marks the controls."""
+    measured schedules are distinct, and the store marks the controls; with `rescreen`, every
+    round takes picks from the screened draws too, and still nothing is measured twice."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.model_spec import make_cost_model
@@ -182,7 +183,7 @@ def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path
             resolve_workload_spec(WL),
             host_target(),
             make_cost_model("pretrained", explore="control"),
-            TuneSettings(trials=24, trials_per_round=8, population=16, genetic_num_iters=1),
+            TuneSettings(trials=24, trials_per_round=8, population=16, genetic_num_iters=1, screen=32, rescreen=0.5),
             store=st,
             evaluator=EvaluatorSettings(1, 2, 1),
             progress=False,
@@ -190,6 +191,7 @@ def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path
             reference=False,
         )
         assert r.trials == 24 and r.best_latency is not None
+        assert r.breakdown["calls"]["search:screen"] == 3  # the first round and both later ones
         for rnd in range(3):
             flags = [h["control"] for h in r.history if h["round"] == rnd]
             assert 1 <= sum(flags) < len(flags), flags  # controls and picks in every round
@@ -244,6 +246,41 @@ def test_screen_measures_the_best_scored_draws_and_leaves_the_rest_to_the_search
     assert len(screen(RandomDraws(ctx, spaces, seed=0), 20, 12, score)) == 12  # fewer draws than n: all
     with pytest.raises(InputError, match="--screen must be >= 0"):
         TuneSettings(screen=-1).validate()
+
+
+def test_screen_pool_reranks_what_is_left_and_adds_fresh_draws() -> None:
+    import numpy as np
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.errors import InputError
+    from autosearch.search.strategy import RandomDraws, ScreenPool, _design_space, _mod_hash
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    draws = RandomDraws(ctx, spaces, seed=0)
+    pool = ScreenPool(draws)
+    ranks: dict[int, float] = {}
+
+    def score(cands):  # type: ignore[no-untyped-def]  # a fixed random order of the schedules
+        return np.array([ranks.setdefault(_mod_hash(c.sch.mod), float(len(ranks) * 7919 % 101)) for c in cands])
+
+    first = pool.pick(3, 10, score)
+    assert len(first) == 3 and len(pool.pool) == 7
+    left = list(pool.pool)
+    draws.mark(left[:2])  # two of the rest measured since (say, proposed by the evolution)
+    second = pool.pick(2, 4, score)  # the five left unmeasured + up to four fresh draws, best two
+    candidates = pool.pool + second
+    got = {_mod_hash(c.sch.mod) for c in candidates}
+    assert len(got) == len(candidates) and 6 <= len(candidates) <= 9  # distinct, some fresh ones
+    assert {_mod_hash(c.sch.mod) for c in left[2:]} <= got
+    best = sorted((score([c])[0] for c in candidates), reverse=True)[:2]
+    assert sorted(score(second), reverse=True) == best
+    hashes = {_mod_hash(c.sch.mod) for c in first + second}
+    assert len(hashes) == 5 and all(not draws.fresh(c) for c in second)
+    assert not hashes & {_mod_hash(c.sch.mod) for c in left[:2]}  # measured ones never picked
+    with pytest.raises(InputError, match="--rescreen must be within"):
+        TuneSettings(rescreen=1.5).validate()
 
 
 def test_feature_cache_extracts_each_schedule_once_and_returns_the_same_features() -> None:

@@ -106,6 +106,12 @@ def tune(
         help="The first round's picks are the trained model's best of this many uniform draws from the "
         "design space, not the evolutionary search's (0: off; ignored by models fitted on the run alone).",
     ),
+    rescreen: float = typer.Option(
+        0.0,
+        "--rescreen",
+        help="Share of every later round's picks taken from the screened draws not yet measured, re-ranked "
+        "by the model as it learned since (with --screen/4 fresh draws a round); the rest from the evolution.",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -127,6 +133,7 @@ def tune(
         retrain_fraction=retrain_fraction,
         search=search,
         screen=screen,
+        rescreen=rescreen,
     )
     settings.validate()
     wl = resolve_workload_spec(workload, module)

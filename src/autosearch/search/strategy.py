@@ -22,6 +22,7 @@ __all__ = [
     "GradientSource",
     "PortfolioSource",
     "RandomDraws",
+    "ScreenPool",
     "make_source",
     "portfolio_share",
     "screen",
@@ -132,23 +133,54 @@ class RandomDraws:
         return out
 
 
-def screen(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
-    """The n best-scored of k fresh uniform draws from the design space (`--screen K`).
+class ScreenPool:
+    """Uniform draws from the design space that the model ranks, kept across rounds (`--screen K`,
+    `--rescreen S`).
 
     Why: the prior was trained on uniform samples of MetaSchedule's design spaces, and it orders
     such samples well even on operators and CPUs it never saw (bench/online_replay.py: top-1 0.73
     among random schedules of held-out families on a Zen 3). The evolutionary search, led by the
-    same scores, climbs to schedules unlike any it was trained on, where it can be badly wrong.
-    Picking among uniform draws keeps the first round where the model is reliable and spreads it
-    over the space; the evolution then starts from what those picks measure."""
-    import numpy as np
+    same scores, climbs to schedules unlike any it was trained on, where it can be badly wrong, and
+    where the prior is right it stays near what the model already liked (on a Zen 4, the prior's
+    own CPU, the rounds after a screened first round rarely found anything faster). The first
+    round takes the model's best of K draws; a later round may take a share of its picks from the
+    same pool, re-ranked by the model as it has learned since (the prior + online blend), with
+    K/4 fresh draws added each time. The draws' features are cached, so re-ranking costs a
+    prediction, not a lowering."""
 
-    pool = draws.draw(k, mark=False)
-    if len(pool) > n:
-        s = np.asarray(score(pool), dtype=np.float64)
-        pool = [pool[i] for i in np.argsort(-s, kind="stable")[:n]]
-    draws.mark(pool)
-    return pool
+    def __init__(self, draws: RandomDraws) -> None:
+        self.draws = draws
+        self._pool: dict[int, Any] = {}  # structural hash -> candidate, in the order drawn
+
+    @property
+    def pool(self) -> list[Any]:
+        """The draws neither picked nor measured so far."""
+        return list(self._pool.values())
+
+    def pick(self, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
+        """The n best-scored of the pool's unmeasured draws after adding up to k fresh ones; the
+        picks are marked seen (never proposed again), the rest stay open to the search."""
+        import numpy as np
+
+        seen = self.draws.seen
+        self._pool = {h: c for h, c in self._pool.items() if h not in seen}  # measured since: out
+        for c in self.draws.draw(k, mark=False):
+            self._pool.setdefault(_mod_hash(c.sch.mod), c)
+        if n <= 0 or not self._pool:
+            return []
+        keys = list(self._pool)
+        if len(keys) > n:
+            s = np.asarray(score([self._pool[h] for h in keys]), dtype=np.float64)
+            keys = [keys[i] for i in np.argsort(-s, kind="stable")[:n]]
+        picks = [self._pool.pop(h) for h in keys]
+        seen.update(keys)
+        return picks
+
+
+def screen(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
+    """The n best-scored of k fresh uniform draws from the design space (`--screen K`; see
+    `ScreenPool`, which keeps the rest for later rounds)."""
+    return ScreenPool(draws).pick(n, k, score)
 
 
 def _runner_results(measured: list[Any]) -> list[Any]:

@@ -74,6 +74,11 @@ class TuneSettings:
     #: `tune`'s CLI default is 512 (bench/README.md, "A first round screened by the prior");
     #: `tune-model` leaves it off (a network's many tasks would each pay the draws).
     screen: int = 0
+    #: Share of every later round's model-picked trials taken from the screened draws not yet
+    #: measured, re-ranked by the model as it has learned since, with `screen / 4` fresh draws
+    #: added each round (`strategy.ScreenPool`); the rest come from the evolutionary search as
+    #: before. 0 = off; needs `screen`.
+    rescreen: float = 0.0
 
     def validate(self) -> None:
         if self.trials_per_round < 1:
@@ -94,6 +99,8 @@ class TuneSettings:
             raise InputError(f"--search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
         if self.screen < 0:
             raise InputError(f"--screen must be >= 0 (0 = off), got {self.screen}")
+        if not 0.0 <= self.rescreen <= 1.0:
+            raise InputError(f"--rescreen must be within [0, 1], got {self.rescreen}")
         if self.population < self.trials_per_round:
             raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
 
@@ -223,6 +230,7 @@ class TuneRun:
 
         #: Gradient search ranks with its own differentiable model: the TuneModel's would learn for nothing.
         self.model_learns = not isinstance(self.source, GradientSource)
+        self._pool: Any = None  # the screened draws (`strategy.ScreenPool`), from the first round on
 
     def warm_start(self, store: Any, k: int = 16) -> int:
         """Give the search the store's `k` best schedules of this workload on this target; returns
@@ -254,9 +262,11 @@ class TuneRun:
         n = min(self.settings.trials_per_round, self.trials_left)
         k = self.model.adapter.n_controls(n) if self.model.adapter is not None and self.model_learns else 0
         with self.timer.section("search"), interrupts.deferred():
-            picks = self._screened(n - k) if not self.result.history else None
+            picks = self._screened(n - k)
             if picks is None:
                 picks = self.source.propose(n - k)
+            elif len(picks) < n - k:  # a later round's screened share: the evolution gives the rest
+                picks += self.source.propose(n - k - len(picks))
             controls = self.source.draw(k) if k else []
         if not picks and not controls:
             self.done = True
@@ -266,20 +276,29 @@ class TuneRun:
         return True
 
     def _screened(self, n: int) -> list[Any] | None:
-        """The first round by `strategy.screen`, or None where screening is off or cannot score. Scored
-        by the model alone, without the exploration bonus: the uniform draws are the exploration."""
+        """This round's picks from the screened draws (`strategy.ScreenPool`): all of the first
+        round's, `rescreen` of a later round's; None where screening is off or cannot score.
+        Scored by the model alone, without the exploration bonus: the uniform draws are the
+        exploration."""
         from autosearch.features.per_store import extract_features
-        from autosearch.search.strategy import screen
+        from autosearch.search.strategy import ScreenPool
 
-        adapter, draws = self.model.adapter, getattr(self.source, "draws", None)
-        if self.settings.screen <= n or n <= 0 or not self.model_learns or draws is None:
+        adapter, draws, st = self.model.adapter, getattr(self.source, "draws", None), self.settings
+        first = not self.result.history
+        if st.screen <= n or n <= 0 or not self.model_learns or draws is None:
             return None
-        if adapter is None or adapter.model is None:
+        if adapter is None or adapter.model is None or not (first or (st.rescreen > 0 and self._pool is not None)):
+            return None
+        m = n if first else round(st.rescreen * n)
+        if m <= 0:
             return None
         featurize = adapter.featurize or extract_features
         ctx = self.source.context
         with self.timer.section("search:screen"):
-            return screen(draws, n, self.settings.screen, lambda cands: adapter.model_scores(featurize(ctx, cands)))
+            if first:
+                self._pool = ScreenPool(draws)
+            k = st.screen if first else st.screen // 4
+            return self._pool.pick(m, k, lambda cands: adapter.model_scores(featurize(ctx, cands)))
 
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted) and the time breakdown."""
