@@ -18,7 +18,8 @@ A model is a `--model` value, optionally with `@trust`, `@control` or `@stall` f
 population and genetic iterations (`--population`, `--genetic-iters` set every other arm's), e.g.
 `pretrained+xgb%1024x4`; `^K` screens K uniform draws for the first round (`--screen K`), e.g.
 `pretrained+xgb@control^512`, and `^K:S` takes a share S of every later round from the same
-draws re-ranked (`--rescreen S`), e.g. `pretrained+xgb^512:0.5`.
+draws re-ranked (`--rescreen S`), e.g. `pretrained+xgb^512:0.5`, and `^K/W` spreads the screened
+picks over unlike schedules (`--screen-spread W`), e.g. `pretrained+xgb^512/0.5`.
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -76,12 +77,14 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float]:
-    """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen, --rescreen)
-    of a benchmark model name `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN]]`, such as
+def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float]:
+    """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen, --rescreen,
+    --screen-spread) of a benchmark model name
+    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN][/SPREAD]]`, such as
     `pretrained+xgb@trust`, `pretrained+xgb~portfolio`, `pretrained+xgb%1024x4`,
-    `pretrained+xgb@control^512` or `pretrained+xgb^512:0.5`."""
+    `pretrained+xgb@control^512`, `pretrained+xgb^512:0.5` or `pretrained+xgb^512/0.5`."""
     model, _, scr = model.partition("^")
+    scr, _, spread = scr.partition("/")
     scr, _, share = scr.partition(":")
     if scr and not scr.isdigit():
         raise SystemExit(f"error: {scr!r} after '^' is not a number of draws (e.g. 512)")
@@ -89,6 +92,10 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
         rescreen = float(share or 0)
     except ValueError:
         raise SystemExit(f"error: {share!r} after ':' is not a share of a round (e.g. 0.5)") from None
+    try:
+        screen_spread = float(spread or 0)
+    except ValueError:
+        raise SystemExit(f"error: {spread!r} after '/' is not a spread weight (e.g. 0.5)") from None
     model, _, pop = model.partition("%")
     rest, _, search = model.partition("~")
     spec, _, explore = rest.partition("@")
@@ -98,7 +105,7 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
         if not (p.isdigit() and g.isdigit()):
             raise SystemExit(f"error: {pop!r} is not POPxITERS (e.g. 1024x4)")
         size = (int(p), int(g))
-    return spec, explore or "none", search or "evolutionary", size, int(scr or 0), rescreen
+    return spec, explore or "none", search or "evolutionary", size, int(scr or 0), rescreen, screen_spread
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    spec, explore, search, size, screen, rescreen = _spec(model)
+                    spec, explore, search, size, screen, rescreen, spread = _spec(model)
                     population, genetic_iters = size or (args.population, args.genetic_iters)
                     s = TuneSettings(
                         trials=trials_of[model],
@@ -189,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                         seed=seed,
                         screen=screen,
                         rescreen=rescreen,
+                        screen_spread=spread,
                     )
                     tm = make_cost_model(spec, seed=seed, explore=explore)
                     r = tune(

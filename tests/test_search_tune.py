@@ -281,6 +281,29 @@ def test_screen_pool_reranks_what_is_left_and_adds_fresh_draws() -> None:
     assert not hashes & {_mod_hash(c.sch.mod) for c in left[:2]}  # measured ones never picked
     with pytest.raises(InputError, match="--rescreen must be within"):
         TuneSettings(rescreen=1.5).validate()
+    with pytest.raises(InputError, match="--screen-spread must be >= 0"):
+        TuneSettings(screen_spread=-1).validate()
+
+
+def test_spread_picks_trade_rank_for_unlike_decisions() -> None:
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.strategy import RandomDraws, _design_space, decision_signature, spread_picks
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    ranked = RandomDraws(ctx, spaces, seed=0).draw(12)
+    assert spread_picks(ranked, 4, 0.0) == [0, 1, 2, 3]  # no weight: the model's top four
+    assert spread_picks(ranked, 20, 5.0) == list(range(12))  # fewer than n: all
+    sigs = [decision_signature(c) for c in ranked]
+    assert all(sigs) and len(set(sigs)) == 12  # distinct schedules, distinct decisions
+    picks = spread_picks(ranked, 4, 5.0)
+    assert picks[0] == 0 and len(set(picks)) == 4
+
+    def most_shared(idx: list[int]) -> float:
+        return max(len(sigs[a] & sigs[b]) / max(len(sigs[a]), len(sigs[b])) for a in idx for b in idx if a < b)
+
+    assert most_shared(picks) <= most_shared([0, 1, 2, 3])  # spread: no closer pair than the top four's
 
 
 def test_feature_cache_extracts_each_schedule_once_and_returns_the_same_features() -> None:

@@ -112,6 +112,12 @@ def tune(
         help="Share of every later round's picks taken from the screened draws not yet measured, re-ranked "
         "by the model as it learned since (with --screen/4 fresh draws a round); the rest from the evolution.",
     ),
+    screen_spread: float = typer.Option(
+        0.0,
+        "--screen-spread",
+        help="Spread the screened picks over unlike schedules: each next pick trades this weight x the share "
+        "of its decisions equal to an earlier pick's against its rank (0: the model's top picks).",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -134,6 +140,7 @@ def tune(
         search=search,
         screen=screen,
         rescreen=rescreen,
+        screen_spread=screen_spread,
     )
     settings.validate()
     wl = resolve_workload_spec(workload, module)

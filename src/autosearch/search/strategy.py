@@ -23,9 +23,11 @@ __all__ = [
     "PortfolioSource",
     "RandomDraws",
     "ScreenPool",
+    "decision_signature",
     "make_source",
     "portfolio_share",
     "screen",
+    "spread_picks",
 ]
 
 
@@ -148,8 +150,8 @@ class ScreenPool:
     K/4 fresh draws added each time. The draws' features are cached, so re-ranking costs a
     prediction, not a lowering."""
 
-    def __init__(self, draws: RandomDraws) -> None:
-        self.draws = draws
+    def __init__(self, draws: RandomDraws, spread: float = 0.0) -> None:
+        self.draws, self.spread = draws, spread
         self._pool: dict[int, Any] = {}  # structural hash -> candidate, in the order drawn
 
     @property
@@ -171,10 +173,51 @@ class ScreenPool:
         keys = list(self._pool)
         if len(keys) > n:
             s = np.asarray(score([self._pool[h] for h in keys]), dtype=np.float64)
-            keys = [keys[i] for i in np.argsort(-s, kind="stable")[:n]]
+            order = [int(i) for i in np.argsort(-s, kind="stable")]
+            if self.spread > 0:  # best first, then each next one unlike those already picked
+                ranked = [self._pool[keys[i]] for i in order]
+                order = [order[j] for j in spread_picks(ranked, n, self.spread)]
+            keys = [keys[i] for i in order[:n]]
         picks = [self._pool.pop(h) for h in keys]
         seen.update(keys)
         return picks
+
+
+def decision_signature(candidate: Any) -> frozenset[tuple[int, str]]:
+    """(instruction index, sampled value) of every decision in a candidate's trace: two schedules
+    of one sketch agree where these agree."""
+    trace = candidate.sch.trace
+    decisions = trace.decisions
+    return frozenset((i, str(decisions[inst])) for i, inst in enumerate(trace.insts) if inst in decisions)
+
+
+def spread_picks(ranked: list[Any], n: int, weight: float) -> list[int]:
+    """Indices of n of the best-first `ranked` candidates: greedily the one with the best
+    (1 - rank share) - weight x (largest share of decisions it has in common with a pick so far).
+
+    Why (`--screen-spread`): the prior's best-scored draws can all share a decision it is wrong
+    about (on a Zen 4 it gave a depthwise conv's innermost channel tile 32 in 307 of 368 measured
+    schedules, while every fast one had 16), and the online model, fitted on those picks, never
+    learns otherwise. Spreading the first round over unlike schedules gives it the contrast."""
+    if n >= len(ranked):
+        return list(range(len(ranked)))
+    sigs = [decision_signature(c) for c in ranked]
+    size = [max(len(x), 1) for x in sigs]
+    m = len(ranked)
+    picked = [0]
+    overlap = [0.0] * m  # largest share of decisions in common with any pick so far
+    while len(picked) < n:
+        last = sigs[picked[-1]]
+        best, best_value = -1, float("-inf")
+        for i in range(m):
+            if i in picked:
+                continue
+            overlap[i] = max(overlap[i], len(sigs[i] & last) / max(size[i], len(last), 1))
+            value = (1.0 - i / m) - weight * overlap[i]
+            if value > best_value:
+                best, best_value = i, value
+        picked.append(best)
+    return picked
 
 
 def screen(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:

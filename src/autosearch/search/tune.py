@@ -79,6 +79,10 @@ class TuneSettings:
     #: added each round (`strategy.ScreenPool`); the rest come from the evolutionary search as
     #: before. 0 = off; needs `screen`.
     rescreen: float = 0.0
+    #: The screened picks are spread over unlike schedules: each next pick is the draw with the
+    #: best (1 - rank share) - spread x (share of its decisions equal to a pick's so far)
+    #: (`strategy.spread_picks`); 0 = the model's top n.
+    screen_spread: float = 0.0
 
     def validate(self) -> None:
         if self.trials_per_round < 1:
@@ -101,6 +105,8 @@ class TuneSettings:
             raise InputError(f"--screen must be >= 0 (0 = off), got {self.screen}")
         if not 0.0 <= self.rescreen <= 1.0:
             raise InputError(f"--rescreen must be within [0, 1], got {self.rescreen}")
+        if self.screen_spread < 0:
+            raise InputError(f"--screen-spread must be >= 0 (0 = off), got {self.screen_spread}")
         if self.population < self.trials_per_round:
             raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
 
@@ -296,7 +302,7 @@ class TuneRun:
         ctx = self.source.context
         with self.timer.section("search:screen"):
             if first:
-                self._pool = ScreenPool(draws)
+                self._pool = ScreenPool(draws, st.screen_spread)
             k = st.screen if first else st.screen // 4
             return self._pool.pick(m, k, lambda cands: adapter.model_scores(featurize(ctx, cands)))
 
