@@ -227,23 +227,23 @@ def test_screen_measures_the_best_scored_draws_and_leaves_the_rest_to_the_search
     from autosearch.backends.tvm.target import host_target
     from autosearch.errors import InputError
     from autosearch.features.per_store import extract_features
-    from autosearch.search.strategy import RandomDraws, _design_space, screen
+    from autosearch.search.strategy import RandomDraws, ScreenPool, _design_space
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
     ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
-    pool = RandomDraws(ctx, spaces, seed=0).draw(12, mark=False)  # what screen(seed 0) draws too
+    pool = RandomDraws(ctx, spaces, seed=0).draw(12, mark=False)  # what a pool of seed 0 draws too
 
     def score(cands):  # type: ignore[no-untyped-def]  # any deterministic function of the schedule
         return np.array([float(f.sum()) for f in extract_features(ctx, cands)])
 
     want = sorted(float(s) for s in score(pool))[-3:]
     draws = RandomDraws(ctx, spaces, seed=0)
-    picks = screen(draws, 3, 12, score)
+    picks = ScreenPool(draws).pick(3, 12, score)
     assert sorted(float(s) for s in score(picks)) == want  # the three best of the same twelve
     assert all(not draws.fresh(c) for c in picks)  # measured: never proposed again
     assert sum(draws.fresh(c) for c in pool) == 9  # the other nine stay open to the search
-    assert len(screen(RandomDraws(ctx, spaces, seed=0), 20, 12, score)) == 12  # fewer draws than n: all
+    assert len(ScreenPool(RandomDraws(ctx, spaces, seed=0)).pick(20, 12, score)) == 12  # fewer draws than n: all
     with pytest.raises(InputError, match="--screen must be >= 0"):
         TuneSettings(screen=-1).validate()
 

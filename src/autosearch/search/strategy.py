@@ -26,7 +26,6 @@ __all__ = [
     "decision_signature",
     "make_source",
     "portfolio_share",
-    "screen",
     "spread_picks",
 ]
 
@@ -103,13 +102,16 @@ class RandomDraws:
     def draw(self, k: int, tries: int = 8, mark: bool = True) -> list[Any]:
         """Up to k fresh schedules; `mark=False` leaves them free to be proposed later (screening
         draws many and measures few: the rest must not be barred from the search)."""
+        return list(self.draw_keyed(k, tries, mark).values())
+
+    def draw_keyed(self, k: int, tries: int = 8, mark: bool = True) -> dict[int, Any]:
+        """`draw`, keyed by each schedule's structural hash (in the order drawn)."""
         from tvm.s_tir import Schedule
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.schedule import Trace
 
-        out: list[Any] = []
-        drawn: set[int] = set()
+        out: dict[int, Any] = {}
         misses = 0  # draws in a row that gave nothing new: a small space is spent, stop asking
         for _ in range(max(0, k) * tries):
             if len(out) >= k or misses >= 128:
@@ -125,13 +127,12 @@ class RandomDraws:
             except Exception:  # a sampled decision the sketch cannot take: draw again
                 continue
             h = _mod_hash(sch.mod)
-            if h in self.seen or h in drawn:
+            if h in self.seen or h in out:
                 continue
-            drawn.add(h)
             misses = 0
-            out.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            out[h] = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
         if mark:
-            self.seen |= drawn
+            self.seen.update(out)
         return out
 
 
@@ -166,8 +167,8 @@ class ScreenPool:
 
         seen = self.draws.seen
         self._pool = {h: c for h, c in self._pool.items() if h not in seen}  # measured since: out
-        for c in self.draws.draw(k, mark=False):
-            self._pool.setdefault(_mod_hash(c.sch.mod), c)
+        for h, c in self.draws.draw_keyed(k, mark=False).items():
+            self._pool.setdefault(h, c)
         if n <= 0 or not self._pool:
             return []
         keys = list(self._pool)
@@ -218,12 +219,6 @@ def spread_picks(ranked: list[Any], n: int, weight: float) -> list[int]:
                 best, best_value = i, value
         picked.append(best)
     return picked
-
-
-def screen(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
-    """The n best-scored of k fresh uniform draws from the design space (`--screen K`; see
-    `ScreenPool`, which keeps the rest for later rounds)."""
-    return ScreenPool(draws).pick(n, k, score)
 
 
 def _runner_results(measured: list[Any]) -> list[Any]:

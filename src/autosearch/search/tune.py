@@ -69,7 +69,7 @@ class TuneSettings:
     #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it.
     fixed_spaces: bool = False
     #: The first round's picks are the cost model's best of this many uniform draws from the
-    #: design space instead of the evolutionary search's (`strategy.screen`); 0 = off. Only with
+    #: design space instead of the evolutionary search's (`strategy.ScreenPool`); 0 = off. Only with
     #: a trained model (a prior): a model fitted on the run alone scores at random before it.
     #: `tune`'s CLI default is 512 (bench/README.md, "A first round screened by the prior");
     #: `tune-model` leaves it off (a network's many tasks would each pay the draws).
@@ -293,7 +293,7 @@ class TuneRun:
         first = not self.result.history
         if st.screen <= n or n <= 0 or not self.model_learns or draws is None:
             return None
-        if adapter is None or adapter.model is None or not (first or (st.rescreen > 0 and self._pool is not None)):
+        if adapter is None or adapter.model is None or (not first and self._pool is None):
             return None
         m = n if first else round(st.rescreen * n)
         if m <= 0:
