@@ -33,6 +33,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 #: Held-out workloads. DEP, CAP and SFM are held out of the pretrained model's training as whole
 #: families; the bert dense, the MobileNet-V2 1x1 convolution and the MobileNet-V2 strided
@@ -132,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-reference", action="store_true", help="skip timing each workload's PyTorch reference")
     ap.add_argument("--report-only", action="store_true", help="print the tables of --resume's runs; measure nothing")
     ap.add_argument(
+        "--remeasure",
+        type=int,
+        default=5,
+        metavar="R",
+        help="after the runs, measure every arm's best schedule at each budget again, side by side, R rounds "
+        "in shuffled order per (workload, seed), and print the tables of those latencies too (0 = off)",
+    )
+    ap.add_argument(
         "--trials-of",
         action="append",
         metavar="MODEL=N",
@@ -199,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
                         screen_spread=spread,
                     )
                     tm = make_cost_model(spec, seed=seed, explore=explore)
+                    best_at: dict[str, str] = {}
+
+                    def keep_best(res: Any, best_at: dict[str, str] = best_at, last: int = trials_of[model]) -> None:
+                        for b in budgets:  # the schedule a B-trial run would report (rounds divide B)
+                            if res.trials >= min(b, last):
+                                best_at.setdefault(str(b), res.best_trace)
+
                     r = tune(
                         wl,
                         target,
@@ -210,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                         reference=False,
                         console=console,
                         progress=True,
+                        on_round=keep_best,
                     )
                     runs.append(
                         {
@@ -221,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                             "breakdown": r.breakdown,
                             "best_latency": r.best_latency,
                             "wall_s": r.breakdown.get("total_s"),
+                            "best_trace_at": {b: best_at.get(b, r.best_trace) for b in map(str, budgets)},
                         }
                     )
                     console.print(f"[{time.time() - t0:7.0f}s] {wl.name} seed {seed} {model}: best {r.best_latency}")
@@ -230,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                         break
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
+    if args.remeasure > 0 and not args.report_only:
+        _remeasure(wls, runs, budgets, target, evaluator, args.remeasure, console, args.out, vars(args))
 
     # -- tables ------------------------------------------------------------------------------
     runs = [r for r in runs if r["seed"] in seeds]  # the tables cover the seeds asked for, no more
@@ -254,6 +274,36 @@ def main(argv: list[str] | None = None) -> int:
             + " | ".join(f"{_geo([best(w, m, b) / best(w, ours, b) for w in names]):.3f}" for m in models[1:])
             + " |"
         )
+
+    def again(w: str, m: str, b: int) -> float:
+        return _geo(
+            [
+                (r.get("remeasured_at") or {}).get(str(b)) or math.nan
+                for r in runs
+                if r["workload"] == w and r["model"] == m
+            ]
+        )
+
+    remeasured = any(r.get("remeasured_at") for r in runs)
+    if remeasured:
+        print(
+            "\n## Re-measured side by side (us, geomean over seeds): each run's best schedule at B trials, "
+            "measured again beside the other arms' (median of the rounds)\n"
+        )
+        print(head)
+        print("|" + "---|" * (2 + len(budgets) * len(models)))
+        for w in wls:
+            cells = [f"{again(w.name, m, b) * 1e6:.1f}" for b in budgets for m in models]
+            print(f"| {w.name} | {w.family} | " + " | ".join(cells) + " |")
+        print(f"\n## Geometric-mean ratio {base} / {ours}, re-measured side by side\n")
+        print("| budget | " + " | ".join(f"{m} / {ours}" for m in models[1:]) + " |")
+        print("|---|" + "---|" * (len(models) - 1))
+        for b in budgets:
+            print(
+                f"| {b} | "
+                + " | ".join(f"{_geo([again(w, m, b) / again(w, ours, b) for w in names]):.3f}" for m in models[1:])
+                + " |"
+            )
     top = budgets[-1]
     print(f"\n## Trials and wall seconds {ours} needs to reach {base}'s best at {top} trials\n")
     print(
@@ -288,6 +338,15 @@ def main(argv: list[str] | None = None) -> int:
         f"\nSUMMARY {ours} reached {base}@{top} in {len(hit)}/{len(reached)} runs"
         + (f" (median {sorted(hit)[len(hit) // 2]} trials)" if hit else "")
         + f"; {ratios} (goal >= 1.0: {ours} at {small[-1]} matches {base} at {top})"
+        + (
+            "; re-measured side by side: "
+            + "; ".join(
+                f"{base}@{top} / {ours}@{b} = {_geo([again(w, base, top) / again(w, ours, b) for w in names]):.3f}"
+                for b in small
+            )
+            if remeasured
+            else ""
+        )
         + f"; wall {time.time() - t0:.0f} s"
     )
     bd: dict[str, float] = {}
@@ -301,6 +360,68 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{k} {v:.0f} s ({100 * v / tot:.0f}%)" for k, v in bd.items() if v > 0.5)
     )
     return 0
+
+
+def _remeasure(
+    wls: list,
+    runs: list[dict],
+    budgets: list[int],
+    target: Any,
+    evaluator: Any,
+    rounds: int,
+    console: Any,
+    out: str | None,
+    args: dict,
+) -> None:
+    """Measure every arm's best schedule at each budget again, side by side: per (workload,
+    seed), all of them in each of `rounds` rounds, in a shuffled order, and keep each one's median
+    over the rounds as the run's `remeasured_at`.
+
+    Why: a run's best is the minimum of its noisy measurements, and on a shared machine the same
+    schedule measured a minute apart differs by up to 1.7x (bench/README.md). A 256-trial run
+    takes the minimum over four times as many draws as a 64-trial run, and its measurements are
+    spread over other minutes than the other arm's: the side-by-side medians compare the
+    schedules, not the minutes they happened to be measured in."""
+    import random
+
+    import numpy as np
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule import MeasureCandidate
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.measure import Measurer
+
+    by_name = {w.name: w for w in wls}
+    pairs = sorted({(r["workload"], r["seed"]) for r in runs if r["workload"] in by_name and r.get("best_trace_at")})
+    measurer = Measurer(target, evaluator)
+    try:
+        for name, seed in pairs:
+            group = [r for r in runs if r["workload"] == name and r["seed"] == seed and r.get("best_trace_at")]
+            if all("remeasured_at" in r for r in group):
+                continue  # a resumed benchmark: done before
+            traces = sorted({t for r in group for t in r["best_trace_at"].values() if t})
+            cands = []
+            for t in traces:
+                sch = Schedule(by_name[name].mod())
+                Trace.apply_json_to_schedule(json.loads(t), sch)
+                cands.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            lats: dict[str, list[float]] = {t: [] for t in traces}
+            order = list(range(len(traces)))
+            rng = random.Random(f"{name}/{seed}")
+            for _ in range(rounds):
+                rng.shuffle(order)
+                for i, res in zip(order, measurer.measure([cands[i] for i in order])):
+                    if res.status == "ok":
+                        lats[traces[i]].append(float(np.median(res.latencies)))
+            med = {t: float(np.median(v)) if v else None for t, v in lats.items()}
+            for r in group:
+                r["remeasured_at"] = {b: med.get(t) if t else None for b, t in r["best_trace_at"].items()}
+            console.print(f"re-measured {name} seed {seed}: {len(traces)} schedules x {rounds} rounds")
+            if out:
+                Path(out).write_text(json.dumps({"args": args, "runs": runs}, indent=1) + "\n")
+    finally:
+        measurer.close()
 
 
 def _print_vs_pytorch(wls: list, runs: list[dict], models: list[str], top: int) -> None:
