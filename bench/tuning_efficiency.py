@@ -19,7 +19,10 @@ population and genetic iterations (`--population`, `--genetic-iters` set every o
 `pretrained+xgb%1024x4`; `^K` screens K uniform draws for the first round (`--screen K`), e.g.
 `pretrained+xgb@control^512`, and `^K:S` takes a share S of every later round from the same
 draws re-ranked (`--rescreen S`), e.g. `pretrained+xgb^512:0.5`, and `^K/W` spreads the screened
-picks over unlike schedules (`--screen-spread W`), e.g. `pretrained+xgb^512/0.5`.
+picks over unlike schedules (`--screen-spread W`), e.g. `pretrained+xgb^512/0.5`; `#N` fits the
+online model once N results are measured (`--online-warmup N`), e.g. `pretrained+xgb^512#16`, and
+`&G` sets how fast the blend weight follows the held-back accuracies (`make_cost_model(online_gain=)`,
+5 by default), e.g. `pretrained+xgb^512&2` (quote the list: `&` is a shell operator).
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -78,12 +81,23 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float]:
+def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float, int, float]:
     """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen, --rescreen,
-    --screen-spread) of a benchmark model name
-    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN][/SPREAD]]`, such as
+    --screen-spread, --online-warmup, the online blend's gain) of a benchmark model name
+    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN][/SPREAD]][#WARMUP][&GAIN]`, such as
     `pretrained+xgb@trust`, `pretrained+xgb~portfolio`, `pretrained+xgb%1024x4`,
-    `pretrained+xgb@control^512`, `pretrained+xgb^512:0.5` or `pretrained+xgb^512/0.5`."""
+    `pretrained+xgb@control^512`, `pretrained+xgb^512:0.5`, `pretrained+xgb^512/0.5` or
+    `pretrained+xgb^512#16&2`."""
+    model, amp, gain = model.partition("&")
+    try:
+        online_gain = float(gain) if amp else 5.0
+    except ValueError:
+        online_gain = math.nan
+    if not (math.isfinite(online_gain) and online_gain > 0):
+        raise SystemExit(f"error: {gain!r} after '&' is not a blend gain > 0 (e.g. 2)")
+    model, hash_, warm = model.partition("#")
+    if hash_ and not (warm.isdigit() and int(warm) >= 2):
+        raise SystemExit(f"error: {warm!r} after '#' is not a number of results >= 2 (e.g. 16)")
     model, _, scr = model.partition("^")
     scr, _, spread = scr.partition("/")
     scr, _, share = scr.partition(":")
@@ -106,7 +120,18 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
         if not (p.isdigit() and g.isdigit()):
             raise SystemExit(f"error: {pop!r} is not POPxITERS (e.g. 1024x4)")
         size = (int(p), int(g))
-    return spec, explore or "none", search or "evolutionary", size, int(scr or 0), rescreen, screen_spread
+    warmup = int(warm) if hash_ else 32
+    return (
+        spec,
+        explore or "none",
+        search or "evolutionary",
+        size,
+        int(scr or 0),
+        rescreen,
+        screen_spread,
+        warmup,
+        online_gain,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     models = [m.strip() for m in args.models.split(",")]
     ours, base = models[0], models[1]
+    for m in models:  # a bad arm fails now, not after the arms before it have run
+        _spec(m)
+    if any(b % args.trials_per_round for b in budgets):
+        print(f"error: every budget must be a multiple of --trials-per-round {args.trials_per_round}", file=sys.stderr)
+        return 2
     wls = [resolve_workload_spec(w.strip()) for w in args.workloads.split(",") if w.strip()]
     prior = _spec(ours)[0].rpartition("+")[0] or _spec(ours)[0]  # pretrained+xgb: the prior's split
     split_file = (pretrained_dir() if prior == "pretrained" else Path(prior)) / "split.json"
@@ -194,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    spec, explore, search, size, screen, rescreen, spread = _spec(model)
+                    spec, explore, search, size, screen, rescreen, spread, warmup, gain = _spec(model)
                     population, genetic_iters = size or (args.population, args.genetic_iters)
                     s = TuneSettings(
                         trials=trials_of[model],
@@ -207,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                         rescreen=rescreen,
                         screen_spread=spread,
                     )
-                    tm = make_cost_model(spec, seed=seed, explore=explore)
+                    tm = make_cost_model(spec, seed=seed, explore=explore, online_warmup=warmup, online_gain=gain)
                     best_at: dict[str, str] = {}
 
                     def keep_best(res: Any, best_at: dict[str, str] = best_at, last: int = trials_of[model]) -> None:
@@ -239,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                             "best_latency": r.best_latency,
                             "wall_s": r.breakdown.get("total_s"),
                             "best_trace_at": {b: best_at.get(b, r.best_trace) for b in map(str, budgets)},
+                            "interrupted": r.interrupted,
                         }
                     )
                     console.print(f"[{time.time() - t0:7.0f}s] {wl.name} seed {seed} {model}: best {r.best_latency}")
@@ -248,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
                         break
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1) + "\n")
-    if args.remeasure > 0 and not args.report_only:
-        _remeasure(wls, runs, budgets, target, evaluator, args.remeasure, console, args.out, vars(args))
+    stopped = any(r.get("interrupted") for r in runs)
+    if args.remeasure > 0 and not args.report_only and not stopped:
+        asked = [r for r in runs if r["model"] in models and r["seed"] in seeds]
+        _remeasure(wls, asked, runs, budgets, target, evaluator, args.remeasure, console, args.out, vars(args))
 
     # -- tables ------------------------------------------------------------------------------
     runs = [r for r in runs if r["seed"] in seeds]  # the tables cover the seeds asked for, no more
@@ -285,6 +318,11 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     remeasured = any(r.get("remeasured_at") for r in runs)
+    lacking = sum(1 for r in runs if r["model"] in models and not r.get("remeasured_at"))
+    if remeasured and lacking:
+        print(
+            f"\nnote: {lacking} runs were not re-measured (kept from an older --resume file): the re-measured cells leave them out"
+        )
     if remeasured:
         print(
             "\n## Re-measured side by side (us, geomean over seeds): each run's best schedule at B trials, "
@@ -365,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
 def _remeasure(
     wls: list,
     runs: list[dict],
+    every: list[dict],
     budgets: list[int],
     target: Any,
     evaluator: Any,
@@ -375,22 +414,20 @@ def _remeasure(
 ) -> None:
     """Measure every arm's best schedule at each budget again, side by side: per (workload,
     seed), all of them in each of `rounds` rounds, in a shuffled order, and keep each one's median
-    over the rounds as the run's `remeasured_at`.
+    over the rounds as the run's `remeasured_at`. `runs`: the runs asked for; `every`: all
+    runs, written to `out` after each (workload, seed), so a stopped benchmark resumes here too.
 
     Why: a run's best is the minimum of its noisy measurements, and on a shared machine the same
-    schedule measured a minute apart differs by up to 1.7x (bench/README.md). A 256-trial run
+    softmax schedule measured 423-1,121 us within a minute (bench/README.md). A 256-trial run
     takes the minimum over four times as many draws as a 64-trial run, and its measurements are
     spread over other minutes than the other arm's: the side-by-side medians compare the
     schedules, not the minutes they happened to be measured in."""
     import random
 
     import numpy as np
-    from tvm.s_tir import Schedule
-    from tvm.s_tir.meta_schedule import MeasureCandidate
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.schedule import Trace
 
     from autosearch.backends.tvm.measure import Measurer
+    from autosearch.features.per_store import candidate_from_trace
 
     by_name = {w.name: w for w in wls}
     pairs = sorted({(r["workload"], r["seed"]) for r in runs if r["workload"] in by_name and r.get("best_trace_at")})
@@ -401,11 +438,7 @@ def _remeasure(
             if all("remeasured_at" in r for r in group):
                 continue  # a resumed benchmark: done before
             traces = sorted({t for r in group for t in r["best_trace_at"].values() if t})
-            cands = []
-            for t in traces:
-                sch = Schedule(by_name[name].mod())
-                Trace.apply_json_to_schedule(json.loads(t), sch)
-                cands.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            cands = [candidate_from_trace(by_name[name].mod(), t) for t in traces]
             lats: dict[str, list[float]] = {t: [] for t in traces}
             order = list(range(len(traces)))
             rng = random.Random(f"{name}/{seed}")
@@ -419,7 +452,7 @@ def _remeasure(
                 r["remeasured_at"] = {b: med.get(t) if t else None for b, t in r["best_trace_at"].items()}
             console.print(f"re-measured {name} seed {seed}: {len(traces)} schedules x {rounds} rounds")
             if out:
-                Path(out).write_text(json.dumps({"args": args, "runs": runs}, indent=1) + "\n")
+                Path(out).write_text(json.dumps({"args": args, "runs": every}, indent=1) + "\n")
     finally:
         measurer.close()
 

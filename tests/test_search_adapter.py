@@ -152,6 +152,36 @@ def test_online_model_needs_a_prior_and_a_trainable_kind() -> None:
         ModelAdapter(kind="xgb", online="xgb")
     with pytest.raises(InputError, match="online model needs a trained prior"):
         ModelAdapter(FakeModel(), online="tvm-xgb")
+    with pytest.raises(InputError, match="warm-up must be at least 2 results"):
+        ModelAdapter(FakeModel(), online="xgb", online_warmup=1)
+
+
+def test_online_warmup_sets_when_the_online_model_is_first_fitted() -> None:
+    from autosearch.search.model_spec import make_cost_model
+
+    for warmup, fitted_after in ((16, 1), (32, 2)):
+        ad = ModelAdapter(WrongPrior(), retrain_fraction=0.0, online="xgb", online_warmup=warmup, seed=0)
+        for i in range(2):
+            f = _feats(16, i)
+            ad.observe("g", f, _slow_with_col0(f))
+            assert (ad.online_model is not None) == (i + 1 >= fitted_after), (warmup, i)
+    assert make_cost_model("pretrained+xgb", online_warmup=16).adapter.online_warmup == 16
+
+
+def test_online_gain_sets_how_far_the_blend_follows_the_evidence() -> None:
+    for bad in (0.0, float("nan")):
+        with pytest.raises(InputError, match="gain must be a number > 0"):
+            ModelAdapter(FakeModel(), online="xgb", online_gain=bad)
+    ModelAdapter(FakeModel(), online_warmup=1)  # no online model: nothing uses the warm-up
+    ad = ModelAdapter(WrongPrior(), retrain_fraction=0.0, online="xgb", online_warmup=16, online_gain=0.5, seed=0)
+    for i in range(3):
+        f = _feats(16, i)
+        ad.observe("g", f, _slow_with_col0(f))
+    prior_acc, online_acc = np.mean(ad.held_back[-3:], axis=0)
+    assert online_acc - prior_acc > 0.3  # evidence that takes gain 5 to weight 1.0 ...
+    w = ad.online_weight  # ... moves gain 0.5 part way
+    assert w == pytest.approx(0.5 + 0.5 * (online_acc - prior_acc))
+    assert w < 1.0
 
 
 def test_prior_plus_online_model_spec() -> None:

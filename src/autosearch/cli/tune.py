@@ -118,6 +118,12 @@ def tune(
         help="Spread the screened picks over unlike schedules: each next pick trades this weight x the share "
         "of its decisions equal to an earlier pick's against its rank (0: the model's top picks).",
     ),
+    online_warmup: int = typer.Option(
+        32,
+        "--online-warmup",
+        help="With PRIOR+KIND (e.g. pretrained+xgb): results measured before the online model is first "
+        "fitted and blended in.",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -146,7 +152,9 @@ def tune(
     wl = resolve_workload_spec(workload, module)
     tgt = parse_target(target)
     evaluator = EvaluatorSettings(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    tune_model = make_cost_model(model, seed=seed, retrain_fraction=retrain_fraction, explore=explore, target=tgt)
+    tune_model = make_cost_model(
+        model, seed=seed, retrain_fraction=retrain_fraction, explore=explore, target=tgt, online_warmup=online_warmup
+    )
     out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:
         err.print(

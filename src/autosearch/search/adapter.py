@@ -80,7 +80,8 @@ class ModelAdapter:
     scratch on the results of this run (until then, scores are random: pure exploration).
     timer: optional `section(name)` context-manager factory (a TimeBreakdown's `section`).
     online: with a trained `model`, the kind of a model fitted from scratch on this run's results
-    once `online_warmup` are measured, and blended with `model` (see the module docstring).
+    once `online_warmup` are measured, and blended with `model` (see the module docstring);
+    `online_gain` sets how fast the blend weight follows the two models' held-back accuracy.
     """
 
     def __init__(
@@ -95,6 +96,7 @@ class ModelAdapter:
         timer: Callable[[str], Any] | None = None,
         online: str | None = None,
         online_warmup: int = 32,
+        online_gain: float = 5.0,
         explore: str = "none",
         trust0: float = 0.3,
     ) -> None:
@@ -106,6 +108,10 @@ class ModelAdapter:
             )
         if explore not in EXPLORE_MODES:
             raise InputError(f"explore must be one of {', '.join(EXPLORE_MODES)}, got {explore!r}")
+        if online is not None and online_warmup < 2:
+            raise InputError(f"the online warm-up must be at least 2 results (one pair to order), got {online_warmup}")
+        if online is not None and not (np.isfinite(online_gain) and online_gain > 0):
+            raise InputError(f"the online blend's gain must be a number > 0, got {online_gain}")
         if retrain_fraction < 0:
             raise InputError(f"retrain_fraction must be >= 0, got {retrain_fraction}")
         self.model = model
@@ -123,7 +129,10 @@ class ModelAdapter:
         self.n_skipped = 0
         self.seed = seed
         self.online_kind = online
-        self.online_warmup = max(2, int(online_warmup))
+        self.online_warmup = int(online_warmup)
+        #: How far the blend weight moves from 0.5 per unit of held-back pairwise accuracy the
+        #: online model has over the prior (clipped to [0, 1]).
+        self.online_gain = float(online_gain)
         self.online_model: Any = None
         self.online_weight = 0.0
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
@@ -336,7 +345,7 @@ class ModelAdapter:
             a, b = self.gate.scorer_accuracy("prior"), self.gate.scorer_accuracy("online")
             if a is not None and b is not None:
                 self.held_back.append((a, b))
-                self.online_weight = float(np.clip(0.5 + 5.0 * (b - a), 0.0, 1.0))
+                self.online_weight = float(np.clip(0.5 + self.online_gain * (b - a), 0.0, 1.0))
                 return
 
         ds = self._dataset(self.pending)
@@ -355,7 +364,8 @@ class ModelAdapter:
             return
         self.held_back.append((float(np.mean([a for a, _ in accs])), float(np.mean([b for _, b in accs]))))
         recent = np.array(self.held_back[-3:])
-        self.online_weight = float(np.clip(0.5 + 5.0 * (recent[:, 1].mean() - recent[:, 0].mean()), 0.0, 1.0))
+        gap = recent[:, 1].mean() - recent[:, 0].mean()
+        self.online_weight = float(np.clip(0.5 + self.online_gain * gap, 0.0, 1.0))
 
     def _fit_online(self) -> None:
         """Refit the online model from scratch on everything measured; renew both score scales."""

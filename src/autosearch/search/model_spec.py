@@ -44,6 +44,8 @@ def make_cost_model(
     explore: str = "none",
     target: Any = None,
     warn: bool = True,
+    online_warmup: int = 32,
+    online_gain: float = 5.0,
 ) -> TuneModel:
     """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
     trained model that never saw that device says so (one warning line, unless `warn` is False).
@@ -52,7 +54,9 @@ def make_cost_model(
     far as it proves right on the run's own measurements; it does nothing for TVM's own models.
     `"auto"` is `"control"` where the prior never saw `target`'s device and `"none"` elsewhere: on
     a CPU the prior never saw, its picks led the search astray (AMD Zen 3, six workloads: controls
-    found 1.24x faster schedules at 64 trials, three seeds), while where it is right the controls cost trials."""
+    found 1.24x faster schedules at 64 trials, three seeds), while where it is right the controls cost trials.
+    `online_warmup`, `online_gain`: with PRIOR+KIND, the results measured before the online model
+    is first fitted, and how fast the blend weight follows the two models' accuracy (ModelAdapter)."""
     from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH, extract_features
     from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
     from autosearch.search.featurize import FeatureCache, featurizer_for
@@ -103,6 +107,8 @@ def make_cost_model(
         timer=timer,
         retrain_fraction=retrain_fraction,
         online=online if plus else None,
+        online_warmup=online_warmup,
+        online_gain=online_gain,
         explore=explore,
     )
     adapter.extractor, adapter.featurize = extractor, featurize
