@@ -22,7 +22,7 @@ draws re-ranked (`--rescreen S`), e.g. `pretrained+xgb^512:0.5`, and `^K/W` spre
 picks over unlike schedules (`--screen-spread W`), e.g. `pretrained+xgb^512/0.5`; `#N` fits the
 online model once N results are measured (`--online-warmup N`), e.g. `pretrained+xgb^512#16`, and
 `&G` sets how fast the blend weight follows the held-back accuracies (`make_cost_model(online_gain=)`,
-5 by default), e.g. `pretrained+xgb^512&2` (quote the list: `&` is a shell operator).
+1 by default), e.g. `pretrained+xgb^512&2` (quote the list: `&` is a shell operator).
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
     python bench/tuning_efficiency.py --budgets 16,64 --seeds 0 --out /tmp/te.json
@@ -90,7 +90,7 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
     `pretrained+xgb^512#16&2`."""
     model, amp, gain = model.partition("&")
     try:
-        online_gain = float(gain) if amp else 5.0
+        online_gain = float(gain) if amp else 1.0
     except ValueError:
         online_gain = math.nan
     if not (math.isfinite(online_gain) and online_gain > 0):
@@ -120,7 +120,7 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
         if not (p.isdigit() and g.isdigit()):
             raise SystemExit(f"error: {pop!r} is not POPxITERS (e.g. 1024x4)")
         size = (int(p), int(g))
-    warmup = int(warm) if hash_ else 32
+    warmup = int(warm) if hash_ else 16
     return (
         spec,
         explore or "none",

@@ -165,7 +165,8 @@ def test_online_warmup_sets_when_the_online_model_is_first_fitted() -> None:
             f = _feats(16, i)
             ad.observe("g", f, _slow_with_col0(f))
             assert (ad.online_model is not None) == (i + 1 >= fitted_after), (warmup, i)
-    assert make_cost_model("pretrained+xgb", online_warmup=16).adapter.online_warmup == 16
+    assert make_cost_model("pretrained+xgb", online_warmup=24).adapter.online_warmup == 24
+    assert make_cost_model("pretrained+xgb").adapter.online_warmup == 16  # the default since a later stop
 
 
 def test_online_gain_sets_how_far_the_blend_follows_the_evidence() -> None:

@@ -119,7 +119,7 @@ def tune(
         "of its decisions equal to an earlier pick's against its rank (0: the model's top picks).",
     ),
     online_warmup: int = typer.Option(
-        32,
+        16,
         "--online-warmup",
         help="With PRIOR+KIND (e.g. pretrained+xgb): results measured before the online model is first "
         "fitted and blended in.",

@@ -44,8 +44,8 @@ def make_cost_model(
     explore: str = "none",
     target: Any = None,
     warn: bool = True,
-    online_warmup: int = 32,
-    online_gain: float = 5.0,
+    online_warmup: int = 16,
+    online_gain: float = 1.0,
 ) -> TuneModel:
     """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
     trained model that never saw that device says so (one warning line, unless `warn` is False).
