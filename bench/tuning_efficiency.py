@@ -291,22 +291,31 @@ def main(argv: list[str] | None = None) -> int:
         return _geo([_best_after(r["history"], b) or math.nan for r in runs if r["workload"] == w and r["model"] == m])
 
     names = [w.name for w in wls]
-    print(f"\n## Best latency (us, geomean over seeds {args.seeds}) per workload\n")
     head = "| workload | family | " + " | ".join(f"{m} @{b}" for b in budgets for m in models) + " |"
-    print(head)
-    print("|" + "---|" * (2 + len(budgets) * len(models)))
-    for w in wls:
-        cells = [f"{best(w.name, m, b) * 1e6:.1f}" for b in budgets for m in models]
-        print(f"| {w.name} | {w.family} | " + " | ".join(cells) + " |")
-    print(f"\n## Geometric-mean ratio {base} / {ours} (> 1: {ours} found faster schedules)\n")
-    print("| budget | " + " | ".join(f"{m} / {ours}" for m in models[1:]) + " |")
-    print("|---|" + "---|" * (len(models) - 1))
-    for b in budgets:
-        print(
-            f"| {b} | "
-            + " | ".join(f"{_geo([best(w, m, b) / best(w, ours, b) for w in names]):.3f}" for m in models[1:])
-            + " |"
-        )
+
+    def tables(lat: Any, best_title: str, ratio_title: str) -> None:
+        """Per workload `lat(workload, model, budget)` at every budget, then each arm's geomean ratio to ours."""
+        print(best_title)
+        print(head)
+        print("|" + "---|" * (2 + len(budgets) * len(models)))
+        for w in wls:
+            cells = [f"{lat(w.name, m, b) * 1e6:.1f}" for b in budgets for m in models]
+            print(f"| {w.name} | {w.family} | " + " | ".join(cells) + " |")
+        print(ratio_title)
+        print("| budget | " + " | ".join(f"{m} / {ours}" for m in models[1:]) + " |")
+        print("|---|" + "---|" * (len(models) - 1))
+        for b in budgets:
+            print(
+                f"| {b} | "
+                + " | ".join(f"{_geo([lat(w, m, b) / lat(w, ours, b) for w in names]):.3f}" for m in models[1:])
+                + " |"
+            )
+
+    tables(
+        best,
+        f"\n## Best latency (us, geomean over seeds {args.seeds}) per workload\n",
+        f"\n## Geometric-mean ratio {base} / {ours} (> 1: {ours} found faster schedules)\n",
+    )
 
     def again(w: str, m: str, b: int) -> float:
         return _geo(
@@ -324,24 +333,12 @@ def main(argv: list[str] | None = None) -> int:
             f"\nnote: {lacking} runs were not re-measured (kept from an older --resume file): the re-measured cells leave them out"
         )
     if remeasured:
-        print(
+        tables(
+            again,
             "\n## Re-measured side by side (us, geomean over seeds): each run's best schedule at B trials, "
-            "measured again beside the other arms' (median of the rounds)\n"
+            "measured again beside the other arms' (median of the rounds)\n",
+            f"\n## Geometric-mean ratio {base} / {ours}, re-measured side by side\n",
         )
-        print(head)
-        print("|" + "---|" * (2 + len(budgets) * len(models)))
-        for w in wls:
-            cells = [f"{again(w.name, m, b) * 1e6:.1f}" for b in budgets for m in models]
-            print(f"| {w.name} | {w.family} | " + " | ".join(cells) + " |")
-        print(f"\n## Geometric-mean ratio {base} / {ours}, re-measured side by side\n")
-        print("| budget | " + " | ".join(f"{m} / {ours}" for m in models[1:]) + " |")
-        print("|---|" + "---|" * (len(models) - 1))
-        for b in budgets:
-            print(
-                f"| {b} | "
-                + " | ".join(f"{_geo([again(w, m, b) / again(w, ours, b) for w in names]):.3f}" for m in models[1:])
-                + " |"
-            )
     top = budgets[-1]
     print(f"\n## Trials and wall seconds {ours} needs to reach {base}'s best at {top} trials\n")
     print(
