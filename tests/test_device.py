@@ -61,9 +61,13 @@ def test_profile_is_measured_once_and_cached(tmp_path: Path) -> None:
 
 
 def test_cuda_descriptor_without_a_gpu() -> None:
+    import tvm
+
     from autosearch.backends.tvm.device import profile_target
     from autosearch.backends.tvm.target import parse_target
 
+    if tvm.cuda(0).exist:
+        pytest.skip("a GPU is here: its descriptor is measured (the next test)")
     desc = profile_target(parse_target("cuda-h200"))
     assert desc["kind"] == "cuda" and desc["warp_size"] == 32 and desc["shared_mem_per_block"] == 49152
     assert "mem_bandwidth_gbs" in desc and "peak_gflops" not in desc  # nothing measured on the CPU
@@ -151,3 +155,30 @@ def test_cli_target_profile_and_import_ncu(tmp_path: Path, capsys: pytest.Captur
     with pytest.raises(SystemExit) as exc:
         main(["db", "import-ncu", str(tmp_path / "nope.csv"), "--db", str(db)])
     assert exc.value.code == 2
+
+
+def test_cuda_measuring_kernels_build_for_a_cuda_target() -> None:
+    """The GPU bandwidth and FLOP/s kernels are real CUDA code: they build here (run only on a GPU)."""
+    import tvm
+
+    from autosearch.backends.tvm import device as dev
+    from autosearch.backends.tvm.target import parse_target
+
+    target = parse_target("cuda-h100")
+    for fn in (dev._cuda_triad_func(1 << 12), dev._cuda_fma_func(4, 8, 16)):
+        rt = tvm.compile(fn, target=target)
+        src = "\n".join(m.inspect_source() for m in rt.mod.imports)
+        assert "threadIdx.x" in src and "blockIdx.x" in src
+
+
+def test_cuda_descriptor_measured_on_a_gpu() -> None:
+    import tvm
+
+    from autosearch.backends.tvm.device import profile_target
+    from autosearch.backends.tvm.target import parse_target
+
+    if not tvm.cuda(0).exist:
+        pytest.skip("no GPU here")
+    desc = profile_target(parse_target("cuda-h100"))
+    assert desc["from_device"] == 1 and desc["sm_count"] > 0
+    assert desc["mem_bandwidth_gbs"] > 100 and desc["peak_gflops"] > 1000  # any CUDA GPU of the last decade

@@ -37,7 +37,8 @@ def _print_result(r: Any) -> None:
         ratio = ref["latency"] / r.best_latency if r.best_latency else None
         t.add_row(
             ref["name"],
-            f"{format_seconds(ref['latency'])} ({ref['threads']} threads)"
+            format_seconds(ref["latency"])
+            + (f" ({ref['threads']} threads)" if ref.get("threads") else "")
             + (f"  -> tuned is x{ratio:.2f} of its speed" if ratio else ""),
         )
     else:

@@ -1,9 +1,12 @@
-"""The same computation in PyTorch eager on this CPU: a reference point for a tuned schedule.
+"""The same computation in PyTorch eager on the target's device: a reference point for a tuned schedule.
 
 Why PyTorch: its CPU kernels (oneDNN / MKL-backed GEMM and convolution) are what most users would
 run instead. Convolutions are timed in PyTorch's native NCHW layout (the TIR operator is NHWC), so
 the reference is "the same arithmetic, the way PyTorch would do it", not a layout-exact replay.
 Operators without a PyTorch equivalent (capsule conv, winograd, random programs) have none.
+A CUDA target is compared with PyTorch on the GPU (`device="cuda"`), never with its CPU kernels: a
+GPU kernel "6x faster than PyTorch" against the CPU says nothing. Without a CUDA-enabled PyTorch
+there is no reference rather than a wrong one.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ def reference_fn_name(params: dict[str, Any]) -> str | None:
 
 
 # Long by nature: a table of operator family -> PyTorch call.
-def reference_fn(params: dict[str, Any]) -> tuple[str, Callable[[], Any]] | None:
-    """(description, zero-argument callable) computing the operator in PyTorch, or None."""
+def reference_fn(params: dict[str, Any], device: str = "cpu") -> tuple[str, Callable[[], Any]] | None:
+    """(description, zero-argument callable) computing the operator in PyTorch on `device`, or None."""
     import torch
     import torch.nn.functional as F
 
@@ -56,7 +59,7 @@ def reference_fn(params: dict[str, Any]) -> tuple[str, Callable[[], Any]] | None
     g = torch.Generator().manual_seed(0)
 
     def r(*shape: int) -> Any:
-        return torch.rand(*shape, generator=g)
+        return torch.rand(*shape, generator=g).to(device)
 
     if op == "batch_matmul_nkkm":
         x, y = r(params["B"], params["N"], params["K"]), r(params["B"], params["K"], params["M"])
@@ -138,12 +141,15 @@ def run_isolated(code: str, timeout: float = 300.0) -> Any:
 
 
 def reference_latency(
-    workload: Any, *, min_time: float = 0.2, repeat: int = 5, isolated: bool = True
+    workload: Any, *, min_time: float = 0.2, repeat: int = 5, isolated: bool = True, device: str = "cpu"
 ) -> dict[str, Any] | None:
-    """{"name", "latency" (seconds, best of `repeat` timed loops), "threads"} of the PyTorch
-    reference, or None when the operator has none. `isolated`: time it in a fresh process."""
+    """{"name", "latency" (seconds, best of `repeat` timed loops), "threads", "device"} of the
+    PyTorch reference on `device` ("cpu" or "cuda"), or None when the operator has none or PyTorch
+    cannot run on that device. `isolated`: time it in a fresh process."""
     import json
 
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"reference device must be 'cpu' or 'cuda', not {device!r}")
     params = dict(getattr(workload, "params", {}) or {})
     if reference_fn_name(params) is None:
         return None
@@ -152,18 +158,29 @@ def reference_latency(
             "import json\nfrom autosearch.search.reference import reference_latency as r\n"
             "class W:\n    pass\n"
             f"w = W()\nw.params = json.loads({json.dumps(json.dumps(params))})\n"
-            f"print(json.dumps(r(w, min_time={min_time}, repeat={repeat}, isolated=False)))\n"
+            f"print(json.dumps(r(w, min_time={min_time}, repeat={repeat}, isolated=False, device={device!r})))\n"
         )
         return run_isolated(code)
     import torch
 
+    if device == "cuda" and not torch.cuda.is_available():
+        return None
     try:
-        made = reference_fn(params)
+        made = reference_fn(params, device)
     except (KeyError, TypeError, ValueError):
         return None
     if made is None:
         return None
     name, fn = made
+    if device == "cuda":
+        lat = time_callable(fn, min_time, repeat, sync=torch.cuda.synchronize)
+        gpu = torch.cuda.get_device_name()
+        return {
+            "name": f"PyTorch {torch.__version__.split('+')[0]} {name} on {gpu}",
+            "latency": lat,
+            "threads": None,
+            "device": "cuda",
+        }
     best: tuple[float, int] | None = None
     # PyTorch's default thread count, and one thread: on a shared machine an intra-op barrier
     # waiting for a descheduled thread can cost milliseconds; report the faster setting.
@@ -177,23 +194,37 @@ def reference_latency(
     finally:
         torch.set_num_threads(default)
     assert best is not None
-    return {"name": f"PyTorch {torch.__version__.split('+')[0]} {name}", "latency": best[0], "threads": best[1]}
+    return {
+        "name": f"PyTorch {torch.__version__.split('+')[0]} {name}",
+        "latency": best[0],
+        "threads": best[1],
+        "device": "cpu",
+    }
 
 
-def time_callable(fn: Callable[[], Any], min_time: float = 0.2, repeat: int = 5) -> float:
-    """Best per-call seconds of `fn` over `repeat` timed batches of >= min_time/repeat each (no grad)."""
+def time_callable(
+    fn: Callable[[], Any], min_time: float = 0.2, repeat: int = 5, sync: Callable[[], Any] | None = None
+) -> float:
+    """Best per-call seconds of `fn` over `repeat` timed batches of >= min_time/repeat each (no grad).
+    `sync` (e.g. torch.cuda.synchronize) waits for queued device work before each clock read, so an
+    asynchronous launch is timed to its end, not to its enqueueing."""
     import torch
 
+    wait = sync or (lambda: None)
     with torch.no_grad():
         fn()
+        wait()
         t0 = time.perf_counter()
         fn()
+        wait()
         one = max(time.perf_counter() - t0, 1e-7)
         number = max(1, int(min_time / repeat / one))
         times = []
         for _ in range(repeat):
+            wait()
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()
+            wait()
             times.append((time.perf_counter() - t0) / number)
     return float(np.min(times))

@@ -81,6 +81,7 @@ class TuneResult:
             "speedup_vs_untuned": self.speedup,
             "reference": ref.get("name"),
             "reference_latency_s": ref.get("latency"),
+            "reference_device": ref.get("device"),
             "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             "model_retrains": self.retrains,

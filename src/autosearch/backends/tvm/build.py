@@ -24,6 +24,7 @@ __all__ = [
     "PoolBuilder",
     "build_in_process",
     "close_builders",
+    "default_build_workers",
     "fast_build",
     "median_cap",
     "pool_builder",
@@ -70,6 +71,11 @@ def median_cap(seconds: Sequence[float], ceiling: float, factor: float, floor: f
     return min(ceiling, max(floor, factor * float(recent[len(recent) // 2])))
 
 
+def default_build_workers() -> int:
+    """Build workers when none are asked for: one per core, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
 class PoolBuilder:
     """Builds candidates in a worker pool that lives as long as the tuning process.
 
@@ -87,7 +93,9 @@ class PoolBuilder:
         # every artifact lives under this directory until its run removes it; `close` removes the
         # rest (builds killed mid-export, batches a Ctrl-C cut short): nothing piles up in /tmp
         self.artifacts = tempfile.mkdtemp(prefix="autosearch-builds-")
-        self.pool = PopenPoolExecutor(max_workers=max_workers or min(2, os.cpu_count() or 1), timeout=timeout)
+        # one worker per core, at most 8 (each holds a TVM import, ~0.5 GB): a round's builds
+        # finish before its runs start, so they never share the cores with a measurement
+        self.pool = PopenPoolExecutor(max_workers=max_workers or default_build_workers(), timeout=timeout)
         self.seconds: list[float] = []  # build time of every successful build, in order
 
     def adaptive_timeout(self, factor: float = 6.0, floor: float = 10.0, window: int = 64) -> float:

@@ -8,8 +8,9 @@ kernel), both built by TVM for the target itself, so `mcpu=x86-64` measures SSE2
 `num-cores=1` one thread. Profiling takes about a second; the store caches the result per
 (device fingerprint, target), see `autosearch.features.device.device_descriptor`.
 
-CUDA targets read SM count, memory bandwidth (clock x bus width), L2, shared memory and warp size
-from the device API when a GPU is present, else only what the target itself says.
+CUDA targets read SM count, L2, shared memory, warp size and clock from the device API when a GPU
+is present, and measure bandwidth and peak FLOP/s with the same two kernels bound to GPU threads
+(the device API has no memory clock or bus width); without a GPU only what the target says.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ __all__ = [
     "cpu_clock_mhz",
     "isa_info",
     "measure_bandwidth",
+    "measure_cuda_bandwidth",
+    "measure_cuda_peak_flops",
     "measure_peak_flops",
     "profile_target",
     "runnable_here",
@@ -237,6 +240,83 @@ def measure_peak_flops(target: Any, steps: int = 200_000) -> float:
     return 2.0 * cores * width * steps / sec / 1e9
 
 
+_CUDA_THREADS = 256
+
+
+def _cuda_triad_func(n: int) -> Any:
+    """a = b + s * c over n floats, one element per GPU thread, 256 threads a block."""
+    from tvm.script import tirx as T
+
+    blocks, threads = n // _CUDA_THREADS, _CUDA_THREADS
+
+    @T.prim_func
+    def triad(a: T.Buffer((n,), "float32"), b: T.Buffer((n,), "float32"), c: T.Buffer((n,), "float32")) -> None:  # type: ignore[valid-type]  # TVMScript buffer annotations are not Python types
+        T.func_attr({"tirx.noalias": True})
+        for bx in T.thread_binding(blocks, thread="blockIdx.x"):
+            for tx in T.thread_binding(threads, thread="threadIdx.x"):
+                a[bx * threads + tx] = b[bx * threads + tx] + T.float32(3.0) * c[bx * threads + tx]
+
+    return triad
+
+
+def _cuda_fma_func(blocks: int, width: int, steps: int) -> Any:
+    """`width` independent multiply-add chains per GPU thread (registers only), `steps` long."""
+    from tvm.script import tirx as T
+
+    threads = _CUDA_THREADS
+    n = blocks * threads * width
+
+    @T.prim_func
+    def fma(x: T.Buffer((n,), "float32"), y: T.Buffer((n,), "float32")) -> None:  # type: ignore[valid-type]  # TVMScript buffer annotations are not Python types
+        T.func_attr({"tirx.noalias": True})
+        for bx in T.thread_binding(blocks, thread="blockIdx.x"):
+            for tx in T.thread_binding(threads, thread="threadIdx.x"):
+                acc = T.decl_buffer((width,), "float32", scope="local")
+                for j in T.unroll(width):
+                    acc[j] = x[(bx * threads + tx) * width + j]
+                for _k in range(steps):
+                    for j in T.unroll(width):
+                        acc[j] = acc[j] * T.float32(0.999) + T.float32(0.001)
+                for j in T.unroll(width):
+                    y[(bx * threads + tx) * width + j] = acc[j]
+
+    return fma
+
+
+def _cuda_best_seconds(rt: Any, name: str, args: list[Any]) -> float:
+    import tvm
+
+    ev = rt.mod.time_evaluator(name, tvm.cuda(0), number=10, repeat=3, min_repeat_ms=50)
+    return float(min(ev(*args).results))
+
+
+def measure_cuda_bandwidth(target: Any, n: int = 1 << 26) -> float:
+    """STREAM triad bandwidth of GPU 0 in GB/s (3 arrays x n floats, 768 MB a run by default)."""
+    import tvm
+
+    n -= n % _CUDA_THREADS
+    rt = tvm.compile(_cuda_triad_func(n), target=target)
+    dev = tvm.cuda(0)
+    arrs = [tvm.runtime.empty((n,), "float32", dev) for _ in range(3)]
+    sec = _cuda_best_seconds(rt, "triad", arrs)
+    return 3 * n * 4 / sec / 1e9
+
+
+def measure_cuda_peak_flops(target: Any, steps: int = 4096) -> float:
+    """FP32 GFLOP/s of GPU 0: 8 independent multiply-add chains per thread, 16 blocks per SM."""
+    import numpy as np
+    import tvm
+
+    dev = tvm.cuda(0)
+    blocks, width = 16 * int(dev.multi_processor_count), 8
+    rt = tvm.compile(_cuda_fma_func(blocks, width, steps), target=target)
+    n = blocks * _CUDA_THREADS * width
+    x = tvm.runtime.tensor(np.ones(n, "float32"), dev)
+    y = tvm.runtime.empty((n,), "float32", dev)
+    sec = _cuda_best_seconds(rt, "fma", [x, y])
+    return 2.0 * n * steps / sec / 1e9
+
+
 def runnable_here(target: Any) -> bool:
     """Whether this machine can run code built for `target` (an LLVM target whose CPU features it has)."""
     from tvm.target import codegen
@@ -277,8 +357,8 @@ _TUNING_PREFIXES = (
 def profile_target(target: Any) -> dict[str, Any]:
     """The full descriptor of `target` on this machine: static facts + measured bandwidth and FLOP/s.
 
-    Only a CPU target of this machine's architecture can be measured here; a CUDA target gets
-    its device-API numbers (nothing is measured without a GPU).
+    Only a CPU target of this machine's architecture, or a CUDA target with a GPU present, is
+    measured; without a GPU a CUDA target gets the target's own numbers and nothing measured.
     """
     from autosearch.backends.tvm.target import use_physical_cores
 
@@ -288,6 +368,9 @@ def profile_target(target: Any) -> dict[str, Any]:
     if target.kind.name == "llvm":
         desc["mem_bandwidth_gbs"] = round(measure_bandwidth(target), 2)
         desc["peak_gflops"] = round(measure_peak_flops(target), 2)
+    elif target.kind.name == "cuda" and desc.get("from_device"):
+        desc["mem_bandwidth_gbs"] = round(measure_cuda_bandwidth(target), 2)
+        desc["peak_gflops"] = round(measure_cuda_peak_flops(target), 2)
     desc["descriptor_version"] = DESCRIPTOR_VERSION
     desc["profile_seconds"] = round(time.perf_counter() - t0, 3)
     desc["profiled_at"] = time.time()

@@ -3,9 +3,10 @@
 Why: `TuneContext()` imports `tvm.s_tir.tensor_intrin`, whose package imports the intrinsics of
 every target TVM knows (CUDA, ROCm, Hexagon, Arm, x86, RISC-V). That import is most of the first
 design space's cost (~12-20 s on a quiet 2-core machine, minutes on a loaded one); an x86 CPU
-needs only the x86 ones (VNNI / AVX-512 dot products for int8), which take ~2 s. For an x86 LLVM
-target we register the package without running its `__init__` and import `x86` alone; any other
-target (CUDA, Arm, ...) gets the full import. Later imports of other submodules still work.
+needs only the x86 ones (VNNI / AVX-512 dot products for int8), which take ~2 s, and a CUDA GPU
+only the CUDA ones (tensor cores, async copies). For those two we register the package without
+running its `__init__` and import that one submodule; any other target (Arm, ROCm, ...) gets the
+full import. Later imports of other submodules still work.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 __all__ = ["register_tensor_intrinsics"]
 
 _PKG = "tvm.s_tir.tensor_intrin"
-#: Whether this process registered the package without running its __init__ (x86 only).
+#: Whether this process registered the package without running its __init__ (x86 or CUDA only).
 _STATE = {"partial": False}
 
 
@@ -34,15 +35,23 @@ def _is_x86_cpu(target: Any) -> bool:
     return platform.machine().lower() in ("x86_64", "amd64", "i686", "i386")
 
 
+def _own_submodule(target: Any) -> str | None:
+    """The one intrinsics submodule `target` can tensorize with, where one is enough."""
+    if target.kind.name == "cuda":
+        return "cuda"
+    return "x86" if _is_x86_cpu(target) else None
+
+
 def register_tensor_intrinsics(target: Any) -> None:
     """Make the intrinsics `target` may tensorize with known to TVM, as cheaply as possible."""
+    own = _own_submodule(target)
     if _PKG in sys.modules:
-        if _is_x86_cpu(target):
-            importlib.import_module(f"{_PKG}.x86")
+        if own:
+            importlib.import_module(f"{_PKG}.{own}")
         else:
             _full_package()
         return
-    if not _is_x86_cpu(target):
+    if own is None:
         importlib.import_module(_PKG)
         return
     import tvm.s_tir
@@ -51,18 +60,18 @@ def register_tensor_intrinsics(target: Any) -> None:
     if spec is None or spec.submodule_search_locations is None:  # another TVM layout: do what TVM does
         importlib.import_module(_PKG)
         return
-    pkg = types.ModuleType(_PKG, "Intrinsics for tensorization (x86 registered by autosearch; others on import).")
+    pkg = types.ModuleType(_PKG, f"Intrinsics for tensorization ({own} registered by autosearch; others on import).")
     pkg.__path__ = list(spec.submodule_search_locations)
     pkg.__spec__ = spec
     pkg.__package__ = _PKG
     sys.modules[_PKG] = pkg
     tvm.s_tir.tensor_intrin = pkg
-    importlib.import_module(f"{_PKG}.x86")
+    importlib.import_module(f"{_PKG}.{own}")
     _STATE["partial"] = True
 
 
 def _full_package() -> None:
-    """A non-x86 target after the partial registration: import every submodule the package would."""
+    """Another target after a partial registration: import every submodule the package would."""
     if not _STATE["partial"]:
         return
     from tvm.runtime import enabled
