@@ -60,6 +60,7 @@ def test_partial_registration_registers_x86_only() -> None:
     assert proc.stdout.strip().endswith("x86-only")
 
 
+@pytest.mark.slow  # ~10-30 s: a fresh process imports TVM and the CUDA intrinsics (ran on the H100 machine)
 def test_cuda_target_registers_cuda_only() -> None:
     code = (
         "import sys; from autosearch.backends.tvm.target import parse_target;"
