@@ -142,3 +142,18 @@ def test_tiny_network_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: P
     s = json.loads(out[out.index("{") :])
     assert s["output_matches"] and s["trials_measured"] == 16
     assert s["tuned_latency_s"] > 0 and s["untuned_latency_s"] > 0
+
+
+def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
+    import torch
+
+    from autosearch.search.network import torch_latency_isolated
+
+    (tmp_path / "net.py").write_text(NET)
+    spec = f"{tmp_path / 'net.py'}:make_model"
+    cpu = torch_latency_isolated(spec, [(4, 64)])
+    assert cpu is not None and cpu > 0
+    if not torch.cuda.is_available():  # a GPU network is never compared with PyTorch's CPU time
+        assert torch_latency_isolated(spec, [(4, 64)], device="cuda") is None
+    with pytest.raises(ValueError, match="cpu' or 'cuda"):
+        torch_latency_isolated(spec, [(4, 64)], device="rocm")

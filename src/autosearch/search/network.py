@@ -111,23 +111,31 @@ def time_vm(vm: Any, dev: Any, args: list[Any]) -> float:
     return float(np.median(ev(*args).results))
 
 
-def torch_latency_isolated(spec: str, shapes: Sequence[tuple[int, ...]]) -> float | None:
-    """PyTorch eager latency of the model in a fresh process (faster of default / 1 thread).
+def torch_latency_isolated(spec: str, shapes: Sequence[tuple[int, ...]], device: str = "cpu") -> float | None:
+    """PyTorch eager latency of the model in a fresh process: on the CPU the faster of the default
+    thread count and one thread; with `device="cuda"` on GPU 0, or None without a CUDA PyTorch (a
+    GPU network is never compared with PyTorch's CPU time).
 
     Why a fresh process: see `autosearch.search.reference.run_isolated`.
     """
     from autosearch.search.reference import run_isolated
 
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"PyTorch device must be 'cpu' or 'cuda', not {device!r}")
     code = (
         "import json, torch\n"
         "from autosearch.search.network import import_torch_model\n"
         "from autosearch.search.reference import time_callable\n"
         f"net, inputs = import_torch_model({spec!r}, {[tuple(s) for s in shapes]!r})\n"
         "best = None\n"
-        "for t in dict.fromkeys([torch.get_num_threads(), 1]):\n"
-        "    torch.set_num_threads(t)\n"
-        "    lat = time_callable(lambda: net(*inputs))\n"
-        "    best = lat if best is None else min(best, lat)\n"
+        f"if {device!r} == 'cuda' and torch.cuda.is_available():\n"
+        "    net, inputs = net.to('cuda'), [x.to('cuda') for x in inputs]\n"
+        "    best = time_callable(lambda: net(*inputs), sync=torch.cuda.synchronize)\n"
+        f"elif {device!r} == 'cpu':\n"
+        "    for t in dict.fromkeys([torch.get_num_threads(), 1]):\n"
+        "        torch.set_num_threads(t)\n"
+        "        lat = time_callable(lambda: net(*inputs))\n"
+        "        best = lat if best is None else min(best, lat)\n"
         "print(json.dumps(best))\n"
     )
     out = run_isolated(code)
@@ -404,4 +412,7 @@ def _build_check_time(
     result.tuned_latency = time_vm(vm, dev, args)
     ex_plain = compile_relax(ms.database.MemoryDatabase(), mod, target, params_main)
     result.untuned_latency = time_vm(relax.VirtualMachine(ex_plain, dev), dev, args)
-    result.torch_latency = torch_latency_isolated(spec, shapes)
+    # PyTorch runs on CPUs and CUDA GPUs: another GPU kind gets no reference rather than a CPU one
+    kind = target.kind.name
+    if kind in ("llvm", "cuda"):
+        result.torch_latency = torch_latency_isolated(spec, shapes, device="cuda" if kind == "cuda" else "cpu")
