@@ -46,6 +46,13 @@ def test_partial_registration_gives_the_same_design_spaces(target: str) -> None:
     assert partial["spaces"] == full["spaces"]
 
 
+def _last_line(code: str) -> str:
+    """The last line `code` prints in a fresh interpreter (it must exit 0)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def test_partial_registration_registers_x86_only() -> None:
     code = (
         "import sys; from autosearch.backends.tvm.target import host_target;"
@@ -55,9 +62,7 @@ def test_partial_registration_registers_x86_only() -> None:
         "TensorIntrin.get('dot_16x4_vnni');"
         "print('cuda' if 'tvm.s_tir.tensor_intrin.cuda' in sys.modules else 'x86-only')"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().endswith("x86-only")
+    assert _last_line(code).endswith("x86-only")
 
 
 @pytest.mark.slow  # ~10-30 s: a fresh process imports TVM and the CUDA intrinsics (ran on the H100 machine)
@@ -70,6 +75,4 @@ def test_cuda_target_registers_cuda_only() -> None:
         "TensorIntrin.get('mma_ldmatrix_f16_a');"
         "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('tvm.s_tir.tensor_intrin.')))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "['cuda']"
+    assert _last_line(code) == "['cuda']"

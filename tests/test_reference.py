@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autosearch.search.reference import reference_latency, time_callable
+from autosearch.search.reference import reference_latency, time_callable, torch_device
 from autosearch.workloads import get_workload
 
 
@@ -49,3 +49,11 @@ def test_cuda_reference_runs_on_the_gpu() -> None:
         get_workload("batch_matmul/1x128x128x128"), min_time=0.01, repeat=2, isolated=False, device="cuda"
     )
     assert ref is not None and ref["device"] == "cuda" and ref["latency"] > 0 and " on " in ref["name"]
+
+
+def test_pytorch_runs_where_the_target_does() -> None:
+    from autosearch.backends.tvm.target import host_target, parse_target
+
+    assert torch_device(host_target()) == "cpu"
+    assert torch_device(parse_target("cuda-h100")) == "cuda"
+    assert torch_device(parse_target('{"kind": "rocm"}')) is None  # no CPU time under a GPU's name

@@ -118,10 +118,9 @@ def torch_latency_isolated(spec: str, shapes: Sequence[tuple[int, ...]], device:
 
     Why a fresh process: see `autosearch.search.reference.run_isolated`.
     """
-    from autosearch.search.reference import run_isolated
+    from autosearch.search.reference import check_torch_device, run_isolated
 
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"PyTorch device must be 'cpu' or 'cuda', not {device!r}")
+    check_torch_device(device)
     code = (
         "import json, torch\n"
         "from autosearch.search.network import import_torch_model\n"
@@ -412,7 +411,8 @@ def _build_check_time(
     result.tuned_latency = time_vm(vm, dev, args)
     ex_plain = compile_relax(ms.database.MemoryDatabase(), mod, target, params_main)
     result.untuned_latency = time_vm(relax.VirtualMachine(ex_plain, dev), dev, args)
-    # PyTorch runs on CPUs and CUDA GPUs: another GPU kind gets no reference rather than a CPU one
-    kind = target.kind.name
-    if kind in ("llvm", "cuda"):
-        result.torch_latency = torch_latency_isolated(spec, shapes, device="cuda" if kind == "cuda" else "cpu")
+    from autosearch.search.reference import torch_device
+
+    device = torch_device(target)
+    if device:
+        result.torch_latency = torch_latency_isolated(spec, shapes, device=device)

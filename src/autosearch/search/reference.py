@@ -17,7 +17,24 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["reference_fn", "reference_latency", "run_isolated", "time_callable"]
+__all__ = ["check_torch_device", "reference_fn", "reference_latency", "run_isolated", "time_callable", "torch_device"]
+
+
+def torch_device(target: Any) -> str | None:
+    """Where PyTorch runs to be compared with code built for `target`: "cuda" for a CUDA target,
+    None for another GPU kind (PyTorch has no such device here, and a CPU time would mislead),
+    "cpu" otherwise."""
+    from autosearch.backends.tvm.target import is_gpu
+
+    if target.kind.name == "cuda":
+        return "cuda"
+    return None if is_gpu(target) else "cpu"
+
+
+def check_torch_device(device: str) -> None:
+    """Refuse a PyTorch device other than the two references are timed on."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"PyTorch reference device must be 'cpu' or 'cuda', not {device!r}")
 
 
 def _conv_args(p: dict[str, Any], dims: int = 2) -> dict[str, Any]:
@@ -148,8 +165,7 @@ def reference_latency(
     cannot run on that device. `isolated`: time it in a fresh process."""
     import json
 
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"reference device must be 'cpu' or 'cuda', not {device!r}")
+    check_torch_device(device)
     params = dict(getattr(workload, "params", {}) or {})
     if reference_fn_name(params) is None:
         return None

@@ -493,14 +493,12 @@ def _baselines(run: TuneRun, baseline: bool, reference: bool) -> None:
             with run.timer.section("baseline"):
                 run.result.untuned_latency = measure_untuned(run.workload.mod(), run.target, run.measurer)
         if reference:
-            from autosearch.backends.tvm.target import is_gpu
-            from autosearch.search.reference import reference_latency
+            from autosearch.search.reference import reference_latency, torch_device
 
-            kind = run.target.kind.name
-            # PyTorch runs on CPUs and CUDA GPUs: another GPU kind gets no reference, not a CPU one.
-            if not is_gpu(run.target) or kind == "cuda":
+            device = torch_device(run.target)
+            if device:
                 with run.timer.section("baseline"):
-                    run.result.reference = reference_latency(run.workload, device="cuda" if kind == "cuda" else "cpu")
+                    run.result.reference = reference_latency(run.workload, device=device)
     except BaseException as exc:
         if not interrupts.handled(exc):
             raise

@@ -204,10 +204,11 @@ def _fma_func(cores: int, width: int, steps: int) -> Any:
     return fma
 
 
-def _best_seconds(rt: Any, name: str, args: list[Any], min_repeat_ms: int) -> float:
+def _best_seconds(rt: Any, name: str, args: list[Any], min_repeat_ms: int, dev: Any = None, number: int = 1) -> float:
+    """Best of 3 timed repeats of `name` on `dev` (default: the CPU)."""
     import tvm
 
-    ev = rt.mod.time_evaluator(name, tvm.cpu(), number=1, repeat=3, min_repeat_ms=min_repeat_ms)
+    ev = rt.mod.time_evaluator(name, dev or tvm.cpu(), number=number, repeat=3, min_repeat_ms=min_repeat_ms)
     return float(min(ev(*args).results))
 
 
@@ -283,13 +284,6 @@ def _cuda_fma_func(blocks: int, width: int, steps: int) -> Any:
     return fma
 
 
-def _cuda_best_seconds(rt: Any, name: str, args: list[Any]) -> float:
-    import tvm
-
-    ev = rt.mod.time_evaluator(name, tvm.cuda(0), number=10, repeat=3, min_repeat_ms=50)
-    return float(min(ev(*args).results))
-
-
 def measure_cuda_bandwidth(target: Any, n: int = 1 << 26) -> float:
     """STREAM triad bandwidth of GPU 0 in GB/s (3 arrays x n floats, 768 MB a run by default)."""
     import tvm
@@ -298,7 +292,7 @@ def measure_cuda_bandwidth(target: Any, n: int = 1 << 26) -> float:
     rt = tvm.compile(_cuda_triad_func(n), target=target)
     dev = tvm.cuda(0)
     arrs = [tvm.runtime.empty((n,), "float32", dev) for _ in range(3)]
-    sec = _cuda_best_seconds(rt, "triad", arrs)
+    sec = _best_seconds(rt, "triad", arrs, 50, dev, number=10)
     return 3 * n * 4 / sec / 1e9
 
 
@@ -313,7 +307,7 @@ def measure_cuda_peak_flops(target: Any, steps: int = 4096) -> float:
     n = blocks * _CUDA_THREADS * width
     x = tvm.runtime.tensor(np.ones(n, "float32"), dev)
     y = tvm.runtime.empty((n,), "float32", dev)
-    sec = _cuda_best_seconds(rt, "fma", [x, y])
+    sec = _best_seconds(rt, "fma", [x, y], 50, dev, number=10)
     return 2.0 * n * steps / sec / 1e9
 
 
