@@ -15,7 +15,8 @@ accuracy, Kendall tau, train time, predictions/s), the ratio of our best top-1 t
 the peak memory.
 
 `tlp` and `tlp+device` read `trace-tokens:v1` (computed from the stored traces if the store lacks
-them); `tlp+device` also gets each target's device descriptor. Splits (`--split`):
+them); `tlp+device` also gets each target's device descriptor; `tlp-prefix` is `tlp` on
+`trace-prefix-tokens:v1` (no post-processing instructions: what decision-space scoring reads). Splits (`--split`):
 - `families` (default): the held-out families of data/README.md (DEP, CAP, NRM, SFM);
 - `device`: train on every target but `--holdout-target` (default: the one with fewest records),
   test on that target's records; `--finetune N` first updates each model on N measured schedules
@@ -56,10 +57,12 @@ ALL = (
     "tvm-xgb",
     "tvm-mlp",
     "tlp",
+    "tlp-prefix",
     "tlp-mixed",
     "tlp+device",
 )
 TRACE_TOKENS = ("trace-tokens", "v1")
+PREFIX_TOKENS = ("trace-prefix-tokens", "v1")
 PUBLISHED = "TenSet XGB 0.83/0.90, TenSet MLP 0.87/0.95, TLP 0.92/0.97 (top-1/top-5, other CPUs)"
 
 
@@ -100,7 +103,7 @@ def _make(name: str, args: argparse.Namespace, seed: int):  # type: ignore[no-un
     if name == "tvm-mlp":
         return make_model("tvm-mlp", epochs=args.tvm_epochs or args.epochs, seed=seed)
     extra = dict(p.split("=", 1) for p in args.tlp_param or [])
-    if name in ("tlp", "tlp+device"):
+    if name in ("tlp", "tlp+device", "tlp-prefix"):
         return make_model(
             "tlp", epochs=args.tlp_epochs, patience=args.patience, seed=seed, device=name == "tlp+device", **extra
         )
@@ -148,6 +151,9 @@ def _datasets(args: argparse.Namespace, names: list[str], db_path: str | None = 
         if n_new:
             print(f"computed trace tokens of {n_new} records in {time.perf_counter() - t:.1f} s")
         out["tokens"] = load_dataset(db, extractor=TRACE_TOKENS, max_groups=args.max_groups)
+    if "tlp-prefix" in names:
+        ensure_features(db, PREFIX_TOKENS)
+        out["prefix-tokens"] = load_dataset(db, extractor=PREFIX_TOKENS, max_groups=args.max_groups)
     if "tlp+device" in names:
         from autosearch.features.device import target_descriptors, with_device
         from autosearch.store.db import Store
@@ -164,7 +170,9 @@ def _datasets(args: argparse.Namespace, names: list[str], db_path: str | None = 
 
 
 def _data_key(name: str) -> str:
-    return "tokens+device" if name == "tlp+device" else ("tokens" if name.startswith("tlp") else "per-store")
+    if name in ("tlp+device", "tlp-prefix"):
+        return {"tlp+device": "tokens+device", "tlp-prefix": "prefix-tokens"}[name]
+    return "tokens" if name.startswith("tlp") else "per-store"
 
 
 def _within(ds, n: int, seed: int):  # type: ignore[no-untyped-def]

@@ -142,8 +142,12 @@ def test_device_columns_and_known_devices() -> None:
         make_model("tlp", epochs=1, device=True).fit(_synthetic(n_groups=2, per_group=4))
 
 
-def test_cli_trains_and_evaluates_on_trace_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`--model tlp --extractor trace-tokens:v1` on a store that has only PerStoreFeature: tokens are backfilled."""
+@pytest.mark.parametrize("extractor", ["trace-tokens:v1", "trace-prefix-tokens:v1"])
+def test_cli_trains_and_evaluates_on_trace_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extractor: str
+) -> None:
+    """`--model tlp --extractor trace-tokens:v1` on a store that has only PerStoreFeature: tokens are
+    backfilled; the same with the prefix tokens, and the model remembers which it read."""
     import json
 
     from autosearch.cli import main
@@ -157,7 +161,7 @@ def test_cli_trains_and_evaluates_on_trace_tokens(tmp_path: Path, capsys: pytest
             "--model",
             "tlp",
             "--extractor",
-            "trace-tokens:v1",
+            extractor,
             "--db",
             str(db),
             "--out",
@@ -178,3 +182,4 @@ def test_cli_trains_and_evaluates_on_trace_tokens(tmp_path: Path, capsys: pytest
     main(["eval", "--model", str(out), "--db", str(db), "--json"])
     res = json.loads(capsys.readouterr().out)
     assert res["kind"] == "tlp" and len(res["per_group"]) == 1
+    assert ":".join(json.loads((out / "config.json").read_text())["extractor"]) == extractor

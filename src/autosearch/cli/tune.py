@@ -90,8 +90,9 @@ def tune(
     search: str = typer.Option(
         "evolutionary",
         "--search",
-        help="evolutionary (MetaSchedule's), gradient (relaxed knobs, Adam) or portfolio (both, each round "
-        "split by which has been finding the fastest schedules).",
+        help="evolutionary (MetaSchedule's), gradient (relaxed knobs, Adam), portfolio (both, each round "
+        "split by which has been finding the fastest schedules) or decision (decision vectors scored without "
+        "building schedules; needs a model trained on trace-prefix-tokens:v1).",
     ),
     explore: str = typer.Option(
         "auto",

@@ -47,6 +47,8 @@ __all__ = [
     "FOLDED_KINDS",
     "MAX_TRACE_TOKENS",
     "MAX_WORKLOAD_TOKENS",
+    "PREFIX_EXTRACTOR",
+    "TOKEN_EXTRACTORS",
     "TOKEN_KINDS",
     "TraceTokenizer",
     "backfill",
@@ -58,6 +60,14 @@ __all__ = [
 
 #: (name, version) under which tokens are stored; bump the version when any column changes.
 EXTRACTOR = ("trace-tokens", "v1")
+#: The same tokens without the post-processing instructions (everything from EnterPostproc on).
+#: Why: the instructions before it and their decisions determine the schedule (the post-processors
+#: are a deterministic function of them), and they are all that a search over decision vectors
+#: knows without building a TVM schedule (`features.decision_space`), so a model trained on these
+#: scores such candidates exactly as it scores stored or replayed ones.
+PREFIX_EXTRACTOR = ("trace-prefix-tokens", "v1")
+#: The token extractors and whether each keeps the post-processing instructions.
+TOKEN_EXTRACTORS: dict[tuple[str, str], bool] = {EXTRACTOR: True, PREFIX_EXTRACTOR: False}
 #: Trace tokens kept per candidate (the reference dataset's longest trace has 70; see `coverage`).
 MAX_TRACE_TOKENS = 80
 #: Workload tokens per candidate (the winograd conv, the largest registry program, has 8 blocks).
@@ -742,16 +752,32 @@ def _positions(out: np.ndarray) -> np.ndarray:
     return out
 
 
-def trace_tokens(trace: str | list[Any], ir: str | None = None, _blocks: dict[str, _Block] | None = None) -> np.ndarray:
+def trace_tokens(
+    trace: str | list[Any],
+    ir: str | None = None,
+    _blocks: dict[str, _Block] | None = None,
+    postproc: bool = True,
+) -> np.ndarray:
     """Trace tokens (rows, FEATURE_WIDTH) of one stored trace (JSON text or parsed), no workload tokens.
 
     `ir` (the workload's TVMScript) lets tokens know loop extents and block roles. This is the
-    reference path; `TraceTokenizer` gives the same matrix faster.
+    reference path; `TraceTokenizer` gives the same matrix faster. `postproc=False` stops at
+    EnterPostproc (`PREFIX_EXTRACTOR`).
     """
     insts, decisions = _parse(trace)
+    if not postproc:
+        insts = prefix_instructions(insts)
     blocks = _blocks if _blocks is not None else ({b.name: b for b in parse_ir_blocks(ir)} if ir else {})
     plan, _ = _compile(insts, blocks)
     return _positions(plan.apply(_decisions(decisions)).copy())
+
+
+def prefix_instructions(insts: list[Any]) -> list[Any]:
+    """The instructions before EnterPostproc (all of them when there is none)."""
+    for i, ins in enumerate(insts):
+        if ins.__class__ is list and ins and ins[0] == "EnterPostproc":
+            return insts[:i]
+    return insts
 
 
 def count_trace_tokens(trace: str | list[Any]) -> int:
@@ -771,7 +797,8 @@ class TraceTokenizer:
     per distinct text. Anything else (no EnterPostproc, other spacing) takes the reference path.
     """
 
-    def __init__(self, max_cached: int = 4096) -> None:
+    def __init__(self, max_cached: int = 4096, postproc: bool = True) -> None:
+        self.postproc = bool(postproc)  # False: tokens of the instructions before EnterPostproc only
         self._wl: dict[str, tuple[np.ndarray, dict[str, _Block]]] = {}
         self._prefix: dict[tuple[str, str], tuple[_Plan, int, _State]] = {}
         self._bank = _Bank()
@@ -790,7 +817,9 @@ class TraceTokenizer:
         """The token matrix of one candidate: workload tokens, then trace tokens."""
         wl, blocks = self.workload(ir, flops)
         fast = self._fast(trace, ir, blocks) if isinstance(trace, str) else None
-        return np.concatenate([wl, fast if fast is not None else trace_tokens(trace, ir, blocks)], axis=0)
+        if fast is None:
+            fast = trace_tokens(trace, ir, blocks, self.postproc)
+        return np.concatenate([wl, fast], axis=0)
 
     def many(self, traces: Sequence[str | list[Any]], ir: str, flops: float | None = None) -> list[np.ndarray]:
         """Token matrices of many candidates of one workload."""
@@ -816,8 +845,10 @@ class TraceTokenizer:
             hit = self._prefix[key] = (plan, len(insts), st)
         plan, n_insts, st0 = hit
         try:
-            post = json.loads("[" + text[i : j + 2] + "]")
             dec = _decisions(json.loads(text[j + 4 : -1]))
+            if not self.postproc:
+                return _positions(np.array(plan.apply(dec)))
+            post = json.loads("[" + text[i : j + 2] + "]")
         except json.JSONDecodeError:
             return None
         head_rows = plan.apply(dec)
@@ -859,8 +890,9 @@ class TraceTokenizer:
 
 
 # -- the store ---------------------------------------------------------------------------------------
-def backfill(store: Any, batch: int = 2000, progress: Any = None) -> int:
-    """Compute trace tokens for every TVM record of `store` that lacks them; returns how many were written.
+def backfill(store: Any, batch: int = 2000, progress: Any = None, extractor: tuple[str, str] = EXTRACTOR) -> int:
+    """Compute trace tokens (`extractor`: one of TOKEN_EXTRACTORS) for every TVM record of `store`
+    that lacks them; returns how many were written.
 
     Every status is covered (failed records too: the dataset gives them label 0). Resumable: a
     record that already has tokens of this version is skipped, and each batch is one transaction.
@@ -868,9 +900,11 @@ def backfill(store: Any, batch: int = 2000, progress: Any = None) -> int:
     write under a still-open read fails at once when another process (a second `train` on the
     same store) wrote meanwhile. Two processes backfilling one store write the same tokens.
     """
+    if extractor not in TOKEN_EXTRACTORS:
+        raise InputError(f"not a trace-token extractor: {':'.join(extractor)}")
     wls = {w.id: w for w in store.workloads(backend="tvm")}
-    have = {fr.measurement_id for fr in store.iter_features(extractor=EXTRACTOR)}
-    tok = TraceTokenizer()
+    have = {fr.measurement_id for fr in store.iter_features(extractor=extractor)}
+    tok = TraceTokenizer(postproc=TOKEN_EXTRACTORS[extractor])
     written, last = 0, 0
     while page := list(store.measurements(after_id=last, limit=batch)):
         last = page[-1].id
@@ -884,28 +918,30 @@ def backfill(store: Any, batch: int = 2000, progress: Any = None) -> int:
             except InputError as exc:
                 raise InputError(f"measurement {m.id} ({w.name}): {exc}") from None
         if pending:
-            written += store.add_features(pending, EXTRACTOR)
+            written += store.add_features(pending, extractor)
             if progress is not None:
                 progress(written)
     return written
 
 
 def ensure_features(db_path: str, extractor: Iterable[str]) -> int:
-    """If `extractor` is trace-tokens and `db_path` lacks some, backfill them (0 otherwise).
+    """If `extractor` is one of the trace-token ones and `db_path` lacks some, backfill them (0 otherwise).
 
     Why: traces are stored, so a store collected with PerStoreFeature (the reference dataset)
     can be trained on with trace tokens without re-measuring anything.
     """
     from autosearch.store.db import Store
 
-    if tuple(extractor) != EXTRACTOR:
+    ex = (*extractor,)
+    if ex not in TOKEN_EXTRACTORS:
         return 0
+    key = (ex[0], ex[1])
     with Store(db_path, readonly=True) as ro:
-        ids = {m for m in ro.missing_features(EXTRACTOR)}
+        ids = {m for m in ro.missing_features(key)}
     if not ids:
         return 0
     with Store(db_path) as store:
-        return backfill(store)
+        return backfill(store, extractor=key)
 
 
 def coverage(store: Any) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 PerStoreFeature (`per-store-feature`) needs each candidate lowered; trace tokens (`trace-tokens`)
 read the schedule's trace and the workload's IR text only, so a model trained on them scores far
-more candidates per second. A model trained with `device=true` gets the target's device descriptor
+more candidates per second. A model trained on `trace-prefix-tokens` (the instructions before
+post-processing) needs only a candidate's sampling decisions: `_PrefixTokenFeaturizer` reads them
+out of TVM (~0.1 ms, where the trace's JSON takes ~3 ms) and looks the tokens up in the sketch's
+`DecisionSpace`. A model trained with `device=true` gets the target's device descriptor
 (measured once per machine, cached in the store) appended to every row.
 
 MetaSchedule's evolutionary search scores the same schedule again and again: survivors of one
@@ -14,6 +17,7 @@ module alone, so `FeatureCache` keeps each module's features by its structural h
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,12 +39,14 @@ def featurizer_for(model: Any, target: Any = None, store: Any = None) -> tuple[t
     extractor = tuple(getattr(model, "extractor", per_store.EXTRACTOR) or per_store.EXTRACTOR)
     if extractor == per_store.EXTRACTOR:
         base: Featurizer = FeatureCache(per_store.extract_features)
+    elif extractor == trace_tokens.PREFIX_EXTRACTOR:
+        base = _PrefixTokenFeaturizer()
     elif extractor == trace_tokens.EXTRACTOR:
         base = _TokenFeaturizer()
     else:
+        known = ", ".join(":".join(e) for e in (per_store.EXTRACTOR, *trace_tokens.TOKEN_EXTRACTORS))
         raise InputError(
-            f"the model reads features {':'.join(extractor)}, which tuning cannot compute "
-            f"(known: {':'.join(per_store.EXTRACTOR)}, {':'.join(trace_tokens.EXTRACTOR)})"
+            f"the model reads features {':'.join(extractor)}, which tuning cannot compute (known: {known})"
         )
     if not getattr(model, "device", False):
         return (extractor[0], extractor[1]), base
@@ -61,21 +67,154 @@ def featurizer_for(model: Any, target: Any = None, store: Any = None) -> tuple[t
 class _TokenFeaturizer:
     """Trace tokens of MetaSchedule candidates; the workload's IR text is printed once per module."""
 
-    def __init__(self) -> None:
+    def __init__(self, postproc: bool = True) -> None:
         from autosearch.features.trace_tokens import TraceTokenizer
 
-        self.tokenizer = TraceTokenizer()
-        self._ir: dict[int, str] = {}
+        self.tokenizer = TraceTokenizer(postproc=postproc)
+        self._ir: dict[int, str] = {}  # module_key -> IR text
+
+    def ir(self, context: Any, key: int | None = None) -> str:
+        """The workload's IR text, printed once per module (`key`: its structural hash, if known)."""
+        key = module_key(context) if key is None else key
+        if key not in self._ir:
+            self._ir[key] = context.mod.script()
+        return self._ir[key]
 
     def __call__(self, context: Any, candidates: Sequence[Any]) -> list[np.ndarray]:
         from autosearch.backends.tvm.space import trace_json
 
         if not candidates:
             return []
-        key = id(context.mod)
-        if key not in self._ir:
-            self._ir[key] = context.mod.script()
-        return self.tokenizer.many([trace_json(c.sch) for c in candidates], self._ir[key])
+        return self.tokenizer.many([trace_json(c.sch) for c in candidates], self.ir(context))
+
+
+class _PrefixTokenFeaturizer:
+    """Trace-prefix tokens of MetaSchedule candidates from their decisions alone.
+
+    Candidates of one sketch share the instructions before post-processing and differ in their
+    sampling decisions. TVM writes a candidate's trace without post-processing as JSON in C++, and
+    that JSON's instruction half, hashed in C++, names the sketch; only the short decision half is
+    read into Python (~0.1 ms a candidate, where the whole trace as Python JSON takes ~3 ms). The
+    first candidate of a sketch becomes its `DecisionSpace`, checked once against the tokenizer on
+    its full trace text (a sketch where they differ keeps the text path); every later candidate is
+    a vector lookup. A candidate whose decisions the space cannot express takes the text path too:
+    the tokens are the same either way."""
+
+    def __init__(self, max_spaces: int = 512) -> None:
+        self.text = _TokenFeaturizer(postproc=False)
+        self.max_spaces = max_spaces
+        # sketch key -> None (text path) or (indices of its fixed decisions, their values -> space)
+        self._sketches: dict[tuple[int, int], tuple[tuple[int, ...], dict[tuple[Any, ...], Any]] | None] = {}
+        self._n_spaces = 0
+        self.fast = 0  # candidates tokenized from their decisions (the rest: from their trace text)
+
+    def __call__(self, context: Any, candidates: Sequence[Any]) -> list[np.ndarray]:
+        out: list[np.ndarray | None] = [None] * len(candidates)
+        groups: dict[int, tuple[Any, list[tuple[int, np.ndarray]]]] = {}
+        mod = module_key(context) if candidates else 0
+        for pos, cand in enumerate(candidates):
+            try:
+                key, insts, decisions = _sketch_of(mod, cand)
+            except Exception:  # a trace TVM cannot write as JSON: the text path says what is wrong
+                continue
+            by_inst = {int(i): (tuple(v) if isinstance(v, list) else v) for i, v in decisions}
+            entry = self._entry(context, cand, key, insts, decisions, by_inst)
+            vec = _vector(entry, by_inst) if entry is not None else None
+            if vec is not None:
+                groups.setdefault(id(entry), (entry, []))[1].append((pos, vec))
+        for entry, members in groups.values():
+            toks = entry[0].tokens(np.stack([v for _, v in members]))
+            for (pos, _), t in zip(members, toks):
+                out[pos] = t
+            self.fast += len(members)
+        slow = [i for i, t in enumerate(out) if t is None]
+        for i, t in zip(slow, self.text(context, [candidates[i] for i in slow]) if slow else []):
+            out[i] = t
+        return [t for t in out if t is not None]
+
+    def _entry(
+        self,
+        context: Any,
+        cand: Any,
+        key: tuple[int, int],
+        insts: Callable[[], list[Any]],
+        decisions: list[Any],
+        by_inst: dict[int, Any],
+    ) -> tuple[Any, list[dict[Any, int]]] | None:
+        """The space of the candidate's sketch with its fixed decisions (built on first sight)."""
+        if key in self._sketches and self._sketches[key] is None:
+            return None
+        known = self._sketches.get(key)
+        if known is not None:
+            sig = tuple(by_inst.get(i) for i in known[0])
+            if sig in known[1]:
+                return known[1][sig]
+        if self._n_spaces >= self.max_spaces:
+            self._sketches.clear()
+            self._n_spaces = 0
+        entry = self._space(context, cand, insts(), decisions)
+        if entry is None:
+            self._sketches[key] = None
+            return None
+        fixed = tuple(sorted(set(entry[0].representative) - {k.inst for k in entry[0].knobs}))
+        if known is None or known[0] != fixed:
+            known = self._sketches[key] = (fixed, {})
+        known[1][tuple(by_inst.get(i) for i in fixed)] = entry
+        self._n_spaces += 1
+        return entry
+
+    def _space(
+        self, context: Any, cand: Any, insts: list[Any], decisions: list[Any]
+    ) -> tuple[Any, list[dict[Any, int]]] | None:
+        from autosearch.features.decision_space import DecisionSpace
+
+        try:
+            space = DecisionSpace([insts, decisions], self.text.ir(context))
+            same = np.allclose(space.tokens(space.current)[0], self.text(context, [cand])[0], atol=1e-5)
+        except Exception:  # a sketch the decision space cannot read: the text path serves it
+            return None
+        if not same:
+            return None
+        return space, [{o: j for j, o in enumerate(k.options)} for k in space.knobs]
+
+
+def module_key(context: Any) -> int:
+    """The structural hash of a tuning context's module: `context.mod` is a new Python object at
+    every access, so its id() names nothing."""
+    import tvm_ffi
+
+    return int(tvm_ffi.structural_hash(context.mod))
+
+
+def _sketch_of(mod: int, cand: Any) -> tuple[tuple[int, int], Callable[[], list[Any]], list[Any]]:
+    """(sketch key, its instructions as plain JSON on demand, [[index, decision], ...]) of a
+    candidate of the module whose `module_key` is `mod`."""
+    import tvm_ffi
+    from tvm.s_tir.schedule import _ffi_api
+
+    from autosearch.backends.tvm.space import to_plain_json
+
+    j = _ffi_api.TraceAsJSON(cand.sch.trace.simplified(True), False)
+    key = (mod, int(tvm_ffi.structural_hash(j[0])))
+    # the instructions once per sketch, through text: TVM's strings are a str subclass the tokenizer refuses
+    return key, lambda: json.loads(json.dumps(to_plain_json(j[0]))), to_plain_json(j[1])
+
+
+def _vector(entry: tuple[Any, list[dict[Any, int]]], by_inst: dict[int, Any]) -> np.ndarray | None:
+    """The option indices of a candidate's decisions in its sketch's space; None if one is not there
+    (a decision the space keeps fixed, such as a compute location, differs)."""
+    space, index = entry
+    vec = np.empty(space.n_knobs, dtype=np.int64)
+    for j, knob in enumerate(space.knobs):
+        o = index[j].get(by_inst.get(knob.inst))
+        if o is None:
+            return None
+        vec[j] = o
+    knobs = {k.inst for k in space.knobs}
+    for i, d in space.representative.items():
+        if i not in knobs and by_inst.get(i) != (tuple(d) if isinstance(d, list) else d):
+            return None
+    return vec
 
 
 class FeatureCache:

@@ -1,5 +1,6 @@
 """Where a tuning round's candidates come from: MetaSchedule's evolutionary search, gradient search,
-or both side by side (`PortfolioSource`).
+both side by side (`PortfolioSource`), or an evolutionary search over decision vectors
+(`DecisionSource`, for models that read `trace-prefix-tokens`).
 
 All are `CandidateSource`s: `propose(n)` returns up to n new candidates, `draw(k)` up to k
 schedules sampled uniformly from the design space (the random controls of `--explore control`),
@@ -18,6 +19,7 @@ from autosearch.errors import AutosearchError, WorkloadError, one_line
 
 __all__ = [
     "CandidateSource",
+    "DecisionSource",
     "EvolutionarySource",
     "GradientSource",
     "PortfolioSource",
@@ -423,6 +425,37 @@ class GradientSource:
 PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
 
 
+class DecisionSource:
+    """Evolutionary search over decision vectors, scored without building schedules (search/decision_search)."""
+
+    def __init__(self, workload: Any, target: Any, model: Any, settings: Any) -> None:
+        from autosearch.search.decision_search import DecisionSearch
+
+        self.context, self.spaces = _design_space(workload, target, settings, None)
+        self.draws = RandomDraws(self.context, self.spaces, settings.seed)
+        self.search = DecisionSearch(self.context, self.spaces, self.draws, getattr(model, "adapter", None), settings)
+
+    def propose(self, n: int) -> list[Any]:
+        return self.search.propose(n)
+
+    def draw(self, k: int) -> list[Any]:
+        return self.draws.draw(k)
+
+    def runner_results(self, measured: list[Any]) -> list[Any]:
+        return _runner_results(measured)
+
+    def seed(self, rows: list[Any]) -> list[Any]:
+        cands = _replay(self.context, rows)
+        self.draws.mark(cands)
+        return cands
+
+    def notify(self, candidates: list[Any], measured: list[Any]) -> None:
+        self.search.notify(candidates, measured)
+
+    def close(self) -> None:
+        pass
+
+
 def portfolio_share(origins: list[str], latencies: list[float | None], *, floor: float = 0.25) -> float:
     """Share of the next round for the gradient search, from who proposed the run's fastest schedules.
 
@@ -521,4 +554,6 @@ def make_source(workload: Any, target: Any, model: Any, settings: Any, *, consol
             )
         if evo is not None:
             return evo
+    if settings.search == "decision":
+        return DecisionSource(workload, target, model, settings)
     return EvolutionarySource(workload, target, model, settings)

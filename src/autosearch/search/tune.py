@@ -39,7 +39,7 @@ from autosearch.search.results import TuneResult, save_result
 __all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
 
 #: Search strategies `tune` can drive.
-SEARCHES = ("evolutionary", "gradient", "portfolio")
+SEARCHES = ("evolutionary", "gradient", "portfolio", "decision")
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -55,8 +55,9 @@ class TuneSettings:
     init_measured_ratio: float = 0.2
     seed: int = 0
     retrain_fraction: float = 0.2
-    #: "evolutionary" (MetaSchedule's, the default), "gradient" (Felix-style, search/gradient) or
-    #: "portfolio" (both, each round split by which has been finding the fastest schedules).
+    #: "evolutionary" (MetaSchedule's, the default), "gradient" (Felix-style, search/gradient),
+    #: "portfolio" (both, each round split by which has been finding the fastest schedules) or
+    #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model).
     search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.

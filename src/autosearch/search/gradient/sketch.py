@@ -14,12 +14,13 @@ Rounding goes to the nearest valid factorisation in log space (all are enumerate
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from autosearch.features.decision_space import factorizations
 
 __all__ = [
     "CategoricalKnob",
@@ -37,24 +38,6 @@ _TILE = "SamplePerfectTile"
 _CAT = "SampleCategorical"
 _LOC = "SampleComputeLocation"
 _KNOWN = (_TILE, _CAT, _LOC)
-
-
-@functools.lru_cache(maxsize=4096)
-def factorizations(extent: int, n: int, max_innermost: int = -1) -> tuple[tuple[int, ...], ...]:
-    """Every ordered n-tuple of positive ints whose product is `extent` (innermost <= max_innermost)."""
-    if extent < 1 or n < 1:
-        return ()
-    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
-
-    def rec(rest: int, k: int) -> list[tuple[int, ...]]:
-        if k == 1:
-            return [(rest,)]
-        return [(d, *tail) for d in divisors if rest % d == 0 for tail in rec(rest // d, k - 1)]
-
-    out = rec(extent, n)
-    if max_innermost > 0:
-        out = [f for f in out if f[-1] <= max_innermost]
-    return tuple(out)
 
 
 @dataclass(frozen=True)

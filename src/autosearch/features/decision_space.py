@@ -1,0 +1,199 @@
+"""A design space as decision vectors, tokenized without TVM: tens of thousands of candidates a second.
+
+Why: scoring a candidate that search holds as a TVM schedule first needs its trace out of TVM
+(95-3,600 us a candidate, bench/scoring_breakdown.py), and tokenizing the text costs 100-250 us
+more. But every candidate of one design space (one sketch) is the same instruction list with other
+sampling decisions. So the tokens of the instructions before post-processing
+(`trace_tokens.PREFIX_EXTRACTOR`) are a fixed matrix plus, per knob, a contribution that depends
+on that knob's decision alone: a tile factor enters its Split's token, the loops it creates and
+the summary token (sums), a categorical choice its Annotate's token. `DecisionSpace` works these
+contributions out once per option (by the tokenizer itself, so the result is the tokenizer's),
+and then the tokens of N decision vectors are N copies of the fixed matrix plus one table lookup
+per knob: no parsing, no TVM, no Python per candidate.
+
+Knobs: `SamplePerfectTile` (every ordered factorisation of the loop's extent, innermost factor
+within the instruction's limit; the extent is the product of the representative's factors) and
+`SampleCategorical` (its candidates). A `SampleComputeLocation` changes the loop structure and
+stays as the representative has it, as in the gradient search's sketches; so does any sampling
+instruction this module does not know, and a tile with more than `MAX_OPTIONS` factorisations.
+
+A vector is an int array of option indices, one per knob. `trace(x)` writes one back into the
+representative's trace (instructions before post-processing + decisions): what MetaSchedule
+replays, and then post-processes, to build and measure the candidate.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError
+from autosearch.features.trace_tokens import (
+    FEATURE_WIDTH,
+    _compile,
+    _decisions,
+    _parse,
+    _positions,
+    parse_ir_blocks,
+    prefix_instructions,
+    workload_tokens,
+)
+
+__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "factorizations"]
+
+#: A tile knob with more factorisations than this stays fixed (tables are options x cells).
+MAX_OPTIONS = 5000
+
+
+@functools.lru_cache(maxsize=4096)
+def factorizations(extent: int, n: int, max_innermost: int = -1) -> tuple[tuple[int, ...], ...]:
+    """Every ordered n-tuple of positive ints whose product is `extent` (innermost <= max_innermost)."""
+    if extent < 1 or n < 1:
+        return ()
+    small = [d for d in range(1, math.isqrt(extent) + 1) if extent % d == 0]
+    divisors = sorted({*small, *(extent // d for d in small)})
+
+    def rec(rest: int, k: int) -> list[tuple[int, ...]]:
+        if k == 1:
+            return [(rest,)]
+        return [(d, *tail) for d in divisors if rest % d == 0 for tail in rec(rest // d, k - 1)]
+
+    out = rec(extent, n)
+    if max_innermost > 0:
+        out = [f for f in out if f[-1] <= max_innermost]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One free decision: the sampling instruction's index and the decisions it may take."""
+
+    inst: int
+    kind: str  # "tile" or "categorical"
+    options: tuple[Any, ...]  # tile: factor tuples; categorical: candidate indices
+
+
+class DecisionSpace:
+    """The candidates of one sketch (a trace with its decisions) as option-index vectors."""
+
+    def __init__(self, trace: str | list[Any], ir: str, flops: float | None = None) -> None:
+        insts, decisions = _parse(trace)
+        self.instructions = prefix_instructions(insts)
+        rep = _decisions(decisions)
+        self.knobs: list[Knob] = []
+        for i, ins in enumerate(self.instructions):
+            if i not in rep or not (ins.__class__ is list and len(ins) == 4):
+                continue
+            knob = _knob(i, ins, rep[i])
+            if knob is not None:
+                self.knobs.append(knob)
+        # decisions of instructions the prefix has (post-processing decisions are not replayed)
+        self.representative = {i: d for i, d in rep.items() if i < len(self.instructions)}
+        self.current = np.asarray(
+            [k.options.index(_norm(k, self.representative[k.inst])) for k in self.knobs], dtype=np.int64
+        )
+        blocks = {b.name: b for b in parse_ir_blocks(ir)}
+        plan, _ = _compile(self.instructions, blocks)
+        base = _positions(np.array(plan.apply(self.representative)))
+        self.workload = workload_tokens(ir, flops)
+        self.n_tokens = self.workload.shape[0] + base.shape[0]
+        # per knob, each option's change to the cells any knob moves (`_moved`, flat indices into
+        # the whole token matrix): tokens are then dense gathers and adds over those cells only
+        flat = base.reshape(-1)
+        changes: list[tuple[np.ndarray, np.ndarray]] = []
+        for j, knob in enumerate(self.knobs):
+            outs = np.empty((len(knob.options), base.size), dtype=np.float32)
+            dec = dict(self.representative)
+            for o, value in enumerate(knob.options):
+                dec[knob.inst] = list(value) if knob.kind == "tile" else value
+                outs[o] = plan.apply(dec).reshape(-1)  # the positions column is the same for all
+            cells = np.flatnonzero((outs != outs[self.current[j]]).any(axis=0))
+            changes.append((cells, outs[:, cells] - flat[cells]))
+        moved = np.unique(np.concatenate([c for c, _ in changes])) if changes else np.zeros(0, np.int64)
+        self._deltas: list[np.ndarray] = []
+        for cells, delta in changes:
+            wide = np.zeros((delta.shape[0], moved.size), dtype=np.float32)
+            wide[:, np.searchsorted(moved, cells)] = delta
+            self._deltas.append(wide)
+        self._moved = moved + self.workload.size
+        self._base = np.concatenate([self.workload, base], axis=0).reshape(-1)
+
+    @property
+    def n_knobs(self) -> int:
+        return len(self.knobs)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Options per knob."""
+        return np.asarray([len(k.options) for k in self.knobs], dtype=np.int64)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """(n, knobs) vectors, every knob uniform over its options."""
+        return (rng.random((int(n), self.n_knobs)) * self.sizes).astype(np.int64)
+
+    def mutate(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A copy of `x` with one knob of every row resampled (to another option where it has one)."""
+        x = np.array(x, dtype=np.int64, copy=True)
+        if not self.n_knobs or not len(x):
+            return x
+        sizes = self.sizes
+        j = rng.integers(0, self.n_knobs, size=len(x))
+        step = 1 + (rng.random(len(x)) * np.maximum(sizes[j] - 1, 1)).astype(np.int64)
+        x[np.arange(len(x)), j] = np.where(sizes[j] > 1, (x[np.arange(len(x)), j] + step) % sizes[j], 0)
+        return x
+
+    def tokens(self, x: np.ndarray) -> np.ndarray:
+        """(n, n_tokens, FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
+        x = np.asarray(x, dtype=np.int64).reshape(-1, self.n_knobs)
+        if len(x) and self.n_knobs and ((x < 0).any() or (x >= self.sizes).any()):
+            raise InputError("a decision vector has an option index outside its knob's options")
+        out = np.broadcast_to(self._base, (len(x), self._base.size)).copy()
+        if self._moved.size:
+            moved = self._base[self._moved] + self._deltas[0][x[:, 0]]
+            for j in range(1, self.n_knobs):
+                moved += self._deltas[j][x[:, j]]
+            out[:, self._moved] = moved
+        return out.reshape(len(x), self.n_tokens, FEATURE_WIDTH)
+
+    def decisions(self, x: np.ndarray) -> list[list[Any]]:
+        """MetaSchedule's decision list ([instruction index, decision] pairs) of one vector."""
+        dec = dict(self.representative)
+        for knob, o in zip(self.knobs, np.asarray(x, dtype=np.int64).reshape(-1)):
+            v = knob.options[int(o)]
+            dec[knob.inst] = list(v) if knob.kind == "tile" else int(v)
+        return [[i, dec[i]] for i in sorted(dec)]
+
+    def trace(self, x: np.ndarray) -> list[Any]:
+        """The trace JSON of one vector: the instructions before post-processing and its decisions."""
+        return [self.instructions, self.decisions(x)]
+
+
+def _norm(knob: Knob, d: Any) -> Any:
+    return tuple(int(v) for v in d) if knob.kind == "tile" else int(d)
+
+
+def _knob(i: int, ins: list[Any], decision: Any) -> Knob | None:
+    kind, attrs = ins[0], ins[2]
+    try:
+        if kind == "SamplePerfectTile":
+            factors = tuple(int(v) for v in decision)
+            if not factors or min(factors) < 1:
+                return None
+            limit = int(attrs[1]) if len(attrs) > 1 else -1
+            extent = math.prod(factors)
+            opts = factorizations(extent, len(factors), limit)
+            if len(opts) > MAX_OPTIONS or factors not in opts:
+                return None
+            return Knob(i, "tile", opts)
+        if kind == "SampleCategorical":
+            n = len(attrs[0])
+            if not 0 <= int(decision) < n:
+                return None
+            return Knob(i, "categorical", tuple(range(n)))
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None

@@ -1,0 +1,168 @@
+"""`--search decision`: an evolutionary search over decision vectors, scored without building schedules.
+
+Why: MetaSchedule's evolutionary search builds a TVM schedule for every candidate it scores
+(replay, post-processors, then features), a few hundred a second at best. With a model trained on
+`trace-prefix-tokens`, a candidate is fully described by its sketch and its decision vector
+(`features.decision_space`), and the model scores tens of thousands of vectors a second. So the
+population lives as vectors: each round, per sketch, random vectors and mutations of the run's
+best measured ones are scored, the best quarter is kept and mutated for a few generations, and
+only the round's picks are built (replayed and post-processed) and measured; a vector the
+post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors.
+
+Sketches: one `DecisionSpace` per design space and compute location. A compute location is no
+knob (it changes the loop structure), so the spaces come from the design spaces and from a few
+uniform draws (`RandomDraws`), which sample compute locations as MetaSchedule does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError, WorkloadError
+
+__all__ = ["DecisionSearch"]
+
+#: Uniform draws whose sketches (with their compute locations) join the design spaces' own.
+_SKETCH_DRAWS = 32
+
+
+class DecisionSearch:
+    """The search behind `strategy.DecisionSource` (needs a `trace-prefix-tokens` model).
+
+    context, spaces: the TuneContext and its design spaces; draws: the run's `RandomDraws` (its
+    uniform draws, post-processors and record of what was proposed); adapter: the `ModelAdapter`
+    that scores token matrices; settings: `TuneSettings` (population, genetic_num_iters,
+    eps_greedy, seed)."""
+
+    def __init__(self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any) -> None:
+        from autosearch.backends.tvm.space import trace_json
+        from autosearch.features.decision_space import DecisionSpace
+        from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
+
+        if adapter is None or tuple(adapter.extractor) != PREFIX_EXTRACTOR or adapter.model is None:
+            raise InputError(
+                "--search decision scores decision vectors: it needs a trained model that reads "
+                f"{':'.join(PREFIX_EXTRACTOR)} (autosearch train --model tlp --extractor {':'.join(PREFIX_EXTRACTOR)})"
+            )
+        self.context, self.adapter, self.draws, self.settings = context, adapter, draws, settings
+        self.rng = np.random.default_rng([settings.seed, 0xDEC1])
+        ir = context.mod.script()
+        seen: set[str] = set()
+        self.sketches: list[Any] = []
+        traces = [trace_json(s) for s in spaces]
+        traces += [trace_json(c.sch) for c in draws.draw(_SKETCH_DRAWS, mark=False)]
+        for text in traces:
+            try:
+                space = DecisionSpace(text, ir)
+            except Exception:  # a sketch the decision space cannot read: MetaSchedule's search can
+                continue
+            knobs = {k.inst for k in space.knobs}
+            fixed = sorted((i, repr(d)) for i, d in space.representative.items() if i not in knobs)
+            sig = repr((space.instructions, fixed))
+            if sig not in seen and space.n_knobs:
+                seen.add(sig)
+                self.sketches.append(space)
+        if not self.sketches:
+            raise WorkloadError("no design space of this workload can be searched as decision vectors")
+        self.population = max(int(settings.population), 1024)
+        self.iters = max(1, int(settings.genetic_num_iters))
+        self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
+        self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
+        self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
+
+    def propose(self, n: int) -> list[Any]:
+        """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
+        and an `eps_greedy` share of random ones."""
+        if n <= 0:
+            return []
+        pool: list[tuple[float, int, np.ndarray]] = []
+        for s, space in enumerate(self.sketches):
+            pop = self._evolve(s, space)
+            scores = self._score(space, pop)
+            pool += [(float(sc), s, v) for sc, v in zip(scores, pop)]
+        pool.sort(key=lambda t: -t[0])
+        n_random = round(self.settings.eps_greedy * n)
+        out = self._build(((s, v) for _, s, v in pool), n - n_random)
+        if len(out) < n:
+            out += self._build(self._random_vectors(), n - len(out))
+        return out
+
+    def notify(self, candidates: list[Any], measured: list[Any]) -> None:
+        """Measured results of proposed candidates: the fastest become the next rounds' parents."""
+        for c, r in zip(candidates, measured):
+            origin = self._origin.pop(id(c), None)
+            if origin is not None and r.status == "ok" and r.latencies:
+                self.best.append((float(np.median(r.latencies)), origin[0], origin[1]))
+        self.best.sort(key=lambda t: t[0])
+        del self.best[64:]
+
+    # -- the search ------------------------------------------------------------------------------
+    def _score(self, space: Any, x: np.ndarray) -> np.ndarray:
+        scores = np.empty(len(x), dtype=np.float64)
+        for c in range(0, len(x), 1024):
+            scores[c : c + 1024] = self.adapter.score(list(space.tokens(x[c : c + 1024])))
+        return scores
+
+    def _evolve(self, s: int, space: Any) -> np.ndarray:
+        """This round's population of one sketch: random vectors and the measured best's mutants,
+        kept to the best-scored quarter and mutated, `iters` times."""
+        pop = self._initial(s, space)
+        for _ in range(self.iters):
+            scores = self._score(space, pop)
+            keep = pop[np.argsort(-scores, kind="stable")[: max(1, self.population // 4)]]
+            fresh = space.sample(self.population // 4, self.rng)
+            pop = np.concatenate([keep, space.mutate(keep, self.rng), space.mutate(keep, self.rng), fresh])
+        return np.unique(pop, axis=0)
+
+    def _initial(self, s: int, space: Any) -> np.ndarray:
+        """Random vectors, and one- and two-knob mutants of the sketch's fastest measured ones."""
+        elites = [v for _, si, v in self.best if si == s][:16]
+        pop = space.sample(self.population, self.rng)
+        if elites:
+            e = np.repeat(np.stack(elites), max(1, self.population // (4 * len(elites))), axis=0)
+            pop = np.concatenate([pop, space.mutate(e, self.rng), space.mutate(space.mutate(e, self.rng), self.rng)])
+        return pop
+
+    def _random_vectors(self) -> Any:
+        for _ in range(64 * len(self.sketches)):
+            s = int(self.rng.integers(len(self.sketches)))
+            yield s, self.sketches[s].sample(1, self.rng)[0]
+
+    def _build(self, vectors: Any, n: int) -> list[Any]:
+        """Up to n new candidates from (sketch, vector) pairs in order: replayed, post-processed,
+        never one proposed or measured before in this run."""
+        out: list[Any] = []
+        if n <= 0:
+            return out
+        for s, v in vectors:
+            key = (s, v.tobytes())
+            if key in self.tried:
+                continue
+            self.tried.add(key)
+            cand = self._replay(self.sketches[s].trace(v))
+            if cand is None or not self.draws.claim([cand], 1):
+                continue
+            self._origin[id(cand)] = (s, v)
+            out.append(cand)
+            if len(out) >= n:
+                break
+        return out
+
+    def _replay(self, trace: list[Any]) -> Any:
+        """The candidate of a prefix trace: replayed, then post-processed; None if they refuse it."""
+        from tvm.s_tir import Schedule
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.schedule import Trace
+
+        sch = Schedule(self.context.mod)
+        try:
+            Trace.apply_json_to_schedule(trace, sch)
+            sch.enter_postproc()
+            if not all(p.apply(sch) for p in self.draws.postprocs):
+                return None
+        except Exception:  # a decision the post-processors or the replay reject: not a candidate
+            return None
+        return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))

@@ -1,0 +1,70 @@
+"""`--search decision`: proposals are real, post-processed, new schedules of the workload's sketches,
+and measured results steer the next rounds (no kernel is built or run here)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from autosearch.backends.tvm.measure import MeasureResult
+from autosearch.backends.tvm.space import trace_json
+from autosearch.backends.tvm.target import host_target
+from autosearch.errors import InputError
+from autosearch.features import trace_tokens as tt
+from autosearch.models.tlp import TLPModel, TLPNet
+from autosearch.search.adapter import ModelAdapter
+from autosearch.search.featurize import featurizer_for
+from autosearch.search.strategy import DecisionSource
+from autosearch.search.tune import TuneSettings
+from autosearch.workloads.registry import get_workload
+
+
+def _prefix_model() -> SimpleNamespace:
+    """An untrained-but-valid tlp on prefix tokens (its scores are arbitrary and deterministic)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = TLPModel(members=1, hidden=16, heads=2)
+    model.nets = [TLPNet(tt.FEATURE_WIDTH, 16, 2)]
+    model.net, model.n_features, model.extractor = model.nets[0], tt.FEATURE_WIDTH, tt.PREFIX_EXTRACTOR
+    adapter = ModelAdapter(model)
+    adapter.extractor, adapter.featurize = featurizer_for(model)
+    return SimpleNamespace(adapter=adapter)
+
+
+def test_decision_search_proposes_new_schedules_and_learns_from_results() -> None:
+    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
+    source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    first = source.propose(8)
+    assert len(first) == 8
+    hashes = {c.sch.mod.script() for c in first}
+    assert len(hashes) == 8  # distinct schedules
+    texts = [trace_json(c.sch) for c in first]
+    assert all('["EnterPostproc"' in t and '["Parallel"' in t for t in texts)  # post-processed, ready to build
+    # the fastest result's vector becomes a parent of the next round
+    fake = [MeasureResult("ok", [1e-3 * (i + 1)] * 3) for i in range(len(first))]
+    fake[3] = MeasureResult("build_error", [], "refused")
+    source.notify(first, fake)
+    assert source.search.best and source.search.best[0][0] == pytest.approx(1e-3)
+    second = source.propose(8)
+    assert len(second) == 8 and not hashes & {c.sch.mod.script() for c in second}
+    _lat, s, best_vec = source.search.best[0]
+    seeds = source.search._initial(s, source.search.sketches[s])
+    one_off = ((seeds != best_vec).sum(axis=1) == 1).sum()
+    assert one_off >= source.search.population // 8  # the next generation starts from the best's mutants
+    measured = {si for _, si, _ in source.search.best}
+    other = next((i for i in range(len(source.search.sketches)) if i not in measured), None)
+    if other is not None:  # a sketch with no measured result starts from random vectors alone
+        assert len(source.search._initial(other, source.search.sketches[other])) == source.search.population
+    assert source.draw(2) and source.runner_results(fake)[3].error_msg == "refused"
+
+
+def test_decision_search_needs_a_prefix_token_model() -> None:
+    settings = TuneSettings(trials=32, search="decision", population=64, seed=0)
+    with pytest.raises(InputError, match="trace-prefix-tokens"):
+        DecisionSource(
+            get_workload("batch_matmul/1x128x128x128"), host_target(), SimpleNamespace(adapter=None), settings
+        )
+    with pytest.raises(InputError, match="--search must be one of"):
+        TuneSettings(search="decisions").validate()

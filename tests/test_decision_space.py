@@ -1,0 +1,145 @@
+"""Decision-space tokens are the tokenizer's tokens of the same decisions, without TVM or text."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosearch.errors import InputError
+from autosearch.features import trace_tokens as tt
+from autosearch.features.decision_space import DecisionSpace, factorizations
+from autosearch.store.db import Store
+
+TINY = Path(__file__).parent / "data" / "tiny_tvm.db"
+
+
+def _records() -> list[tuple[str, str, float | None]]:
+    with Store(TINY, readonly=True) as st:
+        wls = {w.id: w for w in st.workloads()}
+        return [(m.schedule, wls[m.workload_id].ir, wls[m.workload_id].flops) for m in st.measurements()]
+
+
+def _one_per_workload() -> list[tuple[str, str, float | None]]:
+    seen: dict[str, tuple[str, str, float | None]] = {}
+    for rec in _records():
+        seen.setdefault(rec[1], rec)
+    return list(seen.values())
+
+
+def test_prefix_tokens_are_the_full_tokens_before_post_processing() -> None:
+    """Fast and reference paths agree, and the prefix is the first rows of the full token matrix."""
+    pre, full = tt.TraceTokenizer(postproc=False), tt.TraceTokenizer()
+    for trace, ir, flops in _records():
+        got = pre(trace, ir, flops)
+        wl = tt.workload_tokens(ir, flops)
+        np.testing.assert_array_equal(got, np.concatenate([wl, tt.trace_tokens(trace, ir, postproc=False)]))
+        whole = full(trace, ir, flops)
+        assert got.shape[0] < whole.shape[0]  # these traces all have post-processing instructions
+        np.testing.assert_array_equal(got, whole[: got.shape[0]])
+
+
+def test_decision_vectors_tokenize_like_their_traces() -> None:
+    """Random vectors of each workload's space: tokens equal the tokenizer's on the written-back trace."""
+    tok = tt.TraceTokenizer(postproc=False)
+    rng = np.random.default_rng(0)
+    for trace, ir, flops in _one_per_workload():
+        space = DecisionSpace(trace, ir, flops)
+        assert space.n_knobs >= 2 and any(k.kind == "tile" for k in space.knobs)
+        np.testing.assert_allclose(space.tokens(space.current)[0], tok(trace, ir, flops), atol=1e-5)
+        x = space.sample(40, rng)
+        assert ((x >= 0) & (x < space.sizes)).all()
+        got = space.tokens(x)
+        assert got.shape == (40, space.n_tokens, tt.FEATURE_WIDTH) and got.dtype == np.float32
+        for i in range(len(x)):
+            text = json.dumps(space.trace(x[i]), separators=(",", ":"))
+            np.testing.assert_allclose(got[i], tok(text, ir, flops), atol=1e-5)
+        assert len({g.tobytes() for g in got}) > 1  # the decisions reach the tokens
+
+
+def test_written_back_decisions_are_valid_tilings() -> None:
+    trace, ir, flops = _one_per_workload()[0]
+    space = DecisionSpace(trace, ir, flops)
+    insts = space.instructions
+    x = space.sample(20, np.random.default_rng(1))
+    for row in x:
+        for idx, d in space.decisions(row):
+            ins = insts[idx]
+            if ins[0] == "SamplePerfectTile" and any(k.inst == idx for k in space.knobs):
+                knob = next(k for k in space.knobs if k.inst == idx)
+                assert math.prod(d) == math.prod(knob.options[0]) and len(d) == ins[2][0]
+                assert ins[2][1] <= 0 or d[-1] <= ins[2][1]
+            elif ins[0] == "SampleCategorical":
+                assert 0 <= d < len(ins[2][0])
+
+
+def test_mutate_moves_exactly_one_knob() -> None:
+    trace, ir, flops = _one_per_workload()[0]
+    space = DecisionSpace(trace, ir, flops)
+    rng = np.random.default_rng(2)
+    x = space.sample(200, rng)
+    y = space.mutate(x, rng)
+    changed = (x != y).sum(axis=1)
+    movable = (space.sizes > 1).sum()
+    assert movable >= 2 and changed.max() == 1 and changed.mean() > 0.5
+    assert ((y >= 0) & (y < space.sizes)).all()
+
+
+def test_bad_vectors_and_traces_are_one_line_errors() -> None:
+    trace, ir, flops = _one_per_workload()[0]
+    space = DecisionSpace(trace, ir, flops)
+    bad = space.current.copy()[None, :]
+    bad[0, int(np.argmax(space.sizes))] = int(space.sizes.max())
+    with pytest.raises(InputError, match="outside"):
+        space.tokens(bad)
+    with pytest.raises(InputError, match="not valid JSON"):
+        DecisionSpace("[[", ir, flops)
+
+
+def test_factorizations_of_large_extents_are_quick_and_exact() -> None:
+    got = factorizations(2**22, 2, 64)
+    assert len(got) == 7 and all(a * b == 2**22 and b <= 64 for a, b in got)
+    assert factorizations(12, 2) == ((1, 12), (2, 6), (3, 4), (4, 3), (6, 2), (12, 1))
+
+
+def test_live_candidates_tokenize_from_their_decisions_like_their_traces() -> None:
+    """Tuning's featurizer for prefix-token models: decisions read out of TVM give the text path's tokens."""
+    from types import SimpleNamespace
+
+    import tvm
+
+    from autosearch.features.per_store import candidate_from_trace
+    from autosearch.search.featurize import _PrefixTokenFeaturizer, _TokenFeaturizer
+
+    by_ir: dict[str, list[str]] = {}
+    for trace, ir, _flops in _records():
+        by_ir.setdefault(ir, []).append(trace)
+    fast_total = 0
+    for ir, traces in list(by_ir.items())[:3]:
+        mod = tvm.script.from_source(ir)  # type: ignore[attr-defined]
+        ctx = SimpleNamespace(mod=mod)
+        cands = [candidate_from_trace(mod, t) for t in traces[:12]]
+        live = _PrefixTokenFeaturizer()
+        got = live(ctx, cands)
+        want = _TokenFeaturizer(postproc=False)(ctx, cands)
+        assert len(got) == len(want) == len(cands)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, atol=1e-5)
+        fast_total += live.fast
+    assert fast_total == 36  # every one from its decisions (each new sketch checked against its text once)
+
+
+def test_tuning_picks_the_featurizer_of_the_model_extractor() -> None:
+    from types import SimpleNamespace
+
+    from autosearch.search.featurize import _PrefixTokenFeaturizer, _TokenFeaturizer, featurizer_for
+
+    ex, f = featurizer_for(SimpleNamespace(extractor=tt.PREFIX_EXTRACTOR))
+    assert ex == tt.PREFIX_EXTRACTOR and isinstance(f, _PrefixTokenFeaturizer)
+    ex, f = featurizer_for(SimpleNamespace(extractor=tt.EXTRACTOR))
+    assert ex == tt.EXTRACTOR and isinstance(f, _TokenFeaturizer) and f.tokenizer.postproc
+    with pytest.raises(InputError, match="trace-prefix-tokens:v1"):
+        featurizer_for(SimpleNamespace(extractor=("made-up", "v9")))
