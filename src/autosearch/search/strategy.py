@@ -381,7 +381,29 @@ class EvolutionarySource:
                     ctx.post_tuning()
 
 
-class GradientSource:
+class _OwnSearchSource:
+    """What a source with a search of its own shares: uniform draws for the controls, TVM's runner
+    results, stored schedules replayed as seeds and marked as seen."""
+
+    context: Any
+    draws: RandomDraws
+
+    def draw(self, k: int) -> list[Any]:
+        return self.draws.draw(k)
+
+    def runner_results(self, measured: list[Any]) -> list[Any]:
+        return _runner_results(measured)
+
+    def seed(self, rows: list[Any]) -> list[Any]:
+        cands = _replay(self.context, rows)
+        self.draws.mark(cands)
+        return cands
+
+    def close(self) -> None:
+        pass
+
+
+class GradientSource(_OwnSearchSource):
     """Gradient-descent search over the relaxed knobs of the design space (search/gradient)."""
 
     def __init__(self, context: Any, spaces: list[Any], model: Any, settings: Any) -> None:
@@ -400,15 +422,8 @@ class GradientSource:
     def propose(self, n: int) -> list[Any]:
         return self.draws.claim(list(self.search.propose(n)), n) if n > 0 else []
 
-    def draw(self, k: int) -> list[Any]:
-        return self.draws.draw(k)
-
-    def runner_results(self, measured: list[Any]) -> list[Any]:
-        return _runner_results(measured)
-
     def seed(self, rows: list[Any]) -> list[Any]:
-        cands = _replay(self.context, rows)
-        self.draws.mark(cands)
+        cands = super().seed(rows)
         self.search.observe(cands, [r.median for r in rows[: len(cands)]])
         return cands
 
@@ -417,15 +432,12 @@ class GradientSource:
 
         self.search.observe(candidates, [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured])
 
-    def close(self) -> None:
-        pass
-
 
 #: The searches a portfolio runs side by side (`PortfolioSource.origin` values).
 PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
 
 
-class DecisionSource:
+class DecisionSource(_OwnSearchSource):
     """Evolutionary search over decision vectors, scored without building schedules (search/decision_search)."""
 
     def __init__(self, workload: Any, target: Any, model: Any, settings: Any) -> None:
@@ -438,22 +450,8 @@ class DecisionSource:
     def propose(self, n: int) -> list[Any]:
         return self.search.propose(n)
 
-    def draw(self, k: int) -> list[Any]:
-        return self.draws.draw(k)
-
-    def runner_results(self, measured: list[Any]) -> list[Any]:
-        return _runner_results(measured)
-
-    def seed(self, rows: list[Any]) -> list[Any]:
-        cands = _replay(self.context, rows)
-        self.draws.mark(cands)
-        return cands
-
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         self.search.notify(candidates, measured)
-
-    def close(self) -> None:
-        pass
 
 
 def portfolio_share(origins: list[str], latencies: list[float | None], *, floor: float = 0.25) -> float:
