@@ -93,6 +93,11 @@ class DecisionSpace:
                 self.knobs.append(knob)
         # decisions of instructions the prefix has (post-processing decisions are not replayed)
         self.representative = {i: d for i, d in rep.items() if i < len(self.instructions)}
+        knob_insts = {k.inst for k in self.knobs}
+        #: The representative's decisions no knob moves (compute locations, ...), tile factors as tuples.
+        self.fixed = {
+            i: (tuple(d) if isinstance(d, list) else d) for i, d in self.representative.items() if i not in knob_insts
+        }
         self.current = np.asarray(
             [k.options.index(_norm(k, self.representative[k.inst])) for k in self.knobs], dtype=np.int64
         )

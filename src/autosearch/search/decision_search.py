@@ -58,9 +58,7 @@ class DecisionSearch:
                 space = DecisionSpace(text, ir)
             except Exception:  # a sketch the decision space cannot read: MetaSchedule's search can
                 continue
-            knobs = {k.inst for k in space.knobs}
-            fixed = sorted((i, repr(d)) for i, d in space.representative.items() if i not in knobs)
-            sig = repr((space.instructions, fixed))
+            sig = repr((space.instructions, sorted(space.fixed.items())))
             if sig not in seen and space.n_knobs:
                 seen.add(sig)
                 self.sketches.append(space)
@@ -152,17 +150,13 @@ class DecisionSearch:
 
     def _replay(self, trace: list[Any]) -> Any:
         """The candidate of a prefix trace: replayed, then post-processed; None if they refuse it."""
-        from tvm.s_tir import Schedule
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.schedule import Trace
 
-        sch = Schedule(self.context.mod)
-        try:
-            Trace.apply_json_to_schedule(trace, sch)
-            sch.enter_postproc()
-            if not all(p.apply(sch) for p in self.draws.postprocs):
-                return None
-        except Exception:  # a decision the post-processors or the replay reject: not a candidate
-            return None
-        return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        from autosearch.backends.tvm.space import replay_postprocessed
+
+        sch = replay_postprocessed(
+            self.context.mod, self.draws.postprocs, lambda s: Trace.apply_json_to_schedule(trace, s)
+        )
+        return None if sch is None else MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))

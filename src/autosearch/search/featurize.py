@@ -73,9 +73,9 @@ class _TokenFeaturizer:
         self.tokenizer = TraceTokenizer(postproc=postproc)
         self._ir: dict[int, str] = {}  # module_key -> IR text
 
-    def ir(self, context: Any, key: int | None = None) -> str:
-        """The workload's IR text, printed once per module (`key`: its structural hash, if known)."""
-        key = module_key(context) if key is None else key
+    def ir(self, context: Any) -> str:
+        """The workload's IR text, printed once per module."""
+        key = module_key(context)
         if key not in self._ir:
             self._ir[key] = context.mod.script()
         return self._ir[key]
@@ -156,7 +156,7 @@ class _PrefixTokenFeaturizer:
         if entry is None:
             self._sketches[key] = None
             return None
-        fixed = tuple(sorted(set(entry[0].representative) - {k.inst for k in entry[0].knobs}))
+        fixed = tuple(sorted(entry[0].fixed))
         if known is None or known[0] != fixed:
             known = self._sketches[key] = (fixed, {})
         known[1][tuple(by_inst.get(i) for i in fixed)] = entry
@@ -210,10 +210,8 @@ def _vector(entry: tuple[Any, list[dict[Any, int]]], by_inst: dict[int, Any]) ->
         if o is None:
             return None
         vec[j] = o
-    knobs = {k.inst for k in space.knobs}
-    for i, d in space.representative.items():
-        if i not in knobs and by_inst.get(i) != (tuple(d) if isinstance(d, list) else d):
-            return None
+    if any(by_inst.get(i) != d for i, d in space.fixed.items()):
+        return None
     return vec
 
 

@@ -108,10 +108,11 @@ class RandomDraws:
 
     def draw_keyed(self, k: int, tries: int = 8, mark: bool = True) -> dict[int, Any]:
         """`draw`, keyed by each schedule's structural hash (in the order drawn)."""
-        from tvm.s_tir import Schedule
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.schedule import Trace
+
+        from autosearch.backends.tvm.space import replay_postprocessed
 
         out: dict[int, Any] = {}
         misses = 0  # draws in a row that gave nothing new: a small space is spent, stop asking
@@ -120,13 +121,13 @@ class RandomDraws:
                 break
             misses += 1
             trace = self.traces[int(self.rng.integers(len(self.traces)))]
-            sch = Schedule(self.context.mod, seed=int(self.rng.integers(1, 2**31 - 1)))
-            try:
-                Trace(trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-                sch.enter_postproc()  # as MetaSchedule marks it: a replay of the trace drops what follows
-                if not all(p.apply(sch) for p in self.postprocs):
-                    continue
-            except Exception:  # a sampled decision the sketch cannot take: draw again
+            sch = replay_postprocessed(
+                self.context.mod,
+                self.postprocs,
+                lambda s, t=trace: Trace(t.insts, {}).apply_to_schedule(s, remove_postproc=True),
+                seed=int(self.rng.integers(1, 2**31 - 1)),
+            )
+            if sch is None:  # a sampled decision the sketch cannot take: draw again
                 continue
             h = _mod_hash(sch.mod)
             if h in self.seen or h in out:

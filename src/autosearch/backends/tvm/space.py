@@ -13,12 +13,29 @@ from typing import Any
 from autosearch.errors import WorkloadError, one_line
 from autosearch.hashing import schedule_hash
 
-__all__ = ["TaskSpace", "to_plain_json", "trace_json"]
+__all__ = ["TaskSpace", "replay_postprocessed", "to_plain_json", "trace_json"]
 
 
 def trace_json(sch: Any) -> str:
     """The stored form of a schedule: its full trace (decisions and post-processing) as JSON."""
     return json.dumps(to_plain_json(sch.trace.as_json()), separators=(",", ":"))
+
+
+def replay_postprocessed(mod: Any, postprocs: Any, replay: Any, seed: int | None = None) -> Any:
+    """A schedule of `mod`: `replay(sch)` applies a trace's instructions, then MetaSchedule's
+    post-processors run, marked as MetaSchedule marks them; None if the replay or a
+    post-processor refuses it (a decision the sketch cannot take)."""
+    from tvm.s_tir import Schedule
+
+    sch = Schedule(mod) if seed is None else Schedule(mod, seed=seed)
+    try:
+        replay(sch)
+        sch.enter_postproc()  # a replay of the trace drops what follows: the post-processors rewrite it
+        if not all(p.apply(sch) for p in postprocs):
+            return None
+    except Exception:  # a decision the replay or the post-processors reject: not a schedule
+        return None
+    return sch
 
 
 def to_plain_json(obj: Any) -> Any:
