@@ -16,8 +16,10 @@ threads, and the default number of networks (three) at 2 threads.
 Last, scoring without TVM or text (`features.decision_space`): per workload, the design space of
 one stored trace as decision vectors; `--decisions N` random vectors of it are tokenized
 (`trace-prefix-tokens`, the instructions before post-processing) and scored by the network, 1,024
-at a time (as a search scores a population): each step alone and both end to end. Building each workload's DecisionSpace (once per sketch
-in a tuning run) is timed apart.
+at a time (as a search scores a population): each step alone and both end to end; and the same
+vectors scored from the model's tables (`TLPModel.predict_space`: each token row's first layers
+tabulated per knob option, no tokens; the same scores, checked here). Building each workload's
+DecisionSpace, and its tables for a model (each once per sketch in a tuning run), is timed apart.
 
     python bench/scoring_breakdown.py --db data/reference.db.xz --n 300
 """
@@ -133,12 +135,21 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("network") and k == 1:
                 print(f"{'tokens':40s} {dec['tokens']:10,.0f} {1e6 / dec['tokens']:10.1f}")
             print(f"{name:40s} {dec[name]:10,.0f} {1e6 / dec[name]:10.1f}")
+    for k in sorted({1, default_members}):
+        name = f"tables, {k} net(s)"
+        print(f"{name:40s} {dec[name]:10,.0f} {1e6 / dec[name]:10.1f}")
     print(f"{'mean tokens per candidate':40s} {dec['mean_tokens']:10.1f}")
     print(f"{'build a DecisionSpace (ms per sketch)':40s} {'':10s} {dec['build_ms'] * 1e3:10.1f}")
+    for k in sorted({1, default_members}):
+        label = f"build its tables, {k} net(s) (ms)"
+        print(f"{label:40s} {'':10s} {dec[f'tables_ms, {k}'] * 1e3:10.1f}")
+    print(f"tables vs tokens + network: largest relative score difference {dec['tables_rel_diff']:.1e}")
     d_one, d_all = dec["end to end, 1 net(s)"], dec[f"end to end, {default_members} net(s)"]
+    t_one, t_all = dec["tables, 1 net(s)"], dec[f"tables, {default_members} net(s)"]
     print(
-        f"SUMMARY tlp on trace-prefix tokens from decision vectors, features + model: {d_all:,.0f}/s with "
-        f"{default_members} networks, {d_one:,.0f}/s with one; goal 20,000/s"
+        f"SUMMARY tlp on trace-prefix tokens from decision vectors, features + model: {t_all:,.0f}/s with "
+        f"{default_members} networks from tables ({d_all:,.0f}/s through tokens, ratio {t_all / d_all:.2f}), "
+        f"{t_one:,.0f}/s with one ({d_one:,.0f}/s through tokens); goal 20,000/s"
     )
     print(
         f"SUMMARY tlp scoring ({default_members} networks, the default), features + model: {text_path:,.0f}/s from "
@@ -198,6 +209,19 @@ def decision_space_rates(db: str, n: int, n_workloads: int, members: int, chunk:
             for sp, x in chunks:
                 model._predict(batch(sp.tokens(x)))
             out[f"end to end, {k} net(s)"] = total / (time.perf_counter() - t)
+            model._tables.clear()
+            t = time.perf_counter()
+            for sp in spaces:  # the tables of every sketch, once per model (as in a tuning run)
+                model.predict_space(sp, sp.current)
+            out[f"tables_ms, {k}"] = (time.perf_counter() - t) / len(spaces)
+            t = time.perf_counter()
+            for sp, x in chunks:
+                model.predict_space(sp, x)
+            out[f"tables, {k} net(s)"] = total / (time.perf_counter() - t)
+            sp, x = chunks[0]
+            ref = model._predict(batch(sp.tokens(x)))
+            diff = float(np.abs(model.predict_space(sp, x) - ref).max() / max(np.abs(ref).max(), 1e-12))
+            out["tables_rel_diff"] = max(out.get("tables_rel_diff", 0.0), diff)
     return out
 
 

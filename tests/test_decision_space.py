@@ -143,3 +143,25 @@ def test_tuning_picks_the_featurizer_of_the_model_extractor() -> None:
     assert ex == tt.EXTRACTOR and isinstance(f, _TokenFeaturizer) and f.tokenizer.postproc
     with pytest.raises(InputError, match="trace-prefix-tokens:v1"):
         featurizer_for(SimpleNamespace(extractor=("made-up", "v9")))
+
+
+def test_row_plan_says_which_knobs_move_each_row() -> None:
+    """Rows no knob moves are equal for every vector, a row one knob moves follows that knob alone,
+    and `row_tokens` / `option_tokens` are slices of `tokens`."""
+    rng = np.random.default_rng(3)
+    for trace, ir, flops in _one_per_workload():
+        space = DecisionSpace(trace, ir, flops)
+        plan = space.row_plan
+        rows = np.sort(np.concatenate([plan.const, [r for r, _ in plan.single], plan.mixed]).astype(np.int64))
+        np.testing.assert_array_equal(rows, np.arange(space.n_tokens))  # a partition of the rows
+        assert plan.single and 0 in plan.const  # workload tokens move with no knob
+        x = space.sample(30, rng)
+        full = space.tokens(x)
+        assert (full[:, plan.const] == full[:1, plan.const]).all()
+        some = np.array([space.n_tokens - 1, 0, *plan.mixed])
+        np.testing.assert_array_equal(space.row_tokens(x, some), full[:, some])
+        for r, j in plan.single:
+            opts = space.option_tokens(j, np.array([r]))[:, 0]
+            np.testing.assert_array_equal(opts[x[:, j]], full[:, r])
+        if plan.mixed.size:  # several knobs: no one of them fixes the row
+            assert len({full[i, plan.mixed[0]].tobytes() for i in range(len(x))}) > 1

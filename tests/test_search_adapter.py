@@ -209,3 +209,29 @@ def test_model_directory_with_a_plus_in_its_name_is_a_directory(tmp_path) -> Non
     tm = make_cost_model(str(d))
     ad, label = tm.adapter, tm.label
     assert label == "mine+xgb" and ad.online_kind is None
+
+
+def test_decision_vectors_score_through_the_model_tables() -> None:
+    """`score_space` gives `score`'s numbers on the space's tokens, by the tlp tables or, for a
+    model without them, by the tokens."""
+    from pathlib import Path
+
+    from autosearch.features.decision_space import DecisionSpace
+    from autosearch.models import make_model
+    from autosearch.store.db import Store
+    from autosearch.training.dataset import Dataset
+
+    with Store(Path(__file__).parent / "data" / "tiny_tvm.db", readonly=True) as st:
+        wls = {w.id: w for w in st.workloads()}
+        m = next(iter(st.measurements()))
+        trace, w = m.schedule, wls[m.workload_id]
+    space = DecisionSpace(trace, w.ir, w.flops)
+    toks = list(space.tokens(space.sample(64, np.random.default_rng(0))))
+    ds = Dataset.from_groups([("w", "t", toks, list(np.linspace(1e-3, 2e-3, 64)))])
+    x = space.sample(40, np.random.default_rng(1))
+    for kind in ("tlp", "xgb"):
+        model = make_model(kind, epochs=1, hidden=16, heads=2) if kind == "tlp" else make_model(kind)
+        model.fit(ds)
+        adapter = ModelAdapter(model)
+        got, ref = adapter.score_space(space, x), adapter.score(list(space.tokens(x)))
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())

@@ -183,3 +183,44 @@ def test_cli_trains_and_evaluates_on_trace_tokens(
     res = json.loads(capsys.readouterr().out)
     assert res["kind"] == "tlp" and len(res["per_group"]) == 1
     assert ":".join(json.loads((out / "config.json").read_text())["extractor"]) == extractor
+
+
+@pytest.mark.parametrize("n_attention,positions", [(1, False), (2, True), (0, True)])
+def test_decision_vectors_score_from_tables_as_from_tokens(n_attention: int, positions: bool) -> None:
+    """`predict_space` (tabulated rows) equals `predict` on the space's tokens, also after an
+    update changes the weights, and a device model is refused in one line."""
+    from autosearch.features.decision_space import DecisionSpace
+    from autosearch.features.trace_tokens import FEATURE_WIDTH, TraceTokenizer
+    from autosearch.models.base import FeatureBatch
+    from autosearch.store.db import Store
+
+    with Store(TINY, readonly=True) as st:
+        wls = {w.id: w for w in st.workloads()}
+        recs = {wls[m.workload_id].key: (m.schedule, wls[m.workload_id]) for m in st.measurements()}
+    spaces = [DecisionSpace(t, w.ir, w.flops) for t, w in recs.values()]
+    tok = TraceTokenizer(postproc=False)
+    ds = Dataset.from_groups([(k, "t", [tok(t, w.ir, w.flops)] * 2, [1e-3, 2e-3]) for k, (t, w) in recs.items()])
+    model = make_model("tlp", epochs=1, hidden=16, heads=2, members=2, n_attention=n_attention, positions=positions)
+    model.fit(ds)
+    for net in model.nets:  # weights far from their initial values: every path matters
+        for p in net.parameters():
+            p.data.normal_(0, 0.5)
+    rng = np.random.default_rng(0)
+
+    def check() -> None:
+        for space in spaces:
+            x = space.sample(50, rng)
+            toks = space.tokens(x)
+            ref = model.predict(FeatureBatch(toks.reshape(-1, FEATURE_WIDTH), np.arange(51) * space.n_tokens))
+            np.testing.assert_allclose(model.predict_space(space, x), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+            assert model.predict_space_members(space, x).shape == (2, 50)
+
+    check()
+    before = model.predict_space(spaces[0], spaces[0].current)
+    model.update(ds)  # new weights: the tables are rebuilt
+    assert not np.allclose(model.predict_space(spaces[0], spaces[0].current), before)
+    check()
+    wide = make_model("tlp", epochs=1, hidden=16, heads=2, members=1, device="true")
+    wide.nets = [type(model.nets[0])(FEATURE_WIDTH + 14, 16, 2, 1, 14)]
+    with pytest.raises(InputError, match="device=true"):
+        wide.predict_space(spaces[0], spaces[0].current)

@@ -43,7 +43,7 @@ from autosearch.features.trace_tokens import (
     workload_tokens,
 )
 
-__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "factorizations"]
+__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "RowPlan", "factorizations"]
 
 #: A tile knob with more factorisations than this stays fixed (tables are options x cells).
 MAX_OPTIONS = 5000
@@ -66,6 +66,20 @@ def factorizations(extent: int, n: int, max_innermost: int = -1) -> tuple[tuple[
     if max_innermost > 0:
         out = [f for f in out if f[-1] <= max_innermost]
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Which knobs move each token row of a space.
+
+    Why: a network that reads each token row on its own first (tlp's per-token MLP, and its first
+    attention layer's projections) computes, for a row no knob moves, one value for every
+    candidate, and for a row one knob moves, one value per option of that knob; only rows two or
+    more knobs move (the summary token) need computing per candidate."""
+
+    const: np.ndarray  #: rows no knob moves
+    single: tuple[tuple[int, int], ...]  #: (row, knob) for rows exactly one knob moves
+    mixed: np.ndarray  #: rows two or more knobs move
 
 
 @dataclass(frozen=True)
@@ -151,11 +165,15 @@ class DecisionSpace:
         x[np.arange(len(x)), j] = np.where(sizes[j] > 1, (x[np.arange(len(x)), j] + step) % sizes[j], 0)
         return x
 
-    def tokens(self, x: np.ndarray) -> np.ndarray:
-        """(n, n_tokens, FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
+    def _check(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64).reshape(-1, self.n_knobs)
         if len(x) and self.n_knobs and ((x < 0).any() or (x >= self.sizes).any()):
             raise InputError("a decision vector has an option index outside its knob's options")
+        return x
+
+    def tokens(self, x: np.ndarray) -> np.ndarray:
+        """(n, n_tokens, FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
+        x = self._check(x)
         out = np.broadcast_to(self._base, (len(x), self._base.size)).copy()
         if self._moved.size:
             moved = self._base[self._moved] + self._deltas[0][x[:, 0]]
@@ -163,6 +181,46 @@ class DecisionSpace:
                 moved += self._deltas[j][x[:, j]]
             out[:, self._moved] = moved
         return out.reshape(len(x), self.n_tokens, FEATURE_WIDTH)
+
+    @functools.cached_property
+    def row_plan(self) -> RowPlan:
+        """The rows each knob moves (`RowPlan`)."""
+        rows_of = self._moved // FEATURE_WIDTH
+        movers = np.zeros(self.n_tokens, dtype=np.int64)
+        last = np.full(self.n_tokens, -1, dtype=np.int64)
+        for j, delta in enumerate(self._deltas):
+            rows = np.unique(rows_of[(delta != 0).any(axis=0)])
+            movers[rows] += 1
+            last[rows] = j
+        single = tuple((int(r), int(last[r])) for r in np.flatnonzero(movers == 1))
+        return RowPlan(np.flatnonzero(movers == 0), single, np.flatnonzero(movers > 1))
+
+    def row_tokens(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(n, len(rows), FEATURE_WIDTH) float32: `tokens(x)[:, rows]` without the other rows."""
+        return self._rows(self._check(x), np.asarray(rows, dtype=np.int64), None)
+
+    def option_tokens(self, knob: int, rows: np.ndarray) -> np.ndarray:
+        """(options of `knob`, len(rows), FEATURE_WIDTH): the rows with the knob at each option and
+        the other knobs at the representative's (exact for rows only this knob moves)."""
+        return self._rows(None, np.asarray(rows, dtype=np.int64), knob)
+
+    def _rows(self, x: np.ndarray | None, rows: np.ndarray, knob: int | None) -> np.ndarray:
+        width = rows.size * FEATURE_WIDTH
+        base = self._base.reshape(self.n_tokens, FEATURE_WIDTH)[rows].reshape(-1)
+        n = len(self.knobs[knob].options) if knob is not None else len(x)  # type: ignore[arg-type]
+        out = np.broadcast_to(base, (n, width)).copy()
+        where = np.full(self.n_tokens, -1, dtype=np.int64)
+        where[rows] = np.arange(rows.size)
+        cols = np.flatnonzero(where[self._moved // FEATURE_WIDTH] >= 0)
+        if cols.size:
+            dest = where[self._moved[cols] // FEATURE_WIDTH] * FEATURE_WIDTH + self._moved[cols] % FEATURE_WIDTH
+            if knob is not None:
+                out[:, dest] += self._deltas[knob][:, cols]
+            else:
+                assert x is not None
+                for j, delta in enumerate(self._deltas):
+                    out[:, dest] += delta[x[:, j]][:, cols]
+        return out.reshape(n, rows.size, FEATURE_WIDTH)
 
     def decisions(self, x: np.ndarray) -> list[list[Any]]:
         """MetaSchedule's decision list ([instruction index, decision] pairs) of one vector."""

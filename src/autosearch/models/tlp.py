@@ -28,7 +28,10 @@ share of scoring; `-p members=1` for speed.
 Speed: sequences are bucketed by length before padding, and the attention uses a key-padding
 mask, so scoring cost follows the real token counts (~30 per candidate). Candidates are scored
 in chunks of ~16k token rows: the intermediates then stay in cache (with 64k rows a network took
-1.4-1.6x as long per candidate on a Zen 3, bench/README.md).
+1.4-1.6x as long per candidate on a Zen 3, bench/README.md). Decision vectors of a sketch
+(`features.decision_space`) need no tokens at all: `predict_space` tabulates what the network
+computes of each token row before rows mix, per knob option, and runs only the rest per candidate
+(2.4x the candidates/s of tokens + network, the same scores; bench/README.md).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -53,6 +57,8 @@ __all__ = ["TLPModel", "TLPNet"]
 DEVICE_WIDTH = 14
 #: Longest token sequence the position embedding covers (trace-tokens: 8 workload + 80 trace tokens).
 MAX_TOKENS = 96
+#: Token rows a chunk of `TLPModel.predict_space` (tuned in bench/scoring_breakdown.py).
+_SPACE_ROWS = 16384
 
 
 class _SelfAttention(nn.Module):
@@ -64,10 +70,19 @@ class _SelfAttention(nn.Module):
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.out = nn.Linear(hidden, hidden)
 
-    def forward(self, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        n, length, width = h.shape
-        q, k, v = self.qkv(h).view(n, length, 3, self.heads, width // self.heads).permute(2, 0, 3, 1, 4)
-        a = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+    def forward(self, h: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+        return self.attend(self.qkv(h), keep)
+
+    def attend(self, qkv: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+        """Attention from projected (N, L, 3 * hidden) rows; keep (N, L) or None: no padding."""
+        n, length, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+        d = width // self.heads
+        q, k, v = qkv.reshape(n, length, 3, self.heads, d).permute(2, 0, 3, 1, 4)
+        if keep is None:  # two batched products: 2-2.5x faster than the fused kernel at ~20 tokens
+            q, k, v = (t.reshape(n * self.heads, length, d) for t in (q, k, v))
+            a = torch.bmm(torch.bmm(q * d**-0.5, k.transpose(1, 2)).softmax(-1), v).view(n, self.heads, length, d)
+        else:
+            a = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
         return self.out(a.transpose(1, 2).reshape(n, length, width))
 
 
@@ -104,7 +119,7 @@ class TLPNet(nn.Module):
         """rows (R, F); index (N, L) row of each token, R for padding; keep (N, L); first (N,) first row."""
         x = rows * self.scale
         h = self.encoder(x)
-        h = torch.cat([h, h.new_zeros(1, h.shape[1])])[index]  # (N, L, hidden), padding = zeros
+        h = torch.cat([h, h.new_zeros(1, h.shape[1])]).index_select(0, index.reshape(-1)).view(*index.shape, -1)
         if self.positions:
             h = h + self.position.weight[: h.shape[1]].unsqueeze(0)
         for attn, ffn in zip(self.attention, self.ffn):
@@ -114,6 +129,30 @@ class TLPNet(nn.Module):
         if self.device_width:
             pooled = torch.cat([pooled, x[first, -self.device_width :]], dim=1)
         return self.head(pooled).squeeze(-1)
+
+    def row_values(self, tokens: torch.Tensor, position: int) -> torch.Tensor:
+        """(n, hidden [+ 3 * hidden]) of n token rows at one sequence position: what `forward`
+        computes of a row before tokens mix (its encoding, and its first attention layer's
+        projections). Equal for equal rows, so a decision space tabulates it (`TLPModel.predict_space`)."""
+        h = self.encoder(tokens * self.scale)
+        if self.positions:
+            h = h + self.position.weight[position]
+        if not len(self.attention):
+            return h
+        first = self.attention[0]
+        assert isinstance(first, _SelfAttention)
+        return torch.cat([h, first.qkv(self.norm(h))], dim=1)
+
+    def forward_rows(self, values: torch.Tensor) -> torch.Tensor:
+        """Scores from (N, L, width) `row_values` of N whole (unpadded) sequences: `forward` after
+        the rows' first layers."""
+        hidden = self.norm.normalized_shape[0]
+        h = values[..., :hidden]
+        for i, (attn, ffn) in enumerate(zip(self.attention, self.ffn)):
+            assert isinstance(attn, _SelfAttention)
+            h = h + (attn.attend(values[..., hidden:], None) if i == 0 else attn(self.norm(h), None))
+            h = h + ffn(h)
+        return self.head(h.sum(dim=1)).squeeze(-1)
 
 
 def _layout(offsets: np.ndarray, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -205,6 +244,7 @@ class TLPModel(CostModel):
         self.members = int(members)
         self.nets: list[TLPNet] = []  # the trained members; scores are their mean
         self.net: TLPNet | None = None  # the member being trained or updated
+        self._tables: dict[int, _SpaceTables] = {}  # id(space) -> its tables; emptied when weights change
 
     # -- training ----------------------------------------------------------------------------
     def fit(self, train: Any, valid: Any = None, progress: Any = None) -> TrainReport:
@@ -235,6 +275,7 @@ class TLPModel(CostModel):
 
     def _fit_member(self, train: Any, valid: Any, seed: int, progress: Any) -> TrainReport:
         """One network from scratch (into self.net), early-stopped on `valid` if given."""
+        self._tables.clear()
         from autosearch.training.trainer import column_scale, early_stopped_epochs, selection_key
 
         loss_fn = self._loss_fn()
@@ -313,6 +354,7 @@ class TLPModel(CostModel):
             self._update(new)
 
     def _update(self, new: Any) -> None:
+        self._tables.clear()
         for member, net in enumerate(self.nets):
             self.net = net
             opt = torch.optim.AdamW(net.parameters(), lr=self.lr * 0.1, weight_decay=self.weight_decay)
@@ -352,6 +394,35 @@ class TLPModel(CostModel):
         batch.validate(self.n_features)
         with torch.no_grad(), _threads(self.threads):
             return np.stack([self._predict_sorted(batch, [net]) for net in self.nets])
+
+    def predict_space(self, space: Any, x: np.ndarray) -> np.ndarray:
+        """Scores of decision vectors `x` of a `features.decision_space.DecisionSpace`: equal to
+        `predict` on `space.tokens(x)`, computed from tables (`_SpaceTables`) instead of tokens."""
+        return self.predict_space_members(space, x).mean(axis=0)
+
+    def predict_space_members(self, space: Any, x: np.ndarray) -> np.ndarray:
+        """(members, len(x)) scores of every member for decision vectors of a space."""
+        if not self.nets:
+            raise InputError("tlp model is not trained: call fit() or load() first")
+        x = np.asarray(x, dtype=np.int64).reshape(-1, space.n_knobs)
+        out = np.empty((len(self.nets), len(x)), dtype=np.float64)
+        with torch.no_grad(), _threads(self.threads):
+            tables = self._space_tables(space)
+            chunks = -(-len(x) * space.n_tokens // _SPACE_ROWS)  # even chunks of <= ~_SPACE_ROWS token rows
+            step = max(1, -(-len(x) // max(chunks, 1)))
+            for s in range(0, len(x), step):
+                out[:, s : s + step] = tables.scores(self.nets, x[s : s + step]).double().numpy()
+        return out
+
+    def _space_tables(self, space: Any) -> _SpaceTables:
+        key = id(space)
+        hit = self._tables.pop(key, None)
+        if hit is None or hit.space() is not space or hit.nets != [id(n) for n in self.nets]:
+            hit = _SpaceTables(space, self.nets)
+        self._tables[key] = hit  # most recent last
+        while len(self._tables) > 64:
+            self._tables.pop(next(iter(self._tables)))
+        return hit
 
     def _predict_sorted(self, batch: FeatureBatch, nets: list[TLPNet] | None = None) -> np.ndarray:
         nets = nets if nets is not None else self.nets
@@ -409,6 +480,66 @@ class TLPModel(CostModel):
         )
         model.nets, model.net = nets, nets[0]
         return model
+
+
+class _SpaceTables:
+    """One decision space's token rows as tabulated `TLPNet.row_values`, per member.
+
+    A row no knob moves is one table entry, a row one knob moves one entry per option of the knob
+    (`DecisionSpace.row_plan`); a candidate's (N, L, width) values are then one gather, and only
+    the rows several knobs move (the summary token) go through the network's first layers per
+    candidate. The rest of the network (attention, feed-forward, sum, head) runs as in `forward`.
+    """
+
+    def __init__(self, space: Any, nets: list[TLPNet]) -> None:
+        self.space, self.nets = weakref.ref(space), [id(n) for n in nets]
+        plan = space.row_plan
+        width = space.row_tokens(space.current, [0]).shape[-1]
+        if any(net.scale.numel() != width or net.device_width for net in nets) or space.n_tokens > MAX_TOKENS:
+            raise InputError(
+                f"this tlp model reads {nets[0].scale.numel()} features a token; the decision space "
+                f"gives {width} (a model trained with device=true cannot score decision vectors)"
+            )
+        self.n_tokens, self.mixed = int(space.n_tokens), plan.mixed
+        self.template = np.zeros(self.n_tokens, dtype=np.int64)
+        pieces: list[tuple[np.ndarray, int]] = []  # (token rows, position) in table order
+        size = 0
+        const = space.row_tokens(space.current, plan.const)[0]
+        for i, r in enumerate(plan.const):
+            pieces.append((const[i : i + 1], int(r)))
+            self.template[r] = size
+            size += 1
+        self.single: list[tuple[int, int, int]] = []  # (row, knob, first table entry)
+        for j in sorted({j for _, j in plan.single}):
+            rows = np.asarray([r for r, k in plan.single if k == j], dtype=np.int64)
+            toks = space.option_tokens(j, rows)
+            for i, r in enumerate(rows):
+                pieces.append((toks[:, i], int(r)))
+                self.single.append((int(r), j, size))
+                size += toks.shape[0]
+        self.size = size
+        self.tables = [
+            torch.cat([net.row_values(torch.from_numpy(np.ascontiguousarray(t)), r) for t, r in pieces]) for net in nets
+        ]
+
+    def scores(self, nets: list[TLPNet], x: np.ndarray) -> torch.Tensor:
+        """(members, N) float32 scores of N decision vectors."""
+        space = self.space()
+        assert space is not None
+        n, m = len(x), self.mixed.size
+        index = np.broadcast_to(self.template, (n, self.n_tokens)).copy()
+        for r, j, first in self.single:
+            index[:, r] = first + x[:, j]
+        index[:, self.mixed] = self.size + np.arange(n * m).reshape(n, m)
+        index_t = torch.from_numpy(index.reshape(-1))
+        mixed = torch.from_numpy(space.row_tokens(x, self.mixed)) if m else None
+        out = []
+        for net, table in zip(nets, self.tables):
+            if mixed is not None:
+                per = [net.row_values(mixed[:, i], int(r)) for i, r in enumerate(self.mixed)]
+                table = torch.cat([table, torch.stack(per, dim=1).reshape(n * m, -1)])
+            out.append(net.forward_rows(table.index_select(0, index_t).view(n, self.n_tokens, -1)))
+        return torch.stack(out)
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@
 Why: MetaSchedule's evolutionary search builds a TVM schedule for every candidate it scores
 (replay, post-processors, then features), a few hundred a second at best. With a model trained on
 `trace-prefix-tokens`, a candidate is fully described by its sketch and its decision vector
-(`features.decision_space`), and the model scores tens of thousands of vectors a second. So the
+(`features.decision_space`), and the model scores tens of thousands of vectors a second (`tlp`
+from its per-sketch tables, `TLPModel.predict_space`; other models from the tokens). So the
 population lives as vectors: each round, per sketch, random vectors and mutations of the run's
 best measured ones are scored, the best quarter is kept and mutated for a few generations, and
 only the round's picks are built (replayed and post-processed) and measured; a vector the
@@ -98,10 +99,7 @@ class DecisionSearch:
 
     # -- the search ------------------------------------------------------------------------------
     def _score(self, space: Any, x: np.ndarray) -> np.ndarray:
-        scores = np.empty(len(x), dtype=np.float64)
-        for c in range(0, len(x), 1024):
-            scores[c : c + 1024] = self.adapter.score(list(space.tokens(x[c : c + 1024])))
-        return scores
+        return np.asarray(self.adapter.score_space(space, x), dtype=np.float64)
 
     def _evolve(self, s: int, space: Any) -> np.ndarray:
         """This round's population of one sketch: random vectors and the measured best's mutants,
