@@ -220,6 +220,8 @@ def test_decision_vectors_score_from_tables_as_from_tokens(n_attention: int, pos
     model.update(ds)  # new weights: the tables are rebuilt
     assert not np.allclose(model.predict_space(spaces[0], spaces[0].current), before)
     check()
+    with pytest.raises(InputError, match="outside"):
+        model.predict_space(spaces[0], spaces[0].sizes)  # one past every knob's last option
     wide = make_model("tlp", epochs=1, hidden=16, heads=2, members=1, device="true")
     wide.nets = [type(model.nets[0])(FEATURE_WIDTH + 14, 16, 2, 1, 14)]
     with pytest.raises(InputError, match="device=true"):

@@ -165,7 +165,8 @@ class DecisionSpace:
         x[np.arange(len(x)), j] = np.where(sizes[j] > 1, (x[np.arange(len(x)), j] + step) % sizes[j], 0)
         return x
 
-    def _check(self, x: np.ndarray) -> np.ndarray:
+    def validate(self, x: np.ndarray) -> np.ndarray:
+        """`x` as (n, knobs) int64 option indices; InputError for an index outside its knob."""
         x = np.asarray(x, dtype=np.int64).reshape(-1, self.n_knobs)
         if len(x) and self.n_knobs and ((x < 0).any() or (x >= self.sizes).any()):
             raise InputError("a decision vector has an option index outside its knob's options")
@@ -173,7 +174,7 @@ class DecisionSpace:
 
     def tokens(self, x: np.ndarray) -> np.ndarray:
         """(n, n_tokens, FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
-        x = self._check(x)
+        x = self.validate(x)
         out = np.broadcast_to(self._base, (len(x), self._base.size)).copy()
         if self._moved.size:
             moved = self._base[self._moved] + self._deltas[0][x[:, 0]]
@@ -197,7 +198,7 @@ class DecisionSpace:
 
     def row_tokens(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """(n, len(rows), FEATURE_WIDTH) float32: `tokens(x)[:, rows]` without the other rows."""
-        return self._rows(self._check(x), np.asarray(rows, dtype=np.int64), None)
+        return self._rows(self.validate(x), np.asarray(rows, dtype=np.int64), None)
 
     def option_tokens(self, knob: int, rows: np.ndarray) -> np.ndarray:
         """(options of `knob`, len(rows), FEATURE_WIDTH): the rows with the knob at each option and

@@ -404,7 +404,7 @@ class TLPModel(CostModel):
         """(members, len(x)) scores of every member for decision vectors of a space."""
         if not self.nets:
             raise InputError("tlp model is not trained: call fit() or load() first")
-        x = np.asarray(x, dtype=np.int64).reshape(-1, space.n_knobs)
+        x = space.validate(x)
         out = np.empty((len(self.nets), len(x)), dtype=np.float64)
         with torch.no_grad(), _threads(self.threads):
             tables = self._space_tables(space)
@@ -495,11 +495,13 @@ class _SpaceTables:
         self.space, self.nets = weakref.ref(space), [id(n) for n in nets]
         plan = space.row_plan
         width = space.row_tokens(space.current, [0]).shape[-1]
-        if any(net.scale.numel() != width or net.device_width for net in nets) or space.n_tokens > MAX_TOKENS:
+        if any(net.scale.numel() != width or net.device_width for net in nets):
             raise InputError(
                 f"this tlp model reads {nets[0].scale.numel()} features a token; the decision space "
                 f"gives {width} (a model trained with device=true cannot score decision vectors)"
             )
+        if any(net.positions for net in nets) and space.n_tokens > MAX_TOKENS:
+            raise InputError(f"{space.n_tokens} tokens: more than the {MAX_TOKENS} positions this tlp model knows")
         self.n_tokens, self.mixed = int(space.n_tokens), plan.mixed
         self.template = np.zeros(self.n_tokens, dtype=np.int64)
         pieces: list[tuple[np.ndarray, int]] = []  # (token rows, position) in table order
