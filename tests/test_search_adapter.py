@@ -229,9 +229,17 @@ def test_decision_vectors_score_through_the_model_tables() -> None:
     toks = list(space.tokens(space.sample(64, np.random.default_rng(0))))
     ds = Dataset.from_groups([("w", "t", toks, list(np.linspace(1e-3, 2e-3, 64)))])
     x = space.sample(40, np.random.default_rng(1))
+    models = {}
     for kind in ("tlp", "xgb"):
         model = make_model(kind, epochs=1, hidden=16, heads=2) if kind == "tlp" else make_model(kind)
         model.fit(ds)
+        models[kind] = model
         adapter = ModelAdapter(model)
         got, ref = adapter.score_space(space, x), adapter.score(list(space.tokens(x)))
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+    # an online model blending in reads the tokens; the blend is the same as `score`'s
+    adapter = ModelAdapter(models["tlp"])
+    adapter.online_model, adapter.online_weight, adapter._norm = models["xgb"], 0.4, ((0.1, 2.0), (0.3, 1.5))
+    got, ref = adapter.score_space(space, x), adapter.score(list(space.tokens(x)))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+    assert not np.allclose(got, ModelAdapter(models["tlp"]).score_space(space, x))  # the blend changed them

@@ -226,9 +226,7 @@ class ModelAdapter:
             return self.score(list(space.tokens(x)))
         with self._section("predict"):
             members = np.asarray(fast(space, x), dtype=np.float64)
-        online = None
-        if self.online_model is not None and self.online_weight > 0:
-            online = lambda: self._predict_online(list(space.tokens(x)))  # noqa: E731
+        online = self._predict_online(list(space.tokens(x))) if self._online_blends else None
         scores = self._blend(members.mean(axis=0), online)
         if self.gate is None:
             return scores
@@ -247,10 +245,11 @@ class ModelAdapter:
         with self._section("predict"):
             batch = FeatureBatch.from_list(list(feats))
             scores = np.asarray(self.model.predict(batch), dtype=np.float64)
-        online = None
-        if self.online_model is not None and self.online_weight > 0:
-            online = lambda: self._predict_online(batch)  # noqa: E731
-        return self._blend(scores, online)
+        return self._blend(scores, self._predict_online(batch) if self._online_blends else None)
+
+    @property
+    def _online_blends(self) -> bool:
+        return self.online_model is not None and self.online_weight > 0
 
     def _predict_online(self, feats: Any) -> np.ndarray:
         from autosearch.training.batch import FeatureBatch
@@ -259,14 +258,14 @@ class ModelAdapter:
         with self._section("predict"):
             return np.asarray(self.online_model.predict(batch), dtype=np.float64)
 
-    def _blend(self, scores: np.ndarray, online: Callable[[], np.ndarray] | None) -> np.ndarray:
-        """The prior's scores blended with the online model's (`online`, when it blends in), with
-        non-finite scores moved below every finite one."""
+    def _blend(self, scores: np.ndarray, online: np.ndarray | None) -> np.ndarray:
+        """The prior's scores blended with the online model's (when it blends in), with non-finite
+        scores moved below every finite one."""
         if online is not None:
             w = self.online_weight
             (mp, sp), (mo, so) = self._norm
             with np.errstate(invalid="ignore"):
-                scores = (1.0 - w) * (scores - mp) / sp + w * (online() - mo) / so
+                scores = (1.0 - w) * (scores - mp) / sp + w * (online - mo) / so
         bad = ~np.isfinite(scores)
         if bad.any():  # candidates without stores score below everything else
             floor = scores[~bad].min() - 1.0 if (~bad).any() else 0.0
