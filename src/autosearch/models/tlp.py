@@ -31,7 +31,7 @@ in chunks of ~16k token rows: the intermediates then stay in cache (with 64k row
 1.4-1.6x as long per candidate on a Zen 3, bench/README.md). Decision vectors of a sketch
 (`features.decision_space`) need no tokens at all: `predict_space` tabulates what the network
 computes of each token row before rows mix, per knob option, and runs only the rest per candidate
-(2.4x the candidates/s of tokens + network, the same scores; bench/README.md).
+(2.0-2.4x the candidates/s of tokens + network, the same scores; bench/README.md).
 """
 
 from __future__ import annotations
