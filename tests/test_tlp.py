@@ -222,6 +222,15 @@ def test_decision_vectors_score_from_tables_as_from_tokens(n_attention: int, pos
     check()
     with pytest.raises(InputError, match="outside"):
         model.predict_space(spaces[0], spaces[0].sizes)  # one past every knob's last option
+    from autosearch.models import tlp
+
+    assert len(model._tables) == len(spaces)
+    limit, tlp._TABLE_BYTES = tlp._TABLE_BYTES, 1  # kept tables are bounded in bytes: the newest stays
+    try:
+        model.predict_space(spaces[0], spaces[0].current)
+        assert list(model._tables) == [id(spaces[0])]
+    finally:
+        tlp._TABLE_BYTES = limit
     wide = make_model("tlp", epochs=1, hidden=16, heads=2, members=1, device="true")
     wide.nets = [type(model.nets[0])(FEATURE_WIDTH + 14, 16, 2, 1, 14)]
     with pytest.raises(InputError, match="device=true"):

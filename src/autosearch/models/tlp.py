@@ -59,6 +59,9 @@ DEVICE_WIDTH = 14
 MAX_TOKENS = 96
 #: Token rows a chunk of `TLPModel.predict_space` (tuned in bench/scoring_breakdown.py).
 _SPACE_ROWS = 16384
+#: Bytes of decision-space tables a model keeps (least recently used dropped first): a sketch with
+#: thousands of tile options per knob holds ~100 MB of tables for three networks.
+_TABLE_BYTES = 512 << 20
 
 
 class _SelfAttention(nn.Module):
@@ -420,7 +423,7 @@ class TLPModel(CostModel):
         if hit is None or hit.space() is not space or hit.nets != [id(n) for n in self.nets]:
             hit = _SpaceTables(space, self.nets)
         self._tables[key] = hit  # most recent last
-        while len(self._tables) > 64:
+        while len(self._tables) > 1 and sum(t.nbytes for t in self._tables.values()) > _TABLE_BYTES:
             self._tables.pop(next(iter(self._tables)))
         return hit
 
@@ -523,6 +526,7 @@ class _SpaceTables:
         self.tables = [
             torch.cat([net.row_values(torch.from_numpy(np.ascontiguousarray(t)), r) for t, r in pieces]) for net in nets
         ]
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.tables)
 
     def scores(self, nets: list[TLPNet], x: np.ndarray) -> torch.Tensor:
         """(members, N) float32 scores of N decision vectors."""
