@@ -59,8 +59,9 @@ DEVICE_WIDTH = 14
 MAX_TOKENS = 96
 #: Token rows a chunk of `TLPModel.predict_space` (tuned in bench/scoring_breakdown.py).
 _SPACE_ROWS = 16384
-#: Bytes of decision-space tables a model keeps (least recently used dropped first): a sketch with
-#: thousands of tile options per knob holds ~100 MB of tables for three networks.
+#: Bytes of decision-space tables a model keeps (least recently used dropped first). Three networks
+#: hold 0.7 MB for the median reference workload's sketch (1.5 MB at most, 346 options); a sketch
+#: whose knobs have thousands of options can hold ~100 MB.
 _TABLE_BYTES = 512 << 20
 
 
