@@ -174,14 +174,7 @@ class DecisionSpace:
 
     def tokens(self, x: np.ndarray) -> np.ndarray:
         """(n, n_tokens, FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
-        x = self.validate(x)
-        out = np.broadcast_to(self._base, (len(x), self._base.size)).copy()
-        if self._moved.size:
-            moved = self._base[self._moved] + self._deltas[0][x[:, 0]]
-            for j in range(1, self.n_knobs):
-                moved += self._deltas[j][x[:, j]]
-            out[:, self._moved] = moved
-        return out.reshape(len(x), self.n_tokens, FEATURE_WIDTH)
+        return self._rows(self.validate(x), np.arange(self.n_tokens), None)
 
     @functools.cached_property
     def row_plan(self) -> RowPlan:
@@ -206,21 +199,26 @@ class DecisionSpace:
         return self._rows(None, np.asarray(rows, dtype=np.int64), knob)
 
     def _rows(self, x: np.ndarray | None, rows: np.ndarray, knob: int | None) -> np.ndarray:
-        width = rows.size * FEATURE_WIDTH
+        """Token rows `rows` of vectors `x`, or of every option of `knob` (the others as represented):
+        the fixed rows plus each knob's change, summed over the moved cells of those rows only."""
         base = self._base.reshape(self.n_tokens, FEATURE_WIDTH)[rows].reshape(-1)
         n = len(self.knobs[knob].options) if knob is not None else len(x)  # type: ignore[arg-type]
-        out = np.broadcast_to(base, (n, width)).copy()
+        out = np.broadcast_to(base, (n, base.size)).copy()
         where = np.full(self.n_tokens, -1, dtype=np.int64)
         where[rows] = np.arange(rows.size)
-        cols = np.flatnonzero(where[self._moved // FEATURE_WIDTH] >= 0)
-        if cols.size:
-            dest = where[self._moved[cols] // FEATURE_WIDTH] * FEATURE_WIDTH + self._moved[cols] % FEATURE_WIDTH
+        sel = np.flatnonzero(where[self._moved // FEATURE_WIDTH] >= 0)
+        if sel.size:
+            dest = where[self._moved[sel] // FEATURE_WIDTH] * FEATURE_WIDTH + self._moved[sel] % FEATURE_WIDTH
+            # every moved cell (the whole-matrix `tokens`): views of the changes, no copies
+            cols: np.ndarray | slice = slice(None) if sel.size == self._moved.size else sel
             if knob is not None:
-                out[:, dest] += self._deltas[knob][:, cols]
+                out[:, dest] = base[dest] + self._deltas[knob][:, cols]
             else:
                 assert x is not None
-                for j, delta in enumerate(self._deltas):
-                    out[:, dest] += delta[x[:, j]][:, cols]
+                moved = base[dest] + self._deltas[0][x[:, 0]][:, cols]
+                for j in range(1, self.n_knobs):
+                    moved += self._deltas[j][x[:, j]][:, cols]
+                out[:, dest] = moved
         return out.reshape(n, rows.size, FEATURE_WIDTH)
 
     def decisions(self, x: np.ndarray) -> list[list[Any]]:
