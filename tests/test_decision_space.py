@@ -165,3 +165,18 @@ def test_row_plan_says_which_knobs_move_each_row() -> None:
             np.testing.assert_array_equal(opts[x[:, j]], full[:, r])
         if plan.mixed.size:  # several knobs: no one of them fixes the row
             assert len({full[i, plan.mixed[0]].tobytes() for i in range(len(x))}) > 1
+
+
+def test_vector_reads_back_the_decisions_of_a_vector() -> None:
+    """`vector` inverts `decisions`; a decision outside its knob or a changed fixed one is not in the space."""
+    rng = np.random.default_rng(5)
+    for trace, ir, flops in _one_per_workload():
+        space = DecisionSpace(trace, ir, flops)
+        for x in space.sample(10, rng):
+            by_inst = {i: (tuple(d) if isinstance(d, list) else d) for i, d in space.decisions(x)}
+            np.testing.assert_array_equal(space.vector(by_inst), x)
+        tile = next(k for k in space.knobs if k.kind == "tile")
+        assert space.vector({**by_inst, tile.inst: (0,) * len(tile.options[0])}) is None
+        if space.fixed:
+            i = next(iter(space.fixed))
+            assert space.vector({**by_inst, i: "elsewhere"}) is None

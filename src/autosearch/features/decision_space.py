@@ -221,6 +221,24 @@ class DecisionSpace:
                 out[:, dest] = moved
         return out.reshape(n, rows.size, FEATURE_WIDTH)
 
+    @functools.cached_property
+    def _option_index(self) -> list[dict[Any, int]]:
+        return [{o: j for j, o in enumerate(k.options)} for k in self.knobs]
+
+    def vector(self, decisions: dict[int, Any]) -> np.ndarray | None:
+        """The vector of a candidate's decisions ({instruction index: decision}, tile factors as
+        tuples); None if one is no option of its knob, or a decision the space keeps fixed (a
+        compute location) differs: then the candidate is not in this space."""
+        vec = np.empty(self.n_knobs, dtype=np.int64)
+        for j, knob in enumerate(self.knobs):
+            o = self._option_index[j].get(decisions.get(knob.inst))
+            if o is None:
+                return None
+            vec[j] = o
+        if any(decisions.get(i) != d for i, d in self.fixed.items()):
+            return None
+        return vec
+
     def decisions(self, x: np.ndarray) -> list[list[Any]]:
         """MetaSchedule's decision list ([instruction index, decision] pairs) of one vector."""
         dec = dict(self.representative)

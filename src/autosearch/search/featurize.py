@@ -110,7 +110,7 @@ class _PrefixTokenFeaturizer:
 
     def __call__(self, context: Any, candidates: Sequence[Any]) -> list[np.ndarray]:
         out: list[np.ndarray | None] = [None] * len(candidates)
-        groups: dict[int, tuple[Any, list[tuple[int, np.ndarray]]]] = {}
+        groups: dict[int, tuple[Any, list[tuple[int, np.ndarray]]]] = {}  # id(space) -> (space, members)
         mod = module_key(context) if candidates else 0
         for pos, cand in enumerate(candidates):
             try:
@@ -118,12 +118,12 @@ class _PrefixTokenFeaturizer:
             except Exception:  # a trace TVM cannot write as JSON: the text path says what is wrong
                 continue
             by_inst = {int(i): (tuple(v) if isinstance(v, list) else v) for i, v in decisions}
-            entry = self._entry(context, cand, key, insts, decisions, by_inst)
-            vec = _vector(entry, by_inst) if entry is not None else None
+            space = self._sketch_space(context, cand, key, insts, decisions, by_inst)
+            vec = space.vector(by_inst) if space is not None else None
             if vec is not None:
-                groups.setdefault(id(entry), (entry, []))[1].append((pos, vec))
-        for entry, members in groups.values():
-            toks = entry[0].tokens(np.stack([v for _, v in members]))
+                groups.setdefault(id(space), (space, []))[1].append((pos, vec))
+        for space, members in groups.values():
+            toks = space.tokens(np.stack([v for _, v in members]))
             for (pos, _), t in zip(members, toks):
                 out[pos] = t
             self.fast += len(members)
@@ -132,7 +132,7 @@ class _PrefixTokenFeaturizer:
             out[i] = t
         return [t for t in out if t is not None]
 
-    def _entry(
+    def _sketch_space(
         self,
         context: Any,
         cand: Any,
@@ -140,8 +140,9 @@ class _PrefixTokenFeaturizer:
         insts: Callable[[], list[Any]],
         decisions: list[Any],
         by_inst: dict[int, Any],
-    ) -> tuple[Any, list[dict[Any, int]]] | None:
-        """The space of the candidate's sketch with its fixed decisions (built on first sight)."""
+    ) -> Any:
+        """The `DecisionSpace` of the candidate's sketch with its fixed decisions (built on first
+        sight), or None: the text path."""
         if key in self._sketches and self._sketches[key] is None:
             return None
         known = self._sketches.get(key)
@@ -152,20 +153,18 @@ class _PrefixTokenFeaturizer:
         if self._n_spaces >= self.max_spaces:
             self._sketches.clear()
             self._n_spaces = 0
-        entry = self._space(context, cand, insts(), decisions)
-        if entry is None:
+        space = self._new_space(context, cand, insts(), decisions)
+        if space is None:
             self._sketches[key] = None
             return None
-        fixed = tuple(sorted(entry[0].fixed))
+        fixed = tuple(sorted(space.fixed))
         if known is None or known[0] != fixed:
             known = self._sketches[key] = (fixed, {})
-        known[1][tuple(by_inst.get(i) for i in fixed)] = entry
+        known[1][tuple(by_inst.get(i) for i in fixed)] = space
         self._n_spaces += 1
-        return entry
+        return space
 
-    def _space(
-        self, context: Any, cand: Any, insts: list[Any], decisions: list[Any]
-    ) -> tuple[Any, list[dict[Any, int]]] | None:
+    def _new_space(self, context: Any, cand: Any, insts: list[Any], decisions: list[Any]) -> Any:
         from autosearch.features.decision_space import DecisionSpace
 
         try:
@@ -173,9 +172,7 @@ class _PrefixTokenFeaturizer:
             same = np.allclose(space.tokens(space.current)[0], self.text(context, [cand])[0], atol=1e-5)
         except Exception:  # a sketch the decision space cannot read: the text path serves it
             return None
-        if not same:
-            return None
-        return space, [{o: j for j, o in enumerate(k.options)} for k in space.knobs]
+        return space if same else None
 
 
 def module_key(context: Any) -> int:
@@ -198,21 +195,6 @@ def _sketch_of(mod: int, cand: Any) -> tuple[tuple[int, int], Callable[[], list[
     key = (mod, int(tvm_ffi.structural_hash(j[0])))
     # the instructions once per sketch, through text: TVM's strings are a str subclass the tokenizer refuses
     return key, lambda: json.loads(json.dumps(to_plain_json(j[0]))), to_plain_json(j[1])
-
-
-def _vector(entry: tuple[Any, list[dict[Any, int]]], by_inst: dict[int, Any]) -> np.ndarray | None:
-    """The option indices of a candidate's decisions in its sketch's space; None if one is not there
-    (a decision the space keeps fixed, such as a compute location, differs)."""
-    space, index = entry
-    vec = np.empty(space.n_knobs, dtype=np.int64)
-    for j, knob in enumerate(space.knobs):
-        o = index[j].get(by_inst.get(knob.inst))
-        if o is None:
-            return None
-        vec[j] = o
-    if any(by_inst.get(i) != d for i, d in space.fixed.items()):
-        return None
-    return vec
 
 
 class FeatureCache:
