@@ -415,13 +415,13 @@ class TLPModel(CostModel):
             chunks = -(-len(x) * space.n_tokens // _SPACE_ROWS)  # even chunks of <= ~_SPACE_ROWS token rows
             step = max(1, -(-len(x) // max(chunks, 1)))
             for s in range(0, len(x), step):
-                out[:, s : s + step] = tables.scores(self.nets, x[s : s + step]).double().numpy()
+                out[:, s : s + step] = tables.scores(x[s : s + step]).double().numpy()
         return out
 
     def _space_tables(self, space: Any) -> _SpaceTables:
         key = id(space)
         hit = self._tables.pop(key, None)
-        if hit is None or hit.space() is not space or hit.nets != [id(n) for n in self.nets]:
+        if hit is None or hit.space() is not space or hit.nets != self.nets:
             hit = _SpaceTables(space, self.nets)
         self._tables[key] = hit  # most recent last
         while len(self._tables) > 1 and sum(t.nbytes for t in self._tables.values()) > _TABLE_BYTES:
@@ -496,7 +496,7 @@ class _SpaceTables:
     """
 
     def __init__(self, space: Any, nets: list[TLPNet]) -> None:
-        self.space, self.nets = weakref.ref(space), [id(n) for n in nets]
+        self.space, self.nets = weakref.ref(space), list(nets)  # the tables are these networks'
         plan = space.row_plan
         width = space.row_tokens(space.current, [0]).shape[-1]
         if any(net.scale.numel() != width or net.device_width for net in nets):
@@ -529,7 +529,7 @@ class _SpaceTables:
         ]
         self.nbytes = sum(t.numel() * t.element_size() for t in self.tables)
 
-    def scores(self, nets: list[TLPNet], x: np.ndarray) -> torch.Tensor:
+    def scores(self, x: np.ndarray) -> torch.Tensor:
         """(members, N) float32 scores of N decision vectors."""
         space = self.space()
         assert space is not None
@@ -541,7 +541,7 @@ class _SpaceTables:
         index_t = torch.from_numpy(index.reshape(-1))
         mixed = torch.from_numpy(space.row_tokens(x, self.mixed)) if m else None
         out = []
-        for net, table in zip(nets, self.tables):
+        for net, table in zip(self.nets, self.tables):
             if mixed is not None:
                 per = [net.row_values(mixed[:, i], int(r)) for i, r in enumerate(self.mixed)]
                 table = torch.cat([table, torch.stack(per, dim=1).reshape(n * m, -1)])
