@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from autosearch.features.trace_tokens import EXTRACTOR as TRACE_TOKENS
+from autosearch.features.trace_tokens import PREFIX_EXTRACTOR as PREFIX_TOKENS
 from autosearch.models import make_model
 from autosearch.training.dataset import load_dataset, resolve_db
 from autosearch.training.splits import Split, apply_split, join_training, split_workloads
@@ -61,8 +63,6 @@ ALL = (
     "tlp-mixed",
     "tlp+device",
 )
-TRACE_TOKENS = ("trace-tokens", "v1")
-PREFIX_TOKENS = ("trace-prefix-tokens", "v1")
 PUBLISHED = "TenSet XGB 0.83/0.90, TenSet MLP 0.87/0.95, TLP 0.92/0.97 (top-1/top-5, other CPUs)"
 
 
@@ -170,9 +170,8 @@ def _datasets(args: argparse.Namespace, names: list[str], db_path: str | None = 
 
 
 def _data_key(name: str) -> str:
-    if name in ("tlp+device", "tlp-prefix"):
-        return {"tlp+device": "tokens+device", "tlp-prefix": "prefix-tokens"}[name]
-    return "tokens" if name.startswith("tlp") else "per-store"
+    special = {"tlp+device": "tokens+device", "tlp-prefix": "prefix-tokens"}
+    return special.get(name, "tokens" if name.startswith("tlp") else "per-store")
 
 
 def _within(ds, n: int, seed: int):  # type: ignore[no-untyped-def]
