@@ -175,6 +175,8 @@ def test_vector_reads_back_the_decisions_of_a_vector() -> None:
         for x in space.sample(10, rng):
             by_inst = {i: (tuple(d) if isinstance(d, list) else d) for i, d in space.decisions(x)}
             np.testing.assert_array_equal(space.vector(by_inst), x)
+        with pytest.raises(InputError, match="outside"):
+            space.decisions(-np.ones(space.n_knobs, dtype=np.int64))  # would wrap to the last option
         tile = next(k for k in space.knobs if k.kind == "tile")
         assert space.vector({**by_inst, tile.inst: (0,) * len(tile.options[0])}) is None
         if space.fixed:

@@ -242,7 +242,7 @@ class DecisionSpace:
     def decisions(self, x: np.ndarray) -> list[list[Any]]:
         """MetaSchedule's decision list ([instruction index, decision] pairs) of one vector."""
         dec = dict(self.representative)
-        for knob, o in zip(self.knobs, np.asarray(x, dtype=np.int64).reshape(-1)):
+        for knob, o in zip(self.knobs, self.validate(x).reshape(-1)):
             v = knob.options[int(o)]
             dec[knob.inst] = list(v) if knob.kind == "tile" else int(v)
         return [[i, dec[i]] for i in sorted(dec)]
