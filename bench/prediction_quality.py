@@ -16,7 +16,7 @@ the peak memory.
 
 `tlp` and `tlp+device` read `trace-tokens:v1` (computed from the stored traces if the store lacks
 them); `tlp+device` also gets each target's device descriptor; `tlp-prefix` is `tlp` on
-`trace-prefix-tokens:v1` (no post-processing instructions: what decision-space scoring reads). Splits (`--split`):
+`trace-prefix-tokens:v2` (no post-processing instructions: what decision-space scoring reads). Splits (`--split`):
 - `families` (default): the held-out families of data/README.md (DEP, CAP, NRM, SFM);
 - `device`: train on every target but `--holdout-target` (default: the one with fewest records),
   test on that target's records; `--finetune N` first updates each model on N measured schedules
@@ -379,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
                     "train_s": train_s,
                     "pred_per_s": res.candidates_per_s,
                     "best_epoch": report.best_epoch,
+                    "workloads": [
+                        {"workload": g["workload"], "top1": g["top1"], "top5": g["top5"]} for g in res.per_group
+                    ],
                 }
             )
             print(

@@ -167,7 +167,7 @@ def decision_space_rates(db: str, n: int, n_workloads: int, members: int, chunk:
     import torch
 
     from autosearch.features.decision_space import DecisionSpace
-    from autosearch.features.trace_tokens import FEATURE_WIDTH
+    from autosearch.features.trace_tokens import PREFIX_FEATURE_WIDTH as FEATURE_WIDTH
     from autosearch.models.base import FeatureBatch
     from autosearch.models.tlp import TLPModel, TLPNet
     from autosearch.store.db import Store

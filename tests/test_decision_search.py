@@ -26,8 +26,8 @@ def _prefix_model() -> SimpleNamespace:
 
     torch.manual_seed(0)
     model = TLPModel(members=1, hidden=16, heads=2)
-    model.nets = [TLPNet(tt.FEATURE_WIDTH, 16, 2)]
-    model.net, model.n_features, model.extractor = model.nets[0], tt.FEATURE_WIDTH, tt.PREFIX_EXTRACTOR
+    model.nets = [TLPNet(tt.PREFIX_FEATURE_WIDTH, 16, 2)]
+    model.net, model.n_features, model.extractor = model.nets[0], tt.PREFIX_FEATURE_WIDTH, tt.PREFIX_EXTRACTOR
     adapter = ModelAdapter(model)
     adapter.extractor, adapter.featurize = featurizer_for(model)
     return SimpleNamespace(adapter=adapter)
@@ -41,7 +41,13 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
     hashes = {c.sch.mod.script() for c in first}
     assert len(hashes) == 8  # distinct schedules
     texts = [trace_json(c.sch) for c in first]
-    assert all('["EnterPostproc"' in t and '["Parallel"' in t for t in texts)  # post-processed, ready to build
+    assert all('["EnterPostproc"' in t for t in texts)  # post-processed, ready to build
+    # where TVM's post-processor made a parallel loop, the prefix tokens' emulation said it would
+    tok, col = tt.TraceTokenizer(postproc=False), tt.PREFIX_FEATURE_NAMES.index("post_par_extent")
+    ir = get_workload("batch_matmul/1x128x128x128").mod().script()
+    for t in texts:
+        emulated = tok(t, ir)[:, col].max() > 0
+        assert emulated == ('["Parallel"' in t[t.index('["EnterPostproc"') :])
     # the fastest result's vector becomes a parent of the next round
     fake = [MeasureResult("ok", [1e-3 * (i + 1)] * 3) for i in range(len(first))]
     fake[3] = MeasureResult("build_error", [], "refused")
@@ -52,7 +58,8 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
     _lat, s, best_vec = source.search.best[0]
     seeds = source.search._initial(s, source.search.sketches[s])
     one_off = ((seeds != best_vec).sum(axis=1) == 1).sum()
-    assert one_off >= source.search.population // 8  # the next generation starts from the best's mutants
+    elites = min(16, sum(1 for _, si, _ in source.search.best if si == s))
+    assert one_off >= source.search.population // (4 * elites)  # the next generation starts from the best's mutants
     measured = {si for _, si, _ in source.search.best}
     other = next((i for i in range(len(source.search.sketches)) if i not in measured), None)
     if other is not None:  # a sketch with no measured result starts from random vectors alone

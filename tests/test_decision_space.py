@@ -31,15 +31,20 @@ def _one_per_workload() -> list[tuple[str, str, float | None]]:
 
 
 def test_prefix_tokens_are_the_full_tokens_before_post_processing() -> None:
-    """Fast and reference paths agree, and the prefix is the first rows of the full token matrix."""
+    """Fast and reference paths agree; the prefix is the first rows of the full token matrix plus
+    the emulated post-processing columns, which only Reorder rows have."""
     pre, full = tt.TraceTokenizer(postproc=False), tt.TraceTokenizer()
+    post = slice(tt.FEATURE_WIDTH, tt.PREFIX_FEATURE_WIDTH)
+    reorder = tt.PREFIX_FEATURE_NAMES.index("kind=Reorder")
     for trace, ir, flops in _records():
         got = pre(trace, ir, flops)
-        wl = tt.workload_tokens(ir, flops)
+        wl = tt.workload_tokens(ir, flops, postproc=False)
         np.testing.assert_array_equal(got, np.concatenate([wl, tt.trace_tokens(trace, ir, postproc=False)]))
         whole = full(trace, ir, flops)
+        assert whole.shape[1] == tt.FEATURE_WIDTH and got.shape[1] == tt.PREFIX_FEATURE_WIDTH
         assert got.shape[0] < whole.shape[0]  # these traces all have post-processing instructions
-        np.testing.assert_array_equal(got, whole[: got.shape[0]])
+        np.testing.assert_array_equal(got[:, : tt.FEATURE_WIDTH], whole[: got.shape[0]])
+        assert (got[:, post] != 0).any() and not (got[got[:, reorder] == 0][:, post]).any()
 
 
 def test_decision_vectors_tokenize_like_their_traces() -> None:
@@ -53,7 +58,7 @@ def test_decision_vectors_tokenize_like_their_traces() -> None:
         x = space.sample(40, rng)
         assert ((x >= 0) & (x < space.sizes)).all()
         got = space.tokens(x)
-        assert got.shape == (40, space.n_tokens, tt.FEATURE_WIDTH) and got.dtype == np.float32
+        assert got.shape == (40, space.n_tokens, tt.PREFIX_FEATURE_WIDTH) and got.dtype == np.float32
         for i in range(len(x)):
             text = json.dumps(space.trace(x[i]), separators=(",", ":"))
             np.testing.assert_allclose(got[i], tok(text, ir, flops), atol=1e-5)
@@ -141,7 +146,7 @@ def test_tuning_picks_the_featurizer_of_the_model_extractor() -> None:
     assert ex == tt.PREFIX_EXTRACTOR and isinstance(f, _PrefixTokenFeaturizer)
     ex, f = featurizer_for(SimpleNamespace(extractor=tt.EXTRACTOR))
     assert ex == tt.EXTRACTOR and isinstance(f, _TokenFeaturizer) and f.tokenizer.postproc
-    with pytest.raises(InputError, match="trace-prefix-tokens:v1"):
+    with pytest.raises(InputError, match="trace-prefix-tokens:v2"):
         featurizer_for(SimpleNamespace(extractor=("made-up", "v9")))
 
 

@@ -142,7 +142,7 @@ def test_device_columns_and_known_devices() -> None:
         make_model("tlp", epochs=1, device=True).fit(_synthetic(n_groups=2, per_group=4))
 
 
-@pytest.mark.parametrize("extractor", ["trace-tokens:v1", "trace-prefix-tokens:v1"])
+@pytest.mark.parametrize("extractor", ["trace-tokens:v1", "trace-prefix-tokens:v2"])
 def test_cli_trains_and_evaluates_on_trace_tokens(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extractor: str
 ) -> None:
@@ -190,7 +190,8 @@ def test_decision_vectors_score_from_tables_as_from_tokens(n_attention: int, pos
     """`predict_space` (tabulated rows) equals `predict` on the space's tokens, also after an
     update changes the weights, and a device model is refused in one line."""
     from autosearch.features.decision_space import DecisionSpace
-    from autosearch.features.trace_tokens import FEATURE_WIDTH, TraceTokenizer
+    from autosearch.features.trace_tokens import PREFIX_FEATURE_WIDTH as FEATURE_WIDTH
+    from autosearch.features.trace_tokens import TraceTokenizer
     from autosearch.models.base import FeatureBatch
     from autosearch.store.db import Store
 

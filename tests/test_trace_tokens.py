@@ -144,3 +144,27 @@ def test_backfill_writes_while_another_process_writes(tiny: Path) -> None:
         assert tt.backfill(st, batch=50) == 144
     with Store(tiny, readonly=True) as st:
         assert len(st.missing_features(tt.EXTRACTOR)) == 0
+
+
+def test_post_processing_is_worked_out_as_tvm_rewrites_parallel_and_vectorize() -> None:
+    """`_Post` follows RewriteParallelVectorizeUnroll: outer spatial loops fuse into the parallel
+    loop until their product passes the limit (that loop included) or a loop holds a computed-at
+    block; the innermost non-unit spatial loop is vectorized when within the vector limit."""
+    lim = tt._Limits()
+    lim.par, lim.vec = 32, 64
+    post = tt._Post(["a", "b", "c", "d", "e"], [2, 8, 4, 1, 16], "SSRSS", lim)
+
+    def run(ext: list[int], cut: int = -1) -> list[float]:
+        got = post.values([np.asarray([float(e)]) for e in ext], np.asarray([cut]))[0]
+        return [round(float(v), 4) for v in got]
+
+    v17 = round(math.log2(17), 4)
+    assert run([2, 8, 4, 1, 16]) == [4.0, 2.0, v17]  # 2*8 <= 32, then a reduction loop stops it
+    assert run([8, 8, 4, 1, 16]) == [6.0, 2.0, v17]  # 8*8 passes 32: that loop is fused in, then stop
+    assert run([8, 8, 4, 1, 16], cut=0) == [3.0, 1.0, v17]  # a block computed at loop 0 stops the fusion
+    assert run([1, 1, 4, 1, 128]) == [0.0, 0.0, 0.0]  # no parallel extent; 128 lanes are over 64
+    assert run([1, 4, 4, 4, 1]) == [2.0, 2.0, round(math.log2(5), 4)]  # unit innermost: the next loop
+    lim.multi.add("a")
+    assert run([8, 8, 4, 1, 16]) == [3.0, 1.0, v17]
+    lim.par = lim.vec = 0  # a GPU trace asks for neither
+    assert run([8, 8, 4, 1, 16]) == [0.0, 0.0, 0.0]

@@ -92,7 +92,7 @@ def tune(
         "--search",
         help="evolutionary (MetaSchedule's), gradient (relaxed knobs, Adam), portfolio (both, each round "
         "split by which has been finding the fastest schedules) or decision (decision vectors scored without "
-        "building schedules; needs a model trained on trace-prefix-tokens:v1).",
+        "building schedules; needs a model trained on trace-prefix-tokens:v2).",
     ),
     explore: str = typer.Option(
         "auto",

@@ -9,7 +9,9 @@ on that knob's decision alone: a tile factor enters its Split's token, the loops
 the summary token (sums), a categorical choice its Annotate's token. `DecisionSpace` works these
 contributions out once per option (by the tokenizer itself, so the result is the tokenizer's),
 and then the tokens of N decision vectors are N copies of the fixed matrix plus one table lookup
-per knob: no parsing, no TVM, no Python per candidate.
+per knob: no parsing, no TVM, no Python per candidate. The one exception is the emulated
+post-processing on Reorder rows (`trace_tokens._Post`: a parallel extent is a product of several
+knobs' factors, no sum), worked out for all N vectors at once from the knobs' factor tables.
 
 Knobs: `SamplePerfectTile` (every ordered factorisation of the loop's extent, innermost factor
 within the instruction's limit; the extent is the product of the representative's factors) and
@@ -33,7 +35,8 @@ import numpy as np
 
 from autosearch.errors import InputError
 from autosearch.features.trace_tokens import (
-    FEATURE_WIDTH,
+    _C_POSTPAR,
+    PREFIX_FEATURE_WIDTH,
     _compile,
     _decisions,
     _parse,
@@ -118,8 +121,29 @@ class DecisionSpace:
         blocks = {b.name: b for b in parse_ir_blocks(ir)}
         plan, _ = _compile(self.instructions, blocks)
         base = _positions(np.array(plan.apply(self.representative)))
-        self.workload = workload_tokens(ir, flops)
+        self.workload = workload_tokens(ir, flops, postproc=False)
         self.n_tokens = self.workload.shape[0] + base.shape[0]
+        # the emulated post-processing columns (`trace_tokens._Post`) are no sum of per-knob
+        # changes: they are worked out per candidate from the tile factors (`_post_values`)
+        knob_of = {k.inst: j for j, k in enumerate(self.knobs)}
+        self._posts: list[tuple[int, Any, list[tuple[int, Any]], np.ndarray]] = []
+        post_cells: list[int] = []
+        for r, post in plan.posts:
+            ext: list[tuple[int, Any]] = []  # per loop: (knob, its options' factor) or (-1, a fixed extent)
+            for ref in post.refs():
+                if isinstance(ref, tuple) and ref[0] in knob_of:
+                    j = knob_of[ref[0]]
+                    ext.append((j, np.asarray([o[ref[1]] for o in self.knobs[j].options], dtype=np.float64)))
+                elif isinstance(ref, tuple):
+                    d = self.representative.get(ref[0])
+                    f = d[ref[1]] if isinstance(d, list) and ref[1] < len(d) else 0
+                    ext.append((-1, float(f) if isinstance(f, int) and f > 0 else 0.0))
+                else:
+                    ext.append((-1, float(ref)))
+            located = [d if isinstance(d := self.representative.get(i), int) else -1 for i in post.located]
+            cut = post.cut([np.asarray([d]) for d in located])
+            self._posts.append((self.workload.shape[0] + r, post, ext, cut))
+            post_cells += [r * PREFIX_FEATURE_WIDTH + _C_POSTPAR + c for c in range(3)]
         # per knob, each option's change to the cells any knob moves (`_moved`, flat indices into
         # the whole token matrix): tokens are then dense gathers and adds over those cells only
         flat = base.reshape(-1)
@@ -130,6 +154,7 @@ class DecisionSpace:
             for o, value in enumerate(knob.options):
                 dec[knob.inst] = list(value) if knob.kind == "tile" else value
                 outs[o] = plan.apply(dec).reshape(-1)  # the positions column is the same for all
+            outs[:, post_cells] = outs[self.current[j], post_cells]
             cells = np.flatnonzero((outs != outs[self.current[j]]).any(axis=0))
             changes.append((cells, outs[:, cells] - flat[cells]))
         moved = np.unique(np.concatenate([c for c, _ in changes])) if changes else np.zeros(0, np.int64)
@@ -173,42 +198,46 @@ class DecisionSpace:
         return x
 
     def tokens(self, x: np.ndarray) -> np.ndarray:
-        """(n, n_tokens, FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
+        """(n, n_tokens, PREFIX_FEATURE_WIDTH) float32: workload tokens, then trace-prefix tokens."""
         return self._rows(self.validate(x), np.arange(self.n_tokens), None)
 
     @functools.cached_property
     def row_plan(self) -> RowPlan:
         """The rows each knob moves (`RowPlan`)."""
-        rows_of = self._moved // FEATURE_WIDTH
-        movers = np.zeros(self.n_tokens, dtype=np.int64)
-        last = np.full(self.n_tokens, -1, dtype=np.int64)
+        rows_of = self._moved // PREFIX_FEATURE_WIDTH
+        knobs: list[set[int]] = [set() for _ in range(self.n_tokens)]
         for j, delta in enumerate(self._deltas):
-            rows = np.unique(rows_of[(delta != 0).any(axis=0)])
-            movers[rows] += 1
-            last[rows] = j
-        single = tuple((int(r), int(last[r])) for r in np.flatnonzero(movers == 1))
+            for r in np.unique(rows_of[(delta != 0).any(axis=0)]):
+                knobs[r].add(j)
+        for r, _post, ext, _cut in self._posts:
+            knobs[r].update(j for j, table in ext if j >= 0 and np.unique(table).size > 1)
+        movers = np.asarray([len(k) for k in knobs], dtype=np.int64)
+        single = tuple((int(r), min(knobs[r])) for r in np.flatnonzero(movers == 1))
         return RowPlan(np.flatnonzero(movers == 0), single, np.flatnonzero(movers > 1))
 
     def row_tokens(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """(n, len(rows), FEATURE_WIDTH) float32: `tokens(x)[:, rows]` without the other rows."""
+        """(n, len(rows), PREFIX_FEATURE_WIDTH) float32: `tokens(x)[:, rows]` without the other rows."""
         return self._rows(self.validate(x), np.asarray(rows, dtype=np.int64), None)
 
     def option_tokens(self, knob: int, rows: np.ndarray) -> np.ndarray:
-        """(options of `knob`, len(rows), FEATURE_WIDTH): the rows with the knob at each option and
+        """(options of `knob`, len(rows), PREFIX_FEATURE_WIDTH): the rows with the knob at each option and
         the other knobs at the representative's (exact for rows only this knob moves)."""
         return self._rows(None, np.asarray(rows, dtype=np.int64), knob)
 
     def _rows(self, x: np.ndarray | None, rows: np.ndarray, knob: int | None) -> np.ndarray:
         """Token rows `rows` of vectors `x`, or of every option of `knob` (the others as represented):
         the fixed rows plus each knob's change, summed over the moved cells of those rows only."""
-        base = self._base.reshape(self.n_tokens, FEATURE_WIDTH)[rows].reshape(-1)
+        base = self._base.reshape(self.n_tokens, PREFIX_FEATURE_WIDTH)[rows].reshape(-1)
         n = len(self.knobs[knob].options) if knob is not None else len(x)  # type: ignore[arg-type]
         out = np.broadcast_to(base, (n, base.size)).copy()
         where = np.full(self.n_tokens, -1, dtype=np.int64)
         where[rows] = np.arange(rows.size)
-        sel = np.flatnonzero(where[self._moved // FEATURE_WIDTH] >= 0)
+        sel = np.flatnonzero(where[self._moved // PREFIX_FEATURE_WIDTH] >= 0)
         if sel.size:
-            dest = where[self._moved[sel] // FEATURE_WIDTH] * FEATURE_WIDTH + self._moved[sel] % FEATURE_WIDTH
+            dest = (
+                where[self._moved[sel] // PREFIX_FEATURE_WIDTH] * PREFIX_FEATURE_WIDTH
+                + self._moved[sel] % PREFIX_FEATURE_WIDTH
+            )
             # every moved cell (the whole-matrix `tokens`): views of the changes, no copies
             cols: np.ndarray | slice = slice(None) if sel.size == self._moved.size else sel
             if knob is not None:
@@ -219,7 +248,24 @@ class DecisionSpace:
                 for j in range(1, self.n_knobs):
                     moved += self._deltas[j][x[:, j]][:, cols]
                 out[:, dest] = moved
-        return out.reshape(n, rows.size, FEATURE_WIDTH)
+        out = out.reshape(n, rows.size, PREFIX_FEATURE_WIDTH)
+        if self._posts:
+            self._post_values(out, x, rows, knob, where)
+        return out
+
+    def _post_values(
+        self, out: np.ndarray, x: np.ndarray | None, rows: np.ndarray, knob: int | None, where: np.ndarray
+    ) -> None:
+        """Write the emulated post-processing columns of the requested rows that hold them."""
+        if x is None:  # every option of `knob`, the others as represented
+            assert knob is not None
+            x = np.broadcast_to(self.current, (len(self.knobs[knob].options), self.n_knobs)).copy()
+            x[:, knob] = np.arange(len(x))
+        for r, post, ext, cut in self._posts:
+            if where[r] < 0:
+                continue
+            loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
+            out[:, where[r], _C_POSTPAR : _C_POSTPAR + 3] = post.values(loops, np.broadcast_to(cut, (len(x),)))
 
     @functools.cached_property
     def _option_index(self) -> list[dict[Any, int]]:

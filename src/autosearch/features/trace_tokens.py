@@ -20,6 +20,11 @@ Token sequence of one candidate (rows of one float32 matrix, `FEATURE_WIDTH` col
    its sampled location, every loop/block input its role). This keeps a sequence at ~30 tokens
    instead of ~50 with the same information, which is what makes scoring fast.
 
+Prefix tokens (`PREFIX_EXTRACTOR`: the instructions before EnterPostproc only) have three more
+columns (`PREFIX_FEATURE_NAMES`), set on each Reorder of a tiled loop nest: the parallel extent,
+the number of loops fused into it and the vector extent that the post-processor will give that
+nest, worked out from the decisions (`_Post`), since prefix tokens lack the instructions that say so.
+
 The model pads the sequences of a batch to a common length with a mask, which is the same as a
 fixed-length padded input; `MAX_TRACE_TOKENS` covers every trace of the reference dataset
 (`coverage()` reports it). Every column is named in `FEATURE_NAMES` and documented at
@@ -48,6 +53,8 @@ __all__ = [
     "MAX_TRACE_TOKENS",
     "MAX_WORKLOAD_TOKENS",
     "PREFIX_EXTRACTOR",
+    "PREFIX_FEATURE_NAMES",
+    "PREFIX_FEATURE_WIDTH",
     "TOKEN_EXTRACTORS",
     "TOKEN_KINDS",
     "TraceTokenizer",
@@ -60,12 +67,13 @@ __all__ = [
 
 #: (name, version) under which tokens are stored; bump the version when any column changes.
 EXTRACTOR = ("trace-tokens", "v1")
-#: The same tokens without the post-processing instructions (everything from EnterPostproc on).
+#: The same tokens without the post-processing instructions (everything from EnterPostproc on),
+#: plus the emulated post-processing columns (v2; v1 had none).
 #: Why: the instructions before it and their decisions determine the schedule (the post-processors
 #: are a deterministic function of them), and they are all that a search over decision vectors
 #: knows without building a TVM schedule (`features.decision_space`), so a model trained on these
 #: scores such candidates exactly as it scores stored or replayed ones.
-PREFIX_EXTRACTOR = ("trace-prefix-tokens", "v1")
+PREFIX_EXTRACTOR = ("trace-prefix-tokens", "v2")
 #: The token extractors and whether each keeps the post-processing instructions.
 TOKEN_EXTRACTORS: dict[tuple[str, str], bool] = {EXTRACTOR: True, PREFIX_EXTRACTOR: False}
 #: Trace tokens kept per candidate (the reference dataset's longest trace has 70; see `coverage`).
@@ -209,6 +217,16 @@ _NUMERIC: tuple[tuple[str, str], ...] = (
     ("wl_f64", "workload: 1 if any buffer is float64"),
 )
 
+# Prefix tokens only (after the columns above): on a Reorder of split loops (multi-level tiling),
+# what MetaSchedule's RewriteParallelVectorizeUnroll post-processor will make of that loop nest,
+# worked out from the decisions (`_Post`). Full tokens hold the post-processor's own instructions.
+_POST_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("post_par_extent", "Reorder: log2 of the parallel extent the post-processor will give this loop nest"),
+    ("post_par_loops", "Reorder: how many outer loops it will fuse into that parallel loop"),
+    ("post_vec_extent", "Reorder: log2(1 + extent) of the innermost loop it will vectorize; 0 if none"),
+)
+
+#: Columns of `EXTRACTOR`'s tokens.
 FEATURE_NAMES: tuple[str, ...] = (
     *(f"kind={k}" for k in TOKEN_KINDS),
     *(f"annotation={k}" for k in ANNOTATION_KEYS),
@@ -218,7 +236,11 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(name for name, _ in _NUMERIC),
 )
 FEATURE_WIDTH = len(FEATURE_NAMES)
-_COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
+#: Columns of `PREFIX_EXTRACTOR`'s tokens: the same, then the emulated post-processing.
+PREFIX_FEATURE_NAMES: tuple[str, ...] = (*FEATURE_NAMES, *(name for name, _ in _POST_COLUMNS))
+PREFIX_FEATURE_WIDTH = len(PREFIX_FEATURE_NAMES)
+_WIDTH = PREFIX_FEATURE_WIDTH  # tokens are built this wide; full tokens drop the last columns
+_COL = {name: i for i, name in enumerate(PREFIX_FEATURE_NAMES)}
 _KIND_COL = {k: _COL[f"kind={k}"] for k in TOKEN_KINDS}
 _ANN_COL = {k: _COL[f"annotation={k}"] for k in ANNOTATION_KEYS}
 _SCOPE_COL = {k: _COL[f"scope={k}"] for k in SCOPES}
@@ -344,15 +366,20 @@ def parse_ir_blocks(ir: str) -> list[_Block]:
     return [b for b in blocks if b.name != "root"]
 
 
-def workload_tokens(ir: str, flops: float | None = None) -> np.ndarray:
-    """Workload tokens (rows, FEATURE_WIDTH) of a program given as TVMScript text."""
+def workload_tokens(ir: str, flops: float | None = None, postproc: bool = True) -> np.ndarray:
+    """Workload tokens of a program given as TVMScript text: (rows, FEATURE_WIDTH), or
+    (rows, PREFIX_FEATURE_WIDTH) with `postproc=False` (for prefix tokens)."""
+    return _workload_tokens(ir, flops)[:, : FEATURE_WIDTH if postproc else _WIDTH]
+
+
+def _workload_tokens(ir: str, flops: float | None = None) -> np.ndarray:
     blocks = parse_ir_blocks(ir)
     keep = blocks
     if len(blocks) > MAX_WORKLOAD_TOKENS:
         biggest = sorted(range(len(blocks)), key=lambda i: (-blocks[i].iters, i))[:MAX_WORKLOAD_TOKENS]
         keep = [blocks[i] for i in sorted(biggest)]
     dtypes = set(_DTYPE.findall(ir))
-    out = np.zeros((len(keep), FEATURE_WIDTH), dtype=np.float32)
+    out = np.zeros((len(keep), _WIDTH), dtype=np.float32)
     c = _COL
     for r, b in enumerate(keep):
         row = out[r]
@@ -391,6 +418,7 @@ _C_TS, _C_TR = _COL["tiles_s0"], _COL["tiles_r0"]
 _C_INL, _C_ROOT, _C_LOC = _COL["loc_inline"], _COL["loc_root"], _COL["loc_index"]
 _C_VAL, _C_CHOICE, _C_VS, _C_VR = _COL["value"], _COL["value_choice"], _COL["value_s"], _COL["value_r"]
 _C_BUF, _C_PRES = _COL["buffer_index"], _COL["preserve_unit"]
+_C_POSTPAR = _COL["post_par_extent"]  # then post_par_loops, post_vec_extent
 _KIND_OTHER = _KIND_COL["other"]
 _ANN_OTHER = _ANN_COL["other"]
 _BUFFER_KINDS = frozenset({"CacheRead", "CacheWrite", "ReIndex", "TransformLayout", "StorageAlign", "SetScope"})
@@ -438,12 +466,109 @@ class _Sym:
         return 0.0
 
 
+class _Limits:
+    """What the root block's annotations and the compute-at targets say, for the `_Post`s of a trace.
+
+    Filled in as the trace is compiled; the annotations come after the Reorders they limit, so a
+    `_Post` reads them only when resolved."""
+
+    __slots__ = ("last", "multi", "par", "vec")
+
+    def __init__(self) -> None:
+        self.par = 0  # meta_schedule.parallel: the largest parallel extent (0: none asked for)
+        self.vec = 0  # meta_schedule.vectorize: the largest vector extent
+        self.multi: set[str] = set()  # loops something is computed at: their bodies hold two statements
+        self.last: _Post | None = None  # the latest tiled loop nest (where a sampled compute location points)
+
+
+class _Post:
+    """What RewriteParallelVectorizeUnroll will make of one tiled loop nest (a Reorder's loops).
+
+    Why: the post-processing instructions are a function of all decisions together, so a model
+    that sees only the instructions before post-processing (`PREFIX_EXTRACTOR`, what decision
+    vectors give) would have to learn that rule from examples. Worked out here instead, on the
+    loop extents the decisions give: the outer spatial loops fuse into one parallel loop until
+    their product passes the root's `meta_schedule.parallel` limit or a loop's body holds a
+    computed-at block; the innermost loop longer than 1 (unit loops beside it) is vectorized when
+    it is spatial and within `meta_schedule.vectorize`. A block computed at a sampled location
+    (`random_compute_producer`) is taken to sit at that index of the latest tiled nest's loops,
+    as the location's candidates are that nest's loops from the outermost. Not modelled: the
+    contiguous-access check that lets TVM fuse several inner loops into one vector.
+    """
+
+    __slots__ = ("axes", "extents", "limits", "located", "loops")
+
+    def __init__(self, loops: list[str], extents: list[Any], axes: str, limits: _Limits) -> None:
+        self.loops, self.extents, self.axes, self.limits = loops, extents, axes, limits
+        self.located: list[int] = []  # SampleComputeLocation instructions whose block is computed in this nest
+
+    def refs(self) -> list[int | tuple[int, int]]:
+        """Per loop, its extent (int, 0 if unknown) or the tile decision giving it (instruction, factor)."""
+        return [(e.inst, e.k) if e.__class__ is _Sym else (e if e.__class__ is int else 0) for e in self.extents]
+
+    def values(self, ext: list[np.ndarray], cut: np.ndarray) -> np.ndarray:
+        """(n, 3): post_par_extent, post_par_loops, post_vec_extent for loop extents `ext[i]`
+        ((n,), 0 = unknown) and `cut` ((n,), the first loop a sampled location holds, or -1)."""
+        n = len(ext[0]) if ext else 1
+        out = np.zeros((n, 3), dtype=np.float32)
+        lim = self.limits
+        if lim.par > 0:
+            prod, count, live = np.ones(n), np.zeros(n), np.ones(n, dtype=bool)
+            for i, (e, axis, loop) in enumerate(zip(ext, self.axes, self.loops)):
+                if axis != "S":
+                    break
+                live &= e > 0
+                count += live
+                prod = np.where(live, prod * e, prod)
+                live &= (prod <= lim.par) & (cut != i)
+                if loop in lim.multi:
+                    break
+            par = prod > 1
+            out[:, 0] = np.where(par, np.log2(prod), 0.0)
+            out[:, 1] = np.where(par, count, 0.0)
+        if lim.vec > 0:
+            prod, live = np.ones(n), np.ones(n, dtype=bool)
+            for e, axis in zip(reversed(ext), reversed(self.axes)):
+                if axis != "S":
+                    break
+                nxt = prod * e
+                live &= (e > 0) & (nxt <= lim.vec)
+                prod = np.where(live, nxt, prod)
+                live &= e == 1
+            out[:, 2] = np.where(prod > 1, np.log2(1.0 + prod), 0.0)
+        return out
+
+    def cut(self, locations: list[Any]) -> np.ndarray:
+        """(n,) the first loop index any of the sampled locations (one (n,) array each) holds, or -1."""
+        out = np.full(len(locations[0]) if locations else 1, -1, dtype=np.int64)
+        for loc in locations:
+            loc = np.asarray(loc, dtype=np.int64)
+            out = np.where((loc >= 0) & ((out < 0) | (loc < out)), loc, out)
+        return out
+
+    def resolve(self, dec: dict[int, Any]) -> np.ndarray:
+        locs = [dec.get(i) for i in self.located]
+        cut = self.cut([np.asarray([d if isinstance(d, int) else -1]) for d in locs])
+        ext = []
+        for r in self.refs():
+            if r.__class__ is tuple:
+                d = dec.get(r[0])
+                try:
+                    f = d[r[1]]  # type: ignore[index]
+                except (TypeError, IndexError, KeyError):
+                    f = 0
+                r = f if isinstance(f, int) and f > 0 else 0
+            ext.append(np.asarray([r], dtype=np.float64))
+        return self.values(ext, cut)[0]
+
+
 class _State:
     """What the folded instructions told us: sampled variables, roles of blocks and loops."""
 
-    __slots__ = ("block", "loop", "name", "post", "seen_nest", "summary", "value")
+    __slots__ = ("block", "emulate", "limits", "loop", "name", "post", "seen_nest", "summary", "value")
 
-    def __init__(self, post: float = 0.0) -> None:
+    def __init__(self, post: float = 0.0, emulate: bool = True) -> None:
+        self.emulate = emulate  # work out the post-processing of tiled nests (`_Post`: prefix tokens only)
         self.value: dict[str, Any] = {}  # sampled variable -> _Sym (tile factor, categorical, location)
         self.block: dict[str, str] = {}  # block variable -> role
         self.name: dict[str, str] = {}  # block variable -> IR block name (GetSBlock)
@@ -451,6 +576,7 @@ class _State:
         self.post = post
         self.seen_nest: set[str] = set()  # blocks whose original loop nest was already read
         self.summary: _Cols | None = None  # the summary token's columns, while compiling from the start
+        self.limits = _Limits()
 
 
 def _fold(kind: str, idx: int, ins: list[Any], st: _State, blocks: dict[str, _Block]) -> None:
@@ -530,8 +656,17 @@ def _token(kind: str, ins: list[Any], st: _State) -> _Cols:
         loc = st.value.get(inputs[1])
         if loc is not None:
             cols += [(_C_INL, loc.derive("inline")), (_C_ROOT, loc.derive("root")), (_C_LOC, loc)]
+            if st.limits.last is not None and not st.post:
+                st.limits.last.located.append(loc.inst)
         elif (info := st.loop.get(inputs[1])) is not None:
             cols += [(_C_LPOS, info[0]), (_C_LDEPTH, info[1])]
+            st.limits.multi.add(inputs[1])
+    elif kind == "Reorder" and st.emulate and not st.post:
+        loops = [st.loop.get(lv) for lv in inputs]
+        if inputs and all(info is not None and info[4] for info in loops):
+            post = _Post(list(inputs), [info[2] for info in loops], "".join(info[4] for info in loops), st.limits)  # type: ignore[index]
+            cols.append((_C_POSTPAR, post))
+            st.limits.last = post
     elif kind in _BUFFER_KINDS:
         if attrs and attrs[0].__class__ is int:
             cols.append((_C_BUF, _log2(1 + attrs[0])))
@@ -584,7 +719,7 @@ class _Bank:
     """Distinct token rows seen so far; a candidate's post-processing tokens are rows of it."""
 
     def __init__(self) -> None:
-        self.rows = np.zeros((256, FEATURE_WIDTH), dtype=np.float32)
+        self.rows = np.zeros((256, _WIDTH), dtype=np.float32)
         self.n = 0
         self.ids: dict[tuple[Any, ...], int] = {}
 
@@ -635,6 +770,10 @@ def _annotate(inputs: list[Any], attrs: list[Any], st: _State, cols: _Cols) -> N
         cols.append((_C_VAL, float(val)))
     elif isinstance(val, (int, float)):
         cols.append((_C_VAL, _log2(1 + max(float(val), 0.0))))
+        if key == "meta_schedule.parallel" and isinstance(val, int):
+            st.limits.par = val
+        elif key == "meta_schedule.vectorize" and isinstance(val, int):
+            st.limits.vec = val
     elif isinstance(val, str) and val.startswith('"'):
         text = val.strip('"')
         cols += [(_C_VS, float(text.count("S"))), (_C_VR, float(text.count("R")))]
@@ -651,16 +790,19 @@ class _Plan:
     resolved per candidate (tile factors in one vectorised step).
     """
 
-    __slots__ = ("others", "static", "tiles")
+    __slots__ = ("others", "posts", "static", "tiles")
 
     def __init__(self, rows: list[_Cols]) -> None:
-        self.static = np.zeros((len(rows), FEATURE_WIDTH), dtype=np.float32)
+        self.static = np.zeros((len(rows), _WIDTH), dtype=np.float32)
         tiles: list[tuple[int, int, int, int, int]] = []
         self.others: list[tuple[int, int, _Sym]] = []
+        self.posts: list[tuple[int, _Post]] = []  # (row, _Post): its 3 columns from _C_POSTPAR on
         r_idx, c_idx, vals = [], [], []
         for r, cols in enumerate(rows):
             for c, v in cols:
-                if v.__class__ is _Sym:
+                if v.__class__ is _Post:
+                    self.posts.append((r, v))
+                elif v.__class__ is _Sym:
                     if v.kind in _TILE_CODE:
                         tiles.append((r, c, v.inst, v.k, _TILE_CODE[v.kind]))
                     else:
@@ -680,9 +822,11 @@ class _Plan:
         )
 
     def apply(self, dec: dict[int, Any]) -> np.ndarray:
-        if not self.others and not self.tiles[2]:
+        if not self.others and not self.tiles[2] and not self.posts:
             return self.static
         out = self.static.copy()
+        for r, post in self.posts:
+            out[r, _C_POSTPAR : _C_POSTPAR + 3] = post.resolve(dec)
         rows, cols, where, code = self.tiles
         if where:
             try:
@@ -768,8 +912,9 @@ def trace_tokens(
     if not postproc:
         insts = prefix_instructions(insts)
     blocks = _blocks if _blocks is not None else ({b.name: b for b in parse_ir_blocks(ir)} if ir else {})
-    plan, _ = _compile(insts, blocks)
-    return _positions(plan.apply(_decisions(decisions)).copy())
+    plan, _ = _compile(insts, blocks, st=_State(emulate=not postproc))
+    out = _positions(plan.apply(_decisions(decisions)).copy())
+    return out[:, :FEATURE_WIDTH] if postproc else out
 
 
 def prefix_instructions(insts: list[Any]) -> list[Any]:
@@ -810,7 +955,8 @@ class TraceTokenizer:
         if hit is None:
             if len(self._wl) >= 256:
                 self._wl.clear()
-            hit = self._wl[ir] = (workload_tokens(ir, flops), {b.name: b for b in parse_ir_blocks(ir)})
+            wl = workload_tokens(ir, flops, self.postproc)
+            hit = self._wl[ir] = (wl, {b.name: b for b in parse_ir_blocks(ir)})
         return hit
 
     def __call__(self, trace: str | list[Any], ir: str, flops: float | None = None) -> np.ndarray:
@@ -819,6 +965,8 @@ class TraceTokenizer:
         fast = self._fast(trace, ir, blocks) if isinstance(trace, str) else None
         if fast is None:
             fast = trace_tokens(trace, ir, blocks, self.postproc)
+        elif self.postproc:
+            fast = fast[:, :FEATURE_WIDTH]
         return np.concatenate([wl, fast], axis=0)
 
     def many(self, traces: Sequence[str | list[Any]], ir: str, flops: float | None = None) -> list[np.ndarray]:
@@ -838,7 +986,7 @@ class TraceTokenizer:
                 insts = json.loads(head[1:-1] + "]")
             except json.JSONDecodeError:
                 return None
-            st = _State()
+            st = _State(emulate=not self.postproc)
             plan, _n = _compile(insts, blocks, 0, st)
             if len(self._prefix) >= self.max_cached:
                 self._prefix.clear()
@@ -852,7 +1000,7 @@ class TraceTokenizer:
         except json.JSONDecodeError:
             return None
         head_rows = plan.apply(dec)
-        st = _State(post=0.0)
+        st = _State(post=0.0, emulate=False)
         st.block, st.name = dict(st0.block), dict(st0.name)  # post-processing may refer to earlier blocks
         st.summary = []
         ids = self._tail(post, blocks, n_insts, st, MAX_TRACE_TOKENS - head_rows.shape[0])
@@ -880,7 +1028,7 @@ class TraceTokenizer:
             r = bank.ids.get(key) if key is not None else None
             if r is None:
                 cols = _token(kind, ins, st)
-                if any(v.__class__ is _Sym for _, v in cols):
+                if any(v.__class__ is _Sym or v.__class__ is _Post for _, v in cols):
                     return None  # a decision after EnterPostproc: not this fast path's case
                 r = bank.add(cols, key)
             else:

@@ -533,18 +533,28 @@ class _SpaceTables:
         """(members, N) float32 scores of N decision vectors."""
         space = self.space()
         assert space is not None
-        n, m = len(x), self.mixed.size
+        n = len(x)
         index = np.broadcast_to(self.template, (n, self.n_tokens)).copy()
         for r, j, first in self.single:
             index[:, r] = first + x[:, j]
-        index[:, self.mixed] = self.size + np.arange(n * m).reshape(n, m)
+        # rows several knobs move: computed once per distinct row (a population repeats them: the
+        # emulated post-processing takes a few values a sketch, mutants share most tile sums)
+        extra: list[tuple[torch.Tensor, int]] = []
+        size = self.size
+        if self.mixed.size:
+            mixed = space.row_tokens(x, self.mixed)
+            for i, r in enumerate(self.mixed):
+                rows = np.ascontiguousarray(mixed[:, i])
+                keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
+                _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+                extra.append((torch.from_numpy(rows[first]), int(r)))
+                index[:, r] = size + inverse.reshape(-1)
+                size += first.size
         index_t = torch.from_numpy(index.reshape(-1))
-        mixed = torch.from_numpy(space.row_tokens(x, self.mixed)) if m else None
         out = []
         for net, table in zip(self.nets, self.tables):
-            if mixed is not None:
-                per = [net.row_values(mixed[:, i], int(r)) for i, r in enumerate(self.mixed)]
-                table = torch.cat([table, torch.stack(per, dim=1).reshape(n * m, -1)])
+            if extra:
+                table = torch.cat([table, *(net.row_values(t, r) for t, r in extra)])
             out.append(net.forward_rows(table.index_select(0, index_t).view(n, self.n_tokens, -1)))
         return torch.stack(out)
 
