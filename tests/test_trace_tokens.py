@@ -168,3 +168,14 @@ def test_post_processing_is_worked_out_as_tvm_rewrites_parallel_and_vectorize() 
     assert run([8, 8, 4, 1, 16]) == [3.0, 1.0, v17]
     lim.par = lim.vec = 0  # a GPU trace asks for neither
     assert run([8, 8, 4, 1, 16]) == [0.0, 0.0, 0.0]
+
+
+def test_an_older_token_version_is_refused_in_one_line_unless_the_store_holds_it(tiny: Path) -> None:
+    """v1 prefix tokens are no longer computed: asking for them on a store without them names the
+    current version; a store that already holds them may still be read."""
+    with pytest.raises(InputError, match="computes trace-prefix-tokens:v2"):
+        tt.ensure_features(str(tiny), ("trace-prefix-tokens", "v1"))
+    with Store(tiny) as st:
+        m = next(iter(st.measurements()))
+        st.add_features([(m.id, np.zeros((2, 3), np.float32))], ("trace-prefix-tokens", "v1"))
+    assert tt.ensure_features(str(tiny), ("trace-prefix-tokens", "v1")) == 0

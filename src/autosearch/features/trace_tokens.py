@@ -27,7 +27,7 @@ nest, worked out from the decisions (`_Post`), since prefix tokens lack the inst
 
 The model pads the sequences of a batch to a common length with a mask, which is the same as a
 fixed-length padded input; `MAX_TRACE_TOKENS` covers every trace of the reference dataset
-(`coverage()` reports it). Every column is named in `FEATURE_NAMES` and documented at
+(`coverage()` reports it). Every column is named in `FEATURE_NAMES` (`PREFIX_FEATURE_NAMES`) and documented at
 `_NUMERIC` below. Change anything about a column and bump `EXTRACTOR`'s version.
 """
 
@@ -1028,7 +1028,7 @@ class TraceTokenizer:
             r = bank.ids.get(key) if key is not None else None
             if r is None:
                 cols = _token(kind, ins, st)
-                if any(v.__class__ is _Sym or v.__class__ is _Post for _, v in cols):
+                if any(v.__class__ is _Sym for _, v in cols):
                     return None  # a decision after EnterPostproc: not this fast path's case
                 r = bank.add(cols, key)
             else:
@@ -1082,6 +1082,14 @@ def ensure_features(db_path: str, extractor: Iterable[str]) -> int:
 
     ex = (*extractor,)
     if ex not in TOKEN_EXTRACTORS:
+        current = next((k for k in TOKEN_EXTRACTORS if k[0] == ex[0]), None)
+        if current is not None and len(ex) == 2:  # an older version: only what a store already holds
+            with Store(db_path, readonly=True) as ro:
+                if next(iter(ro.iter_features((ex[0], ex[1]))), None) is None:
+                    raise InputError(
+                        f"{':'.join(ex)}: this version of autosearch computes {':'.join(current)} "
+                        "(older token versions are not kept; train on the current one)"
+                    )
         return 0
     key = (ex[0], ex[1])
     with Store(db_path, readonly=True) as ro:
