@@ -546,10 +546,10 @@ class _SpaceTables:
             for i, r in enumerate(self.mixed):
                 rows = np.ascontiguousarray(mixed[:, i])
                 keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
-                _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-                extra.append((torch.from_numpy(rows[first]), int(r)))
+                _, distinct, inverse = np.unique(keys, return_index=True, return_inverse=True)
+                extra.append((torch.from_numpy(rows[distinct]), int(r)))
                 index[:, r] = size + inverse.reshape(-1)
-                size += first.size
+                size += distinct.size
         index_t = torch.from_numpy(index.reshape(-1))
         out = []
         for net, table in zip(self.nets, self.tables):
