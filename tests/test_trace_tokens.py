@@ -149,7 +149,7 @@ def test_backfill_writes_while_another_process_writes(tiny: Path) -> None:
 def test_post_processing_is_worked_out_as_tvm_rewrites_parallel_and_vectorize() -> None:
     """`_Post` follows RewriteParallelVectorizeUnroll: outer spatial loops fuse into the parallel
     loop until their product passes the limit (that loop included) or a loop holds a computed-at
-    block; the innermost non-unit spatial loop is vectorized when within the vector limit."""
+    block; the innermost loop is vectorized when spatial, longer than 1 and within the vector limit."""
     lim = tt._Limits()
     lim.par, lim.vec = 32, 64
     post = tt._Post(["a", "b", "c", "d", "e"], [2, 8, 4, 1, 16], "SSRSS", lim)
@@ -163,7 +163,7 @@ def test_post_processing_is_worked_out_as_tvm_rewrites_parallel_and_vectorize() 
     assert run([8, 8, 4, 1, 16]) == [6.0, 2.0, v17]  # 8*8 passes 32: that loop is fused in, then stop
     assert run([8, 8, 4, 1, 16], cut=0) == [3.0, 1.0, v17]  # a block computed at loop 0 stops the fusion
     assert run([1, 1, 4, 1, 128]) == [0.0, 0.0, 0.0]  # no parallel extent; 128 lanes are over 64
-    assert run([1, 4, 4, 4, 1]) == [2.0, 2.0, round(math.log2(5), 4)]  # unit innermost: the next loop
+    assert run([1, 4, 4, 4, 1]) == [2.0, 2.0, 0.0]  # a unit innermost loop: no second (strided) loop joins
     lim.multi.add("a")
     assert run([8, 8, 4, 1, 16]) == [3.0, 1.0, v17]
     lim.par = lim.vec = 0  # a GPU trace asks for neither
@@ -179,3 +179,43 @@ def test_an_older_token_version_is_refused_in_one_line_unless_the_store_holds_it
         m = next(iter(st.measurements()))
         st.add_features([(m.id, np.zeros((2, 3), np.float32))], ("trace-prefix-tokens", "v1"))
     assert tt.ensure_features(str(tiny), ("trace-prefix-tokens", "v1")) == 0
+
+
+def test_emulated_post_processing_matches_the_tir_tvm_makes(tiny: Path) -> None:
+    """On stored schedules replayed through TVM (their post-processing included), the tiled
+    block's parallel loop and innermost vector loop have the extents the prefix tokens say."""
+    import re
+
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    col = tt.PREFIX_FEATURE_NAMES.index("post_par_extent")
+    reorder = tt.PREFIX_FEATURE_NAMES.index("kind=Reorder")
+    loop = re.compile(r"^(\s*)for .* in T\.(\w+)\((\d+)")
+    tok, checked = tt.TraceTokenizer(postproc=False), 0
+    for trace, ir, flops in _records(tiny)[::6]:
+        rows = tok(trace, ir, flops)
+        rows = rows[rows[:, reorder] == 1]
+        insts = json.loads(trace)[0]
+        names = {x[3][0]: x[2][0] for x in insts if x[0] == "GetSBlock"}
+        tiled = [names[x[1][0]] for x in insts if x[0] == "Annotate" and x[2] == ["meta_schedule.tiling_structure"]]
+        if len(rows) != 1 or len(tiled) != 1:
+            continue
+        sch = Schedule(tvm.script.from_source(ir))
+        Trace.apply_json_to_schedule(json.loads(trace), sch)
+        lines = sch.mod.script().splitlines()
+        heads = (f'with T.sblock("{tiled[0]}_update"):', f'with T.sblock("{tiled[0]}"):')
+        at = next(i for h in heads for i, line in enumerate(lines) if line.strip() == h)
+        indent, loops = len(lines[at]) - len(lines[at].lstrip()), []  # the block's loops, innermost first
+        for line in reversed(lines[:at]):
+            m = loop.match(line)
+            if m and len(m.group(1)) < indent:
+                loops.append((m.group(2), int(m.group(3))))
+                indent = len(m.group(1))
+        parallel = next((e for kind, e in loops if kind == "parallel"), 1)
+        vector = loops[0][1] if loops[0][0] == "vectorized" else 1
+        assert round(2 ** float(rows[0, col])) == parallel if rows[0, col] > 0 else parallel == 1
+        assert round(2 ** float(rows[0, col + 2]) - 1) == vector if rows[0, col + 2] > 0 else vector == 1
+        checked += 1
+    assert checked >= 10
