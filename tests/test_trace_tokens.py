@@ -155,7 +155,7 @@ def test_post_processing_is_worked_out_as_tvm_rewrites_parallel_and_vectorize() 
     post = tt._Post(["a", "b", "c", "d", "e"], [2, 8, 4, 1, 16], "SSRSS", lim)
 
     def run(ext: list[int], cut: int = -1) -> list[float]:
-        got = post.values([np.asarray([float(e)]) for e in ext], np.asarray([cut]))[0]
+        got = post.values([np.asarray([float(e)]) for e in ext], cut)[0]
         return [round(float(v), 4) for v in got]
 
     v17 = round(math.log2(17), 4)

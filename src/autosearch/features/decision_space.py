@@ -126,23 +126,17 @@ class DecisionSpace:
         # the emulated post-processing columns (`trace_tokens._Post`) are no sum of per-knob
         # changes: they are worked out per candidate from the tile factors (`_post_values`)
         knob_of = {k.inst: j for j, k in enumerate(self.knobs)}
-        self._posts: list[tuple[int, Any, list[tuple[int, Any]], np.ndarray]] = []
+        self._posts: list[tuple[int, Any, list[tuple[int, Any]], int]] = []
         post_cells: list[int] = []
         for r, post in plan.posts:
             ext: list[tuple[int, Any]] = []  # per loop: (knob, its options' factor) or (-1, a fixed extent)
-            for ref in post.refs():
+            for ref, fixed in zip(post.refs(), post.loop_extents(self.representative)):
                 if isinstance(ref, tuple) and ref[0] in knob_of:
                     j = knob_of[ref[0]]
                     ext.append((j, np.asarray([o[ref[1]] for o in self.knobs[j].options], dtype=np.float64)))
-                elif isinstance(ref, tuple):
-                    d = self.representative.get(ref[0])
-                    f = d[ref[1]] if isinstance(d, list) and ref[1] < len(d) else 0
-                    ext.append((-1, float(f) if isinstance(f, int) and f > 0 else 0.0))
                 else:
-                    ext.append((-1, float(ref)))
-            located = [d if isinstance(d := self.representative.get(i), int) else -1 for i in post.located]
-            cut = post.cut([np.asarray([d]) for d in located])
-            self._posts.append((self.workload.shape[0] + r, post, ext, cut))
+                    ext.append((-1, fixed))
+            self._posts.append((self.workload.shape[0] + r, post, ext, post.cut(self.representative)))
             post_cells += [r * PREFIX_FEATURE_WIDTH + _C_POSTPAR + c for c in range(3)]
         # per knob, each option's change to the cells any knob moves (`_moved`, flat indices into
         # the whole token matrix): tokens are then dense gathers and adds over those cells only
@@ -265,7 +259,7 @@ class DecisionSpace:
             if where[r] < 0:
                 continue
             loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
-            out[:, where[r], _C_POSTPAR : _C_POSTPAR + 3] = post.values(loops, np.broadcast_to(cut, (len(x),)))
+            out[:, where[r], _C_POSTPAR : _C_POSTPAR + 3] = post.values(loops, cut)
 
     @functools.cached_property
     def _option_index(self) -> list[dict[Any, int]]:

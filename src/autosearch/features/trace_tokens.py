@@ -508,9 +508,9 @@ class _Post:
         """Per loop, its extent (int, 0 if unknown) or the tile decision giving it (instruction, factor)."""
         return [(e.inst, e.k) if e.__class__ is _Sym else (e if e.__class__ is int else 0) for e in self.extents]
 
-    def values(self, ext: list[np.ndarray], cut: np.ndarray) -> np.ndarray:
+    def values(self, ext: list[np.ndarray], cut: int) -> np.ndarray:
         """(n, 3): post_par_extent, post_par_loops, post_vec_extent for loop extents `ext[i]`
-        ((n,), 0 = unknown) and `cut` ((n,), the first loop a sampled location holds, or -1)."""
+        ((n,), 0 = unknown) and `cut` (the first loop a sampled location holds, or -1)."""
         n = len(ext[0]) if ext else 1
         out = np.zeros((n, 3), dtype=np.float32)
         lim = self.limits
@@ -533,28 +533,25 @@ class _Post:
             out[:, 2] = np.log2(1.0 + np.where((e > 1) & (e <= lim.vec), e, 0.0))
         return out
 
-    def cut(self, locations: list[Any]) -> np.ndarray:
-        """(n,) the first loop index any of the sampled locations (one (n,) array each) holds, or -1."""
-        out = np.full(len(locations[0]) if locations else 1, -1, dtype=np.int64)
-        for loc in locations:
-            loc = np.asarray(loc, dtype=np.int64)
-            out = np.where((loc >= 0) & ((out < 0) | (loc < out)), loc, out)
-        return out
+    def cut(self, dec: dict[int, Any]) -> int:
+        """The first loop index a block computed at a sampled location holds under `dec`, or -1."""
+        return min((d for i in self.located if isinstance(d := dec.get(i), int) and d >= 0), default=-1)
 
-    def resolve(self, dec: dict[int, Any]) -> np.ndarray:
-        locs = [dec.get(i) for i in self.located]
-        cut = self.cut([np.asarray([d if isinstance(d, int) else -1]) for d in locs])
-        ext = []
+    def loop_extents(self, dec: dict[int, Any]) -> list[float]:
+        """Each loop's extent under decisions `dec` (0 where unknown)."""
+        out = []
         for r in self.refs():
             if r.__class__ is tuple:
-                d = dec.get(r[0])
                 try:
-                    f = d[r[1]]  # type: ignore[index]
+                    f = dec.get(r[0])[r[1]]  # type: ignore[index]
                 except (TypeError, IndexError, KeyError):
                     f = 0
                 r = f if isinstance(f, int) and f > 0 else 0
-            ext.append(np.asarray([r], dtype=np.float64))
-        return self.values(ext, cut)[0]
+            out.append(float(r))  # type: ignore[arg-type]
+        return out
+
+    def resolve(self, dec: dict[int, Any]) -> np.ndarray:
+        return self.values([np.asarray([e]) for e in self.loop_extents(dec)], self.cut(dec))[0]
 
 
 class _State:
