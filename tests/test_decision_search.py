@@ -75,3 +75,34 @@ def test_decision_search_needs_a_prefix_token_model() -> None:
         )
     with pytest.raises(InputError, match="--search must be one of"):
         TuneSettings(search="decisions").validate()
+
+
+def test_a_round_spreads_its_picks_over_loop_structures() -> None:
+    """At most an eighth of a round's picks share a sketch and loop structure while other
+    structures are left in the pool; the rest follow in score order."""
+    import numpy as np
+
+    from autosearch.search.decision_search import _spread
+
+    v = [np.array([i]) for i in range(6)]
+    pool = [(6.0 - i, 0, v[i], b"A" if i < 4 else b"B") for i in range(6)]  # four of A score highest
+    assert [int(x[0]) for _, x in _spread(pool, 2)] == [0, 1, 4, 5, 2, 3]
+    pool[5] = (1.0, 1, v[5], b"A")  # the same structure in another sketch is another structure
+    assert [int(x[0]) for _, x in _spread(pool, 1)] == [0, 4, 5, 1, 2, 3]
+    # in a real space: a categorical knob (the unroll depth) and the emulated parallel/vector
+    # extents tell structures apart; the same vector always gives the same structure
+    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
+    source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    space = max(source.search.sketches, key=lambda sp: sp.n_knobs)
+    x = space.sample(256, np.random.default_rng(0))
+    shapes = space.structure(x)
+    assert shapes.shape[0] == 256 and np.array_equal(shapes, space.structure(x))
+    assert 4 < len({r.tobytes() for r in shapes}) < 256
+    cat = next(j for j, k in enumerate(space.knobs) if k.kind == "categorical")
+    y = x.copy()
+    y[:, cat] = (y[:, cat] + 1) % space.sizes[cat]
+    assert not (space.structure(y) == shapes).all(axis=1).any()
+    picks = source.propose(8)
+    seen = [source.search._origin[id(c)] for c in picks]
+    keys = [(s, source.search.sketches[s].structure(vec[None])[0].tobytes()) for s, vec in seen]
+    assert len(set(keys)) == len(keys)  # eight picks, eight structures (cap 1 of 8)

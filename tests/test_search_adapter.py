@@ -243,3 +243,34 @@ def test_decision_vectors_score_through_the_model_tables() -> None:
     got, ref = adapter.score_space(space, x), adapter.score(list(space.tokens(x)))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
     assert not np.allclose(got, ModelAdapter(models["tlp"]).score_space(space, x))  # the blend changed them
+
+
+def test_a_tlp_prior_is_fine_tuned_on_the_run_and_its_tables_follow() -> None:
+    """A pretrained `tlp` learns from the run's measurements (an incremental kind), and the
+    decision-vector tables it scores from are rebuilt from the updated networks."""
+    from pathlib import Path
+
+    from autosearch.features.decision_space import DecisionSpace
+    from autosearch.models import make_model
+    from autosearch.store.db import Store
+    from autosearch.training.dataset import Dataset
+
+    with Store(Path(__file__).parent / "data" / "tiny_tvm.db", readonly=True) as st:
+        wls = {w.id: w for w in st.workloads()}
+        m = next(iter(st.measurements()))
+        trace, w = m.schedule, wls[m.workload_id]
+    space = DecisionSpace(trace, w.ir, w.flops)
+    toks = list(space.tokens(space.sample(64, np.random.default_rng(0))))
+    model = make_model("tlp", epochs=2, hidden=16, heads=2, members=1, update_epochs=20)
+    model.fit(Dataset.from_groups([("w", "t", toks, list(np.linspace(1e-3, 2e-3, 64)))]))
+    adapter = ModelAdapter(model)
+    x = space.sample(32, np.random.default_rng(1))
+    before = adapter.score_space(space, x)
+    # the run measures the prior's order reversed: its best-scored vectors are the slowest
+    lats = list(1e-3 * (1.0 + np.argsort(np.argsort(before))))
+    assert adapter.observe("g", list(space.tokens(x)), lats)
+    after = adapter.score_space(space, x)
+    np.testing.assert_allclose(after, adapter.score(list(space.tokens(x))), rtol=1e-4, atol=1e-5 * np.abs(after).max())
+    fast = -np.asarray(lats)
+    assert pairwise_accuracy(after, np.asarray(lats)) > pairwise_accuracy(before, np.asarray(lats))
+    assert np.corrcoef(after, fast)[0, 1] > np.corrcoef(before, fast)[0, 1]

@@ -261,6 +261,21 @@ class DecisionSpace:
             loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
             out[:, where[r], _C_POSTPAR : _C_POSTPAR + 3] = post.values(loops, cut)
 
+    def structure(self, x: np.ndarray) -> np.ndarray:
+        """(n, m) float32: what each vector makes of the loop structure after post-processing (the
+        emulated parallel extent, parallel loop count and vector extent of every tiled nest) and
+        its categorical choices (unroll depth): the coarse shape that tile sizes vary within.
+
+        Why: candidates that share this and differ only in inner tile sizes mostly run alike, so a
+        search that picks many of them in one round learns little from the measurements."""
+        x = self.validate(x)
+        cols = [x[:, j].astype(np.float32) for j, k in enumerate(self.knobs) if k.kind == "categorical"]
+        for _r, post, ext, cut in self._posts:
+            loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
+            vals = post.values(loops, cut)
+            cols += [vals[:, c] for c in range(vals.shape[1])]
+        return np.stack(cols, axis=1) if cols else np.zeros((len(x), 0), dtype=np.float32)
+
     @functools.cached_property
     def _option_index(self) -> list[dict[Any, int]]:
         return [{o: j for j, o in enumerate(k.options)} for k in self.knobs]

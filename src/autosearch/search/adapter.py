@@ -14,7 +14,7 @@ with fraction 1/5.
 
 How a retrain happens:
 - a pretrained (or loaded) model whose kind supports cheap incremental training (`mlp`, `xgb`,
-  `lgbm-rank`, `tvm-mlp`) gets `model.update(new results)`;
+  `lgbm-rank`, `tvm-mlp`, `tlp`) gets `model.update(new results)`;
 - a fresh model (`--model xgb|mlp` without pretraining) is fitted from scratch on everything
   measured so far (a few hundred candidates at most: cheap), as TVM's XGBModel does.
 Labels of new results are normalised by the best latency measured so far in their group, not
@@ -48,7 +48,7 @@ from autosearch.search.explore import EXPLORE_MODES, ControlGate, StallTracker, 
 __all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
 #: Model kinds whose `update()` is a cheap incremental step that keeps what pretraining learned.
-INCREMENTAL_KINDS = frozenset({"mlp", "xgb", "lgbm-rank", "tvm-mlp"})
+INCREMENTAL_KINDS = frozenset({"mlp", "xgb", "lgbm-rank", "tvm-mlp", "tlp"})
 #: Model kinds that can be fitted from scratch on a run's results (fresh or online models).
 ONLINE_KINDS = ("xgb", "mlp", "lgbm-rank")
 

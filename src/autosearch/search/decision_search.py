@@ -8,7 +8,10 @@ from its per-sketch tables, `TLPModel.predict_space`; other models from the toke
 population lives as vectors: each round, per sketch, random vectors and mutations of the run's
 best measured ones are scored, the best quarter is kept and mutated for a few generations, and
 only the round's picks are built (replayed and post-processed) and measured; a vector the
-post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors.
+post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors, and at
+most an eighth of a round's picks share one loop structure (`_spread`). The `tlp` prior is
+fine-tuned on the run's measurements (the adapter's incremental update), so a structure it
+ranked high and that measured slow sinks in the next round's scores.
 
 Sketches: one `DecisionSpace` per design space and compute location. A compute location is no
 knob (it changes the loop structure), so the spaces come from the design spaces and from a few
@@ -17,6 +20,9 @@ uniform draws (`RandomDraws`), which sample compute locations as MetaSchedule do
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,6 +33,8 @@ __all__ = ["DecisionSearch"]
 
 #: Uniform draws whose sketches (with their compute locations) join the design spaces' own.
 _SKETCH_DRAWS = 32
+#: The most of a round's picks that may share one sketch and loop structure (`_spread`).
+_PER_STRUCTURE = 1 / 8
 
 
 class DecisionSearch:
@@ -76,14 +84,15 @@ class DecisionSearch:
         and an `eps_greedy` share of random ones."""
         if n <= 0:
             return []
-        pool: list[tuple[float, int, np.ndarray]] = []
+        pool: list[tuple[float, int, np.ndarray, bytes]] = []
         for s, space in enumerate(self.sketches):
             pop = self._evolve(s, space)
             scores = self._score(space, pop)
-            pool += [(float(sc), s, v) for sc, v in zip(scores, pop)]
+            shapes = space.structure(pop)
+            pool += [(float(sc), s, v, shape.tobytes()) for sc, v, shape in zip(scores, pop, shapes)]
         pool.sort(key=lambda t: -t[0])
         n_random = round(self.settings.eps_greedy * n)
-        out = self._build(((s, v) for _, s, v in pool), n - n_random)
+        out = self._build(_spread(pool, max(1, math.ceil(_PER_STRUCTURE * n))), n - n_random)
         if len(out) < n:
             out += self._build(self._random_vectors(), n - len(out))
         return out
@@ -158,3 +167,21 @@ class DecisionSearch:
             self.context.mod, self.draws.postprocs, lambda s: Trace.apply_json_to_schedule(trace, s)
         )
         return None if sch is None else MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def _spread(pool: list[tuple[float, int, np.ndarray, bytes]], cap: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(sketch, vector) pairs of a score-sorted pool, at most `cap` of one sketch and loop structure
+    (`DecisionSpace.structure`) first, then the rest in score order.
+
+    Why: a confident prior puts one parallel/vector/unroll structure at the top with every inner
+    tile size, and the round's picks would all measure it; when the prior is wrong about that
+    structure the whole round is lost, and the next round's mutants of those picks stay near it."""
+    count: Counter[tuple[int, bytes]] = Counter()
+    later: list[tuple[int, np.ndarray]] = []
+    for _, s, v, shape in pool:
+        if count[s, shape] < cap:
+            count[s, shape] += 1
+            yield s, v
+        else:
+            later.append((s, v))
+    yield from later
