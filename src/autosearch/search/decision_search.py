@@ -81,7 +81,7 @@ class DecisionSearch:
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
-        and an `eps_greedy` share of random ones."""
+        spread over loop structures (`_spread`), and an `eps_greedy` share of random ones."""
         if n <= 0:
             return []
         pool: list[tuple[float, int, np.ndarray, bytes]] = []
