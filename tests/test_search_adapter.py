@@ -211,21 +211,27 @@ def test_model_directory_with_a_plus_in_its_name_is_a_directory(tmp_path) -> Non
     assert label == "mine+xgb" and ad.online_kind is None
 
 
-def test_decision_vectors_score_through_the_model_tables() -> None:
-    """`score_space` gives `score`'s numbers on the space's tokens, by the tlp tables or, for a
-    model without them, by the tokens."""
+def _stored_space():  # type: ignore[no-untyped-def]
+    """The decision space of the test store's first schedule."""
     from pathlib import Path
 
     from autosearch.features.decision_space import DecisionSpace
-    from autosearch.models import make_model
     from autosearch.store.db import Store
-    from autosearch.training.dataset import Dataset
 
     with Store(Path(__file__).parent / "data" / "tiny_tvm.db", readonly=True) as st:
         wls = {w.id: w for w in st.workloads()}
         m = next(iter(st.measurements()))
         trace, w = m.schedule, wls[m.workload_id]
-    space = DecisionSpace(trace, w.ir, w.flops)
+    return DecisionSpace(trace, w.ir, w.flops)
+
+
+def test_decision_vectors_score_through_the_model_tables() -> None:
+    """`score_space` gives `score`'s numbers on the space's tokens, by the tlp tables or, for a
+    model without them, by the tokens."""
+    from autosearch.models import make_model
+    from autosearch.training.dataset import Dataset
+
+    space = _stored_space()
     toks = list(space.tokens(space.sample(64, np.random.default_rng(0))))
     ds = Dataset.from_groups([("w", "t", toks, list(np.linspace(1e-3, 2e-3, 64)))])
     x = space.sample(40, np.random.default_rng(1))
@@ -248,18 +254,10 @@ def test_decision_vectors_score_through_the_model_tables() -> None:
 def test_a_tlp_prior_is_fine_tuned_on_the_run_and_its_tables_follow() -> None:
     """A pretrained `tlp` learns from the run's measurements (an incremental kind), and the
     decision-vector tables it scores from are rebuilt from the updated networks."""
-    from pathlib import Path
-
-    from autosearch.features.decision_space import DecisionSpace
     from autosearch.models import make_model
-    from autosearch.store.db import Store
     from autosearch.training.dataset import Dataset
 
-    with Store(Path(__file__).parent / "data" / "tiny_tvm.db", readonly=True) as st:
-        wls = {w.id: w for w in st.workloads()}
-        m = next(iter(st.measurements()))
-        trace, w = m.schedule, wls[m.workload_id]
-    space = DecisionSpace(trace, w.ir, w.flops)
+    space = _stored_space()
     toks = list(space.tokens(space.sample(64, np.random.default_rng(0))))
     model = make_model("tlp", epochs=2, hidden=16, heads=2, members=1, update_epochs=20)
     model.fit(Dataset.from_groups([("w", "t", toks, list(np.linspace(1e-3, 2e-3, 64)))]))

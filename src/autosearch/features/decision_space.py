@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,11 +256,16 @@ class DecisionSpace:
             assert knob is not None
             x = np.broadcast_to(self.current, (len(self.knobs[knob].options), self.n_knobs)).copy()
             x[:, knob] = np.arange(len(x))
+        for r, values in self._emulated(x, where >= 0):
+            out[:, where[r], _C_POSTPAR : _C_POSTPAR + 3] = values
+
+    def _emulated(self, x: np.ndarray, wanted: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """(token row, (n, 3) emulated post-processing columns) of every tiled nest for vectors `x`,
+        only for rows `wanted` marks (all if None)."""
         for r, post, ext, cut in self._posts:
-            if where[r] < 0:
-                continue
-            loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
-            out[:, where[r], _C_POSTPAR : _C_POSTPAR + 3] = post.values(loops, cut)
+            if wanted is None or wanted[r]:
+                loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
+                yield r, post.values(loops, cut)
 
     def structure(self, x: np.ndarray) -> np.ndarray:
         """(n, m) float32: what each vector makes of the loop structure after post-processing (the
@@ -270,10 +276,8 @@ class DecisionSpace:
         search that picks many of them in one round learns little from the measurements."""
         x = self.validate(x)
         cols = [x[:, j].astype(np.float32) for j, k in enumerate(self.knobs) if k.kind == "categorical"]
-        for _r, post, ext, cut in self._posts:
-            loops = [table[x[:, j]] if j >= 0 else np.full(len(x), table) for j, table in ext]
-            vals = post.values(loops, cut)
-            cols += [vals[:, c] for c in range(vals.shape[1])]
+        for _r, values in self._emulated(x):
+            cols += list(values.T)
         return np.stack(cols, axis=1) if cols else np.zeros((len(x), 0), dtype=np.float32)
 
     @functools.cached_property
