@@ -183,16 +183,22 @@ def test_an_older_token_version_is_refused_in_one_line_unless_the_store_holds_it
 
 def test_emulated_post_processing_matches_the_tir_tvm_makes(tiny: Path) -> None:
     """On stored schedules replayed through TVM (their post-processing included), the tiled
-    block's parallel loop and innermost vector loop have the extents the prefix tokens say."""
-    import re
+    block's parallel loop and innermost vector loop have the extents the prefix tokens say
+    (read from the TIR as `bench/post_emulation.py` reads it)."""
+    import importlib.util
 
     import tvm
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
+    spec = importlib.util.spec_from_file_location(
+        "post_emulation", Path(__file__).parents[1] / "bench" / "post_emulation.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
     col = tt.PREFIX_FEATURE_NAMES.index("post_par_extent")
     reorder = tt.PREFIX_FEATURE_NAMES.index("kind=Reorder")
-    loop = re.compile(r"^(\s*)for .* in T\.(\w+)\((\d+)")
     tok, checked = tt.TraceTokenizer(postproc=False), 0
     for trace, ir, flops in _records(tiny)[::6]:
         rows = tok(trace, ir, flops)
@@ -204,17 +210,9 @@ def test_emulated_post_processing_matches_the_tir_tvm_makes(tiny: Path) -> None:
             continue
         sch = Schedule(tvm.script.from_source(ir))
         Trace.apply_json_to_schedule(json.loads(trace), sch)
-        lines = sch.mod.script().splitlines()
-        heads = (f'with T.sblock("{tiled[0]}_update"):', f'with T.sblock("{tiled[0]}"):')
-        at = next(i for h in heads for i, line in enumerate(lines) if line.strip() == h)
-        indent, loops = len(lines[at]) - len(lines[at].lstrip()), []  # the block's loops, innermost first
-        for line in reversed(lines[:at]):
-            m = loop.match(line)
-            if m and len(m.group(1)) < indent:
-                loops.append((m.group(2), int(m.group(3))))
-                indent = len(m.group(1))
-        parallel = next((e for kind, e in loops if kind == "parallel"), 1)
-        vector = loops[0][1] if loops[0][0] == "vectorized" else 1
+        real = bench._tir_extents(sch.mod.script(), tiled[0])
+        assert real is not None
+        parallel, vector = real
         assert round(2 ** float(rows[0, col])) == parallel if rows[0, col] > 0 else parallel == 1
         assert round(2 ** float(rows[0, col + 2]) - 1) == vector if rows[0, col + 2] > 0 else vector == 1
         checked += 1

@@ -245,12 +245,10 @@ class DecisionSpace:
                 out[:, dest] = moved
         out = out.reshape(n, rows.size, PREFIX_FEATURE_WIDTH)
         if self._posts:
-            self._post_values(out, x, rows, knob, where)
+            self._post_values(out, x, knob, where)
         return out
 
-    def _post_values(
-        self, out: np.ndarray, x: np.ndarray | None, rows: np.ndarray, knob: int | None, where: np.ndarray
-    ) -> None:
+    def _post_values(self, out: np.ndarray, x: np.ndarray | None, knob: int | None, where: np.ndarray) -> None:
         """Write the emulated post-processing columns of the requested rows that hold them."""
         if x is None:  # every option of `knob`, the others as represented
             assert knob is not None
