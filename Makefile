@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/autosearch target
 	$(BIN)/autosearch collect --workloads batch_matmul/1x128x128x128,softmax/256x256 --per-workload 16 --db demo.db
 	$(BIN)/autosearch db stats --db demo.db
-	$(BIN)/autosearch tune batch_matmul/1x128x128x128 --model pretrained --trials 32 --trials-per-round 16 --db demo.db
+	$(BIN)/autosearch tune batch_matmul/1x128x128x128 --trials 32 --trials-per-round 16 --db demo.db
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

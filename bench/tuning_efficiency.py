@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
-    from autosearch.search.model_spec import make_cost_model, pretrained_dir
+    from autosearch.search.model_spec import PRETRAINED, make_cost_model, pretrained_dir
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     wls = [resolve_workload_spec(w.strip()) for w in args.workloads.split(",") if w.strip()]
     prior = _spec(ours)[0].rpartition("+")[0] or _spec(ours)[0]  # pretrained+xgb: the prior's split
-    split_file = (pretrained_dir() if prior == "pretrained" else Path(prior)) / "split.json"
+    split_file = (pretrained_dir(prior) if prior in PRETRAINED else Path(prior)) / "split.json"
     if split_file.is_file() and not args.allow_trained:
         split = json.loads(split_file.read_text())
         trained = set(split.get("train", []))

@@ -77,6 +77,32 @@ def test_decision_search_needs_a_prefix_token_model() -> None:
         TuneSettings(search="decisions").validate()
 
 
+def test_auto_search_runs_the_decision_search_only_with_a_prefix_prior_on_a_cpu() -> None:
+    import json
+
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.model_spec import default_model, make_cost_model, pretrained_dir, resolve_search
+
+    cpu, gpu = host_target(), parse_target("cuda-h100")
+    assert default_model(cpu) == "pretrained-prefix" and default_model(gpu) == "pretrained"
+    prefix = make_cost_model("pretrained-prefix", target=cpu, warn=False)
+    assert prefix.label == "pretrained-prefix" and tuple(prefix.adapter.extractor) == tt.PREFIX_EXTRACTOR
+    assert resolve_search("auto", prefix, cpu) == "decision"
+    assert resolve_search("auto", prefix, gpu) == "evolutionary"  # it never saw a GPU trace
+    assert resolve_search("gradient", prefix, cpu) == "gradient"  # an explicit choice stays
+    for other in ("pretrained", "pretrained+xgb", "xgb", "tvm-xgb"):
+        assert resolve_search("auto", make_cost_model(other, target=cpu, warn=False), cpu) == "evolutionary"
+    assert make_cost_model("pretrained-prefix+xgb", warn=False).label == "pretrained-prefix+xgb"
+    # `--explore auto` on a CPU the prior never saw: random controls, except under the decision search
+    new_cpu = parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}')
+    for search, gated in (("auto", False), ("decision", False), ("evolutionary", True)):
+        tm = make_cost_model("pretrained-prefix", explore="auto", target=new_cpu, warn=False, search=search)
+        assert (tm.adapter.gate is not None) == gated, search
+    # both shipped priors hold out the same families, so the tuning benchmark's workloads stay unseen
+    splits = [json.loads((pretrained_dir(n) / "split.json").read_text()) for n in ("pretrained", "pretrained-prefix")]
+    assert set(splits[0]["test"]) == set(splits[1]["test"]) and not set(splits[1]["test"]) & set(splits[1]["train"])
+
+
 def test_a_round_spreads_its_picks_over_loop_structures() -> None:
     """At most an eighth of a round's picks share a sketch and loop structure while other
     structures are left in the pool; the rest follow in score order."""

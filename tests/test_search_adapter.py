@@ -196,7 +196,7 @@ def test_prior_plus_online_model_spec() -> None:
     assert label == "pretrained" and ad.online_kind is None
     with pytest.raises(InputError, match="after '\\+' must be one of"):
         make_cost_model("pretrained+tvm-xgb")
-    with pytest.raises(InputError, match="before '\\+' must be pretrained or a model directory"):
+    with pytest.raises(InputError, match="before '\\+' must be pretrained or pretrained-prefix or a model directory"):
         make_cost_model("xgb+xgb")
 
 

@@ -62,6 +62,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_summary_is_complete(tuned: dict) -> None:
     s = tuned["summary"]
     assert s["workload"] == WL and s["model"] == "pretrained"
+    assert s["search"] == "evolutionary"  # `--search auto` with the PerStoreFeature prior
     assert s["trials_measured"] == 16 and s["trials_ok"] >= 1
     assert s["best_latency_s"] > 0 and s["untuned_latency_s"] > 0
     assert s["reference"].startswith("PyTorch") and s["reference_latency_s"] > 0

@@ -203,10 +203,11 @@ def train(
 
 
 def _model_dir(path: Path) -> Path:
-    """A model directory; `pretrained` (with no such folder here) is the shipped one, as in `tune`."""
-    from autosearch.search.model_spec import pretrained_dir
+    """A model directory; `pretrained` or `pretrained-prefix` (with no such folder here) is a shipped
+    one, as in `tune`."""
+    from autosearch.search.model_spec import PRETRAINED, pretrained_dir
 
-    return pretrained_dir() if str(path) == "pretrained" and not path.exists() else path
+    return pretrained_dir(str(path)) if str(path) in PRETRAINED and not path.exists() else path
 
 
 def _new_model(model: str, loss: Optional[str], epochs: Optional[int], kw: dict[str, Any], seed: int) -> Any:
@@ -294,7 +295,9 @@ def _fit_with_progress(
 @one_line_errors
 def eval_(
     model: Path = typer.Option(
-        ..., "--model", help="Model directory written by `autosearch train`, or `pretrained` (the shipped one)."
+        ...,
+        "--model",
+        help="Model directory written by `autosearch train`, or `pretrained` / `pretrained-prefix` (the shipped ones).",
     ),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
     workloads: Optional[list[str]] = typer.Option(
@@ -329,7 +332,9 @@ def eval_(
 @one_line_errors
 def report(
     model: list[Path] = typer.Option(
-        ..., "--model", help="Model directories (repeatable; `pretrained` is the shipped one)."
+        ...,
+        "--model",
+        help="Model directories (repeatable; `pretrained` and `pretrained-prefix` are the shipped ones).",
     ),
     db: str = typer.Option("autosearch.db", "--db", help="Records database (.db, or .db.xz)."),
     out: Path = typer.Option(Path("report"), "--out", help="Folder for the PNG files."),

@@ -18,7 +18,8 @@ from autosearch.formatting import format_seconds
 
 
 def _print_result(r: Any) -> None:
-    t = Table(title=f"tuned {r.workload} with {r.model}: {r.trials} trials measured ({r.ok} ok)", show_header=False)
+    title = f"tuned {r.workload} with {r.model}" + (f" ({r.search} search)" if r.search else "")
+    t = Table(title=f"{title}: {r.trials} trials measured ({r.ok} ok)", show_header=False)
     t.add_row(
         "best latency", f"{format_seconds(r.best_latency)}" + (f"  (trial {r.best_trial})" if r.best_trial else "")
     )
@@ -62,10 +63,11 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 def tune(
     workload: Optional[str] = typer.Argument(None, help="Registry name, family member, or random:SEED."),
     module: Optional[str] = typer.Option(None, "--module", help="FILE.py:FUNC returning a TIR PrimFunc / IRModule."),
-    model: str = typer.Option(
-        "pretrained",
+    model: Optional[str] = typer.Option(
+        None,
         "--model",
-        help="pretrained, a model DIR, xgb, mlp, lgbm-rank, tvm-xgb or random; PRIOR+xgb blends a pretrained prior with XGBoost fitted on this run.",
+        help="pretrained-prefix (default on CPUs), pretrained (default elsewhere), a model DIR, xgb, mlp, lgbm-rank, "
+        "tvm-xgb or random; PRIOR+xgb blends a pretrained prior with XGBoost fitted on this run.",
     ),
     trials: int = typer.Option(64, "--trials", help="Measurement budget (schedules built and run)."),
     trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules measured per search round."),
@@ -88,16 +90,18 @@ def tune(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary instead of tables."),
     search: str = typer.Option(
-        "evolutionary",
+        "auto",
         "--search",
-        help="evolutionary (MetaSchedule's), gradient (relaxed knobs, Adam), portfolio (both, each round "
-        "split by which has been finding the fastest schedules) or decision (decision vectors scored without "
-        "building schedules; needs a model trained on trace-prefix-tokens:v2).",
+        help="auto (decision with a trace-prefix-tokens prior on a CPU, else evolutionary), evolutionary "
+        "(MetaSchedule's), gradient (relaxed knobs, Adam), portfolio (both, each round split by which has been "
+        "finding the fastest schedules) or decision (decision vectors scored without building schedules; needs a "
+        "model trained on trace-prefix-tokens:v2).",
     ),
     explore: str = typer.Option(
         "auto",
         "--explore",
-        help="auto: control where the model never saw the target's device, else none; none; trust: a trained "
+        help="auto: control where the model never saw the target's device (none under the decision search), "
+        "else none; none; trust: a trained "
         "model's weight follows how well it ordered the last rounds; control: a share of each round comes from a random-scored search, and the model's accuracy on those sets the share; "
         "stall: random-scored picks only once 2 rounds in a row found no 1% faster schedule (1/8 of a round, "
         "doubling per further stalled round, at most 1/2).",
@@ -106,7 +110,8 @@ def tune(
         512,
         "--screen",
         help="The first round's picks are the trained model's best of this many uniform draws from the "
-        "design space, not the evolutionary search's (0: off; ignored by models fitted on the run alone).",
+        "design space, not the evolutionary search's (0: off; ignored by models fitted on the run alone and by "
+        "the decision search, which scores thousands of draws itself).",
     ),
     rescreen: float = typer.Option(
         0.0,
@@ -130,7 +135,7 @@ def tune(
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.model_spec import default_model, make_cost_model
     from autosearch.search.results import safe_name
     from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.search.tune import tune as run_tune
@@ -153,9 +158,16 @@ def tune(
     settings.validate()
     wl = resolve_workload_spec(workload, module)
     tgt = parse_target(target)
+    model = model or default_model(tgt)
     evaluator = EvaluatorSettings(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     tune_model = make_cost_model(
-        model, seed=seed, retrain_fraction=retrain_fraction, explore=explore, target=tgt, online_warmup=online_warmup
+        model,
+        seed=seed,
+        retrain_fraction=retrain_fraction,
+        explore=explore,
+        target=tgt,
+        online_warmup=online_warmup,
+        search=search,
     )
     out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:

@@ -1,7 +1,10 @@
 """`--model` values: which cost model a tuning run uses, parsed once at the edge.
 
-Named kinds (`pretrained`, `xgb`, `mlp`, `lgbm-rank`, `tvm-xgb`, `random`), a model directory, or
-`PRIOR+KIND` (a pretrained prior blended with a model fitted on the run's own measurements).
+Named kinds (`pretrained-prefix`, `pretrained`, `xgb`, `mlp`, `lgbm-rank`, `tvm-xgb`, `random`), a
+model directory, or `PRIOR+KIND` (a pretrained prior blended with a model fitted on the run's own
+measurements). Two priors ship with the package: `pretrained-prefix` (a `tlp` ensemble on
+`trace-prefix-tokens:v2`, what `--search decision` scores) and `pretrained` (an MLP ensemble on
+PerStoreFeature, which scores any built schedule, GPU ones included).
 """
 
 from __future__ import annotations
@@ -14,15 +17,35 @@ from typing import Any
 
 from autosearch.errors import InputError
 
-__all__ = ["MODEL_CHOICES", "TuneModel", "knows_device", "make_cost_model", "pretrained_dir", "warn_unknown_device"]
+__all__ = [
+    "MODEL_CHOICES",
+    "PRETRAINED",
+    "TuneModel",
+    "default_model",
+    "knows_device",
+    "make_cost_model",
+    "pretrained_dir",
+    "resolve_search",
+    "warn_unknown_device",
+]
 
+#: The priors shipped as package data: `--model` name -> folder under `autosearch/pretrained`.
+PRETRAINED = {"pretrained": "model", "pretrained-prefix": "prefix"}
 #: Named `--model` values (anything else must be a model directory).
-MODEL_CHOICES = ("pretrained", "xgb", "mlp", "lgbm-rank", "tvm-xgb", "random")
+MODEL_CHOICES = (*PRETRAINED, "xgb", "mlp", "lgbm-rank", "tvm-xgb", "random")
 
 
-def pretrained_dir() -> Path:
-    """The model shipped as package data (`autosearch/pretrained/model`)."""
-    return Path(__file__).resolve().parent.parent / "pretrained" / "model"
+def pretrained_dir(name: str = "pretrained") -> Path:
+    """A prior shipped as package data (`autosearch/pretrained/model` or `.../prefix`)."""
+    return Path(__file__).resolve().parent.parent / "pretrained" / PRETRAINED[name]
+
+
+def default_model(target: Any = None) -> str:
+    """`tune`'s `--model` when none is given: the prefix prior on CPUs (with `--search auto` it runs
+    the decision search, bench/README.md "The decision search as tune's default"); the
+    PerStoreFeature prior elsewhere, since the prefix prior never saw a GPU trace."""
+    kind = str(getattr(getattr(target, "kind", None), "name", "llvm"))
+    return "pretrained-prefix" if kind == "llvm" else "pretrained"
 
 
 @dataclass
@@ -33,6 +56,27 @@ class TuneModel:
     cost_model: Any
     adapter: Any
     label: str
+
+
+def _decision_search(search: str, extractor: Any, target: Any) -> bool:
+    """Whether `search` runs the decision search for a model reading `extractor` on `target`."""
+    from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
+
+    if search != "auto":
+        return search == "decision"
+    return tuple(extractor or ()) == PREFIX_EXTRACTOR and target is not None and target.kind.name == "llvm"
+
+
+def resolve_search(search: str, model: TuneModel, target: Any) -> str:
+    """`--search auto` (tune's default): the decision search where the model is a trained prior
+    that reads `trace-prefix-tokens` and the target is a CPU (it scores many times more candidates
+    than the evolutionary search, bench/README.md "The decision search as tune's default"),
+    MetaSchedule's evolutionary search for every other model and target. Other values are kept."""
+    if search != "auto":
+        return search
+    adapter = model.adapter
+    trained = adapter is not None and adapter.model is not None
+    return "decision" if trained and _decision_search(search, adapter.extractor, target) else "evolutionary"
 
 
 def make_cost_model(
@@ -46,6 +90,7 @@ def make_cost_model(
     warn: bool = True,
     online_warmup: int = 16,
     online_gain: float = 1.0,
+    search: str = "evolutionary",
 ) -> TuneModel:
     """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
     trained model that never saw that device says so (one warning line, unless `warn` is False).
@@ -55,6 +100,9 @@ def make_cost_model(
     `"auto"` is `"control"` where the prior never saw `target`'s device and `"none"` elsewhere: on
     a CPU the prior never saw, its picks led the search astray (AMD Zen 3, six workloads: controls
     found 1.24x faster schedules at 64 trials, three seeds), while where it is right the controls cost trials.
+    Under the decision search (`search`, as `tune` will resolve it) `"auto"` is `"none"`: its own
+    random vectors and structure spread explore, and controls made it 1.08x slower there (bench/README.md,
+    "The decision search as tune's default").
     `online_warmup`, `online_gain`: with PRIOR+KIND, the results measured before the online model
     is first fitted, and how fast the blend weight follows the two models' accuracy (ModelAdapter)."""
     from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH, extract_features
@@ -80,14 +128,16 @@ def make_cost_model(
     if plus:  # PRIOR+KIND: the prior blended with a model fitted on this run (ModelAdapter online=)
         if online not in ONLINE_KINDS:
             raise InputError(f"--model {spec!r}: the part after '+' must be one of {', '.join(ONLINE_KINDS)}")
-        if prior in MODEL_CHOICES and prior != "pretrained":
-            raise InputError(f"--model {spec!r}: the part before '+' must be pretrained or a model directory")
+        if prior in MODEL_CHOICES and prior not in PRETRAINED:
+            raise InputError(
+                f"--model {spec!r}: the part before '+' must be {' or '.join(PRETRAINED)} or a model directory"
+            )
         spec = prior
-    if spec == "pretrained":
-        path = pretrained_dir()
+    if spec in PRETRAINED:
+        path = pretrained_dir(spec)
         if not (path / "config.json").is_file():
             raise InputError(f"no pretrained model is installed at {path}: reinstall autosearch or pass --model DIR")
-        label = "pretrained"
+        label = spec
     else:
         path = Path(spec)
         if not path.exists():
@@ -100,7 +150,8 @@ def make_cost_model(
     if target is not None and warn:
         warn_unknown_device(model, target)
     if explore == "auto":
-        explore = "control" if target is not None and knows_device(model, target) is False else "none"
+        new_device = target is not None and knows_device(model, target) is False
+        explore = "control" if new_device and not _decision_search(search, extractor, target) else "none"
     adapter = ModelAdapter(
         model,
         seed=seed,

@@ -45,6 +45,7 @@ class TuneResult:
     retrains: int = 0
     module: str | None = None
     runtime_threads: int | None = None  # threads TVM ran the kernels with (`target.runtime_threads`)
+    search: str = ""  # the search strategy that ran (`--search auto` resolved)
 
     @property
     def gflops(self) -> float | None:
@@ -70,6 +71,7 @@ class TuneResult:
             "workload": self.workload,
             "workload_key": self.workload_key,
             "model": self.model,
+            "search": self.search,
             "target": self.target,
             "runtime_threads": self.runtime_threads,
             "seed": self.seed,
@@ -108,7 +110,13 @@ def save_result(
         timer.save(out / "breakdown.json")
     (out / "history.json").write_text(
         json.dumps(
-            {"workload": result.workload, "model": result.model, "seed": result.seed, "history": result.history},
+            {
+                "workload": result.workload,
+                "model": result.model,
+                "search": result.search,
+                "seed": result.seed,
+                "history": result.history,
+            },
             indent=1,
         )
         + "\n"

@@ -22,7 +22,7 @@ import atexit
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,13 @@ from autosearch.backends.tvm.build import pool_builder
 from autosearch.errors import InputError, TargetError
 from autosearch.formatting import format_seconds
 from autosearch.search.breakdown import TimeBreakdown
-from autosearch.search.model_spec import TuneModel
+from autosearch.search.model_spec import TuneModel, resolve_search
 from autosearch.search.results import TuneResult, save_result
 
 __all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
 
 #: Search strategies `tune` can drive.
-SEARCHES = ("evolutionary", "gradient", "portfolio", "decision")
+SEARCHES = ("auto", "evolutionary", "gradient", "portfolio", "decision")
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -57,7 +57,9 @@ class TuneSettings:
     retrain_fraction: float = 0.2
     #: "evolutionary" (MetaSchedule's, the default), "gradient" (Felix-style, search/gradient),
     #: "portfolio" (both, each round split by which has been finding the fastest schedules) or
-    #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model).
+    #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model),
+    #: or "auto" (`tune`'s CLI default: decision where the model reads trace-prefix-tokens and the
+    #: target is a CPU, else evolutionary; `strategy.resolve_search`).
     search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
@@ -73,7 +75,8 @@ class TuneSettings:
     #: design space instead of the evolutionary search's (`strategy.ScreenPool`); 0 = off. Only with
     #: a trained model (a prior): a model fitted on the run alone scores at random before it.
     #: `tune`'s CLI default is 512 (bench/README.md, "A first round screened by the prior");
-    #: `tune-model` leaves it off (a network's many tasks would each pay the draws).
+    #: `tune-model` leaves it off (a network's many tasks would each pay the draws), and the
+    #: decision search ignores it (it scores thousands of uniform draws itself every round).
     screen: int = 0
     #: Share of every later round's model-picked trials taken from the screened draws not yet
     #: measured, re-ranked by the model as it has learned since, with `screen / 4` fresh draws
@@ -206,6 +209,7 @@ class TuneRun:
             raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
         settings.validate()
         _check_device(target)
+        settings = replace(settings, search=resolve_search(settings.search, model, target))
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
         if model.adapter is not None:  # features / predict / update inside the search are timed too
@@ -221,6 +225,7 @@ class TuneRun:
             run_id=uuid.uuid4().hex[:12],
             module=getattr(workload, "source", None) or None,
             runtime_threads=runtime_threads(target),
+            search=settings.search,
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):
@@ -292,7 +297,7 @@ class TuneRun:
 
         adapter, draws, st = self.model.adapter, getattr(self.source, "draws", None), self.settings
         first = not self.result.history
-        if st.screen <= n or n <= 0 or not self.model_learns or draws is None:
+        if st.screen <= n or n <= 0 or not self.model_learns or draws is None or st.search == "decision":
             return None
         if adapter is None or adapter.model is None or (not first and self._pool is None):
             return None
