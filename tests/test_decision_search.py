@@ -132,3 +132,19 @@ def test_a_round_spreads_its_picks_over_loop_structures() -> None:
     seen = [source.search._origin[id(c)] for c in picks]
     keys = [(s, source.search.sketches[s].structure(vec[None])[0].tobytes()) for s, vec in seen]
     assert len(set(keys)) == len(keys)  # eight picks, eight structures (cap 1 of 8)
+    n_sketches = len(source.search.sketches)
+    assert len({s for s, _ in seen}) >= min(n_sketches, 4)  # the first round covers the sketches (up to half)
+
+
+def test_the_first_round_covers_the_sketches_then_follows_the_scores() -> None:
+    """Each sketch's best vector first, best sketch first, at most k; then the given order."""
+    import numpy as np
+
+    from autosearch.search.decision_search import _cover_sketches, _spread
+
+    v = [np.array([i]) for i in range(6)]
+    pool = [(6.0 - i, 0 if i < 4 else i - 3, v[i], b"A") for i in range(6)]  # sketch 0 holds the top four
+    order = [int(x[0]) for _, x in _cover_sketches(pool, 8, _spread(pool, 8))]
+    assert order[:3] == [0, 4, 5]  # one per sketch, in the order of their best scores
+    assert order[3:] == [0, 1, 2, 3, 4, 5]  # then the scores (a repeat is skipped as already tried)
+    assert [int(x[0]) for _, x in _cover_sketches(pool, 2, iter([]))] == [0, 4]  # at most k sketches

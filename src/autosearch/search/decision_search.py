@@ -9,7 +9,8 @@ population lives as vectors: each round, per sketch, random vectors and mutation
 best measured ones are scored, the best quarter is kept and mutated for a few generations, and
 only the round's picks are built (replayed and post-processed) and measured; a vector the
 post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors, and at
-most an eighth of a round's picks share one loop structure (`_spread`). The `tlp` prior is
+most an eighth of a round's picks share one loop structure (`_spread`); the first round starts
+with every sketch's best-scored vector (`_cover_sketches`, at most half the round). The `tlp` prior is
 fine-tuned on the run's measurements (the adapter's incremental update), so a structure it
 ranked high and that measured slow sinks in the next round's scores.
 
@@ -35,6 +36,8 @@ __all__ = ["DecisionSearch"]
 _SKETCH_DRAWS = 32
 #: The most of a round's picks that may share one sketch and loop structure (`_spread`).
 _PER_STRUCTURE = 1 / 8
+#: The most of the first round's picks spent on covering the sketches (`_cover_sketches`).
+_SKETCH_COVER = 1 / 2
 
 
 class DecisionSearch:
@@ -78,6 +81,7 @@ class DecisionSearch:
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
+        self.proposed_once = False
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
@@ -92,7 +96,11 @@ class DecisionSearch:
             pool += [(float(sc), s, v, shape.tobytes()) for sc, v, shape in zip(scores, pop, shapes)]
         pool.sort(key=lambda t: -t[0])
         n_random = round(self.settings.eps_greedy * n)
-        out = self._build(_spread(pool, max(1, math.ceil(_PER_STRUCTURE * n))), n - n_random)
+        order = _spread(pool, max(1, math.ceil(_PER_STRUCTURE * n)))
+        if not self.proposed_once:  # the first round covers the sketches before the prior's top
+            self.proposed_once = True
+            order = _cover_sketches(pool, max(1, int(_SKETCH_COVER * n)), order)
+        out = self._build(order, n - n_random)
         if len(out) < n:
             out += self._build(self._random_vectors(), n - len(out))
         return out
@@ -167,6 +175,26 @@ class DecisionSearch:
             self.context.mod, self.draws.postprocs, lambda s: Trace.apply_json_to_schedule(trace, s)
         )
         return None if sch is None else MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def _cover_sketches(
+    pool: list[tuple[float, int, np.ndarray, bytes]], k: int, then: Iterator[tuple[int, np.ndarray]]
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Each sketch's best-scored vector first (sketches in the order of their best scores, at most
+    `k` of them), then `then`.
+
+    Why: the prior's top of a round can all come from one sketch (e.g. a dense layer's sketch without
+    a cache-write stage), and the search only mutates sketches with a measured result: a sketch the
+    prior underrates is then never measured at all. One pick per sketch in the first round lets the
+    measurements, not the prior alone, choose which sketches the later rounds refine."""
+    firsts: dict[int, np.ndarray] = {}
+    for _, s, v, _shape in pool:
+        if s not in firsts:
+            firsts[s] = v
+            if len(firsts) >= k:
+                break
+    yield from firsts.items()
+    yield from then
 
 
 def _spread(pool: list[tuple[float, int, np.ndarray, bytes]], cap: int) -> Iterator[tuple[int, np.ndarray]]:
