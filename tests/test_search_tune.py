@@ -403,9 +403,12 @@ def test_no_tunable_design_space(capsys: pytest.CaptureFixture[str], tmp_path: P
     )
 
 
-def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["random", "pretrained-prefix"])
+def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model: str) -> None:
     """`fixed_spaces` (tune-model's setting): a program with nothing to decide is measured once,
-    in the scheduled form MetaSchedule's rules give it, and the search ends as exhausted."""
+    in the scheduled form MetaSchedule's rules give it, and the search ends as exhausted. With the
+    prefix prior, `--search auto` picks the decision search, which has no vector to search here:
+    the run falls back to the evolutionary search instead of failing."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.model_spec import make_cost_model
@@ -417,13 +420,16 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path) -> Non
     r = tune(
         resolve_workload_spec(None, f"{f}:make"),
         host_target(),
-        make_cost_model("random"),
-        TuneSettings(trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True),
+        make_cost_model(model, warn=False),
+        TuneSettings(
+            trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True, search="auto"
+        ),
         evaluator=EvaluatorSettings(1, 2, 1),
         progress=False,
         reference=False,
     )
     assert r.trials == 1 and r.best_latency is not None and r.stop_reason == "search space exhausted"
+    assert r.search == "evolutionary"
     assert r.untuned_latency is not None  # the default it is compared with when a network is built
 
 

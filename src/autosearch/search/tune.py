@@ -30,7 +30,7 @@ import numpy as np
 
 from autosearch import interrupts
 from autosearch.backends.tvm.build import pool_builder
-from autosearch.errors import InputError, TargetError
+from autosearch.errors import InputError, TargetError, WorkloadError, one_line
 from autosearch.formatting import format_seconds
 from autosearch.search.breakdown import TimeBreakdown
 from autosearch.search.model_spec import TuneModel, resolve_search
@@ -59,7 +59,8 @@ class TuneSettings:
     #: "portfolio" (both, each round split by which has been finding the fastest schedules) or
     #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model),
     #: or "auto" (`tune`'s CLI default: decision where the model reads trace-prefix-tokens and the
-    #: target is a CPU, else evolutionary; `strategy.resolve_search`).
+    #: target is a CPU, else evolutionary; `model_spec.resolve_search`; a workload the decision
+    #: search cannot read falls back to evolutionary).
     search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
@@ -209,6 +210,7 @@ class TuneRun:
             raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
         settings.validate()
         _check_device(target)
+        auto = settings.search == "auto"
         settings = replace(settings, search=resolve_search(settings.search, model, target))
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
@@ -229,7 +231,16 @@ class TuneRun:
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):
-                self.source = make_source(workload, target, model, settings, console=console)
+                try:
+                    self.source = make_source(workload, target, model, settings, console=console)
+                except WorkloadError as exc:  # `auto` chose the decision search; the user did not
+                    if not (auto and settings.search == "decision"):
+                        raise
+                    if console is not None:
+                        console.print(f"[yellow]{one_line(exc)}; using evolutionary search[/]")
+                    self.settings = replace(settings, search="evolutionary")
+                    self.result.search = self.settings.search
+                    self.source = make_source(workload, target, model, self.settings, console=console)
             with self.timer.section("setup:runner"):
                 self.measurer = _measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
                 self.builder = pool_builder(build_timeout)
