@@ -36,6 +36,7 @@ def _prefix_model() -> SimpleNamespace:
 def test_decision_search_proposes_new_schedules_and_learns_from_results() -> None:
     settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
     source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    assert source.kind == "decision"  # what a run reports (its `search` object is another attribute)
     first = source.propose(8)
     assert len(first) == 8
     hashes = {c.sch.mod.script() for c in first}

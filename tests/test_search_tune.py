@@ -510,7 +510,7 @@ def test_portfolio_search_splits_rounds_and_shares_what_it_measures() -> None:
     while run.step():
         pass
     r = run.finish(baseline=False, reference=False)
-    assert r.trials == 16 and r.best_latency is not None
+    assert r.trials == 16 and r.best_latency is not None and r.search == "portfolio"
     first = [h["by"] for h in r.history if h["round"] == 0]
     assert first.count("gradient") == first.count("evolutionary") == 4  # half each before any evidence
     assert {h["by"] for h in r.history} == {"gradient", "evolutionary"}

@@ -81,7 +81,6 @@ class DecisionSearch:
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
-        self.proposed_once = False
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
@@ -97,8 +96,7 @@ class DecisionSearch:
         pool.sort(key=lambda t: -t[0])
         n_random = round(self.settings.eps_greedy * n)
         order = _spread(pool, max(1, math.ceil(_PER_STRUCTURE * n)))
-        if not self.proposed_once:  # the first round covers the sketches before the prior's top
-            self.proposed_once = True
+        if not self.tried:  # nothing proposed yet: the first round covers the sketches before the prior's top
             order = _cover_sketches(pool, max(1, int(_SKETCH_COVER * n)), order)
         out = self._build(order, n - n_random)
         if len(out) < n:

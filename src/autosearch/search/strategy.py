@@ -36,6 +36,7 @@ class CandidateSource(Protocol):
     """What `tune()` needs of a search strategy."""
 
     context: Any  # the TuneContext (features and TVM's own cost models read it)
+    kind: str  # the `--search` value it runs (what a run reports, fallbacks included)
 
     def propose(self, n: int) -> list[Any]: ...
 
@@ -265,6 +266,8 @@ def _design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> t
 class EvolutionarySource:
     """MetaSchedule's EvolutionarySearch (eps-greedy, cost-model ranking) behind `CandidateSource`."""
 
+    kind = "evolutionary"
+
     def __init__(self, workload: Any, target: Any, model: Any, settings: Any) -> None:
         from tvm.s_tir import meta_schedule as ms
 
@@ -407,6 +410,8 @@ class _OwnSearchSource:
 class GradientSource(_OwnSearchSource):
     """Gradient-descent search over the relaxed knobs of the design space (search/gradient)."""
 
+    kind = "gradient"
+
     def __init__(self, context: Any, spaces: list[Any], model: Any, settings: Any) -> None:
         from autosearch.search.gradient import GradientSearch
 
@@ -440,6 +445,8 @@ PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
 
 class DecisionSource(_OwnSearchSource):
     """Evolutionary search over decision vectors, scored without building schedules (search/decision_search)."""
+
+    kind = "decision"
 
     def __init__(self, workload: Any, target: Any, model: Any, settings: Any) -> None:
         from autosearch.search.decision_search import DecisionSearch
@@ -481,6 +488,8 @@ class PortfolioSource:
     evolution mutates from) and the gradient search's starting points both include the other's
     finds. `origin` tells which search proposed a candidate.
     """
+
+    kind = "portfolio"
 
     def __init__(self, evolutionary: EvolutionarySource, gradient: GradientSource) -> None:
         self.evo, self.grad = evolutionary, gradient
@@ -533,12 +542,16 @@ class PortfolioSource:
 
 
 def make_source(workload: Any, target: Any, model: Any, settings: Any, *, console: Any = None) -> CandidateSource:
-    """The settings' search strategy; a sketch gradient search cannot relax falls back to
-    evolutionary search alone, with the reason."""
-    if settings.search in ("gradient", "portfolio"):
+    """The settings' search strategy (`auto` resolved by `model_spec.resolve_search`); a sketch
+    gradient search cannot relax falls back to evolutionary search alone, with the reason, and so
+    does a workload the decision search cannot read where `auto` chose it."""
+    from autosearch.search.model_spec import resolve_search
+
+    search = resolve_search(settings.search, model, target)
+    if search in ("gradient", "portfolio"):
         from autosearch.search.gradient import relax_reason
 
-        evo = EvolutionarySource(workload, target, model, settings) if settings.search == "portfolio" else None
+        evo = EvolutionarySource(workload, target, model, settings) if search == "portfolio" else None
         ctx, spaces = (evo.context, evo.spaces) if evo is not None else _design_space(workload, target, settings, None)
         reason = relax_reason(spaces)
         if reason is None:
@@ -553,6 +566,12 @@ def make_source(workload: Any, target: Any, model: Any, settings: Any, *, consol
             )
         if evo is not None:
             return evo
-    if settings.search == "decision":
-        return DecisionSource(workload, target, model, settings)
+    if search == "decision":
+        try:
+            return DecisionSource(workload, target, model, settings)
+        except WorkloadError as exc:
+            if settings.search != "auto":  # asked for by name: say why it cannot run
+                raise
+            if console is not None:
+                console.print(f"[yellow]{one_line(exc)}; using evolutionary search[/]")
     return EvolutionarySource(workload, target, model, settings)

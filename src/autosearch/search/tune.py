@@ -22,7 +22,7 @@ import atexit
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,10 @@ import numpy as np
 
 from autosearch import interrupts
 from autosearch.backends.tvm.build import pool_builder
-from autosearch.errors import InputError, TargetError, WorkloadError, one_line
+from autosearch.errors import InputError, TargetError
 from autosearch.formatting import format_seconds
 from autosearch.search.breakdown import TimeBreakdown
-from autosearch.search.model_spec import TuneModel, resolve_search
+from autosearch.search.model_spec import TuneModel
 from autosearch.search.results import TuneResult, save_result
 
 __all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
@@ -60,7 +60,7 @@ class TuneSettings:
     #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model),
     #: or "auto" (`tune`'s CLI default: decision where the model reads trace-prefix-tokens and the
     #: target is a CPU, else evolutionary; `model_spec.resolve_search`; a workload the decision
-    #: search cannot read falls back to evolutionary).
+    #: search cannot read falls back to evolutionary: `strategy.make_source`).
     search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
@@ -210,8 +210,6 @@ class TuneRun:
             raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
         settings.validate()
         _check_device(target)
-        auto = settings.search == "auto"
-        settings = replace(settings, search=resolve_search(settings.search, model, target))
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
         if model.adapter is not None:  # features / predict / update inside the search are timed too
@@ -227,20 +225,11 @@ class TuneRun:
             run_id=uuid.uuid4().hex[:12],
             module=getattr(workload, "source", None) or None,
             runtime_threads=runtime_threads(target),
-            search=settings.search,
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):
-                try:
-                    self.source = make_source(workload, target, model, settings, console=console)
-                except WorkloadError as exc:  # `auto` chose the decision search; the user did not
-                    if not (auto and settings.search == "decision"):
-                        raise
-                    if console is not None:
-                        console.print(f"[yellow]{one_line(exc)}; using evolutionary search[/]")
-                    self.settings = replace(settings, search="evolutionary")
-                    self.result.search = self.settings.search
-                    self.source = make_source(workload, target, model, self.settings, console=console)
+                self.source = make_source(workload, target, model, settings, console=console)
+            self.result.search = self.source.kind
             with self.timer.section("setup:runner"):
                 self.measurer = _measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
                 self.builder = pool_builder(build_timeout)
@@ -308,7 +297,7 @@ class TuneRun:
 
         adapter, draws, st = self.model.adapter, getattr(self.source, "draws", None), self.settings
         first = not self.result.history
-        if st.screen <= n or n <= 0 or not self.model_learns or draws is None or st.search == "decision":
+        if st.screen <= n or n <= 0 or not self.model_learns or draws is None or self.source.kind == "decision":
             return None
         if adapter is None or adapter.model is None or (not first and self._pool is None):
             return None
