@@ -1,7 +1,8 @@
 """`autosearch tune` / `apply` end to end on one tiny operator, and the bad-input cases.
 
-One real tuning run (softmax 256x256, 16 trials in 2 rounds, the shipped pretrained model) is
-shared by the tests of this module; every other case fails before any measurement.
+One real tuning run (softmax 256x256, 16 trials: a round of 8 and one of 4 new schedules, then 4
+trials confirming the 2 fastest; the shipped pretrained model) is shared by the tests of this
+module; every other case fails before any measurement.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autosearch.cli import main
@@ -51,7 +53,10 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         try:
-            main(["tune", WL, "--model", "pretrained", *SMALL, "--db", str(db), "--out", str(out), "--json"])
+            main(
+                ["tune", WL, "--model", "pretrained", *SMALL, "--confirm", "4", "--db", str(db), "--out", str(out)]
+                + ["--json"]
+            )
         except SystemExit as exc:
             assert not exc.code, buf.getvalue()
     text = buf.getvalue()
@@ -105,10 +110,35 @@ def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:
 
     with Store(tuned["db"], readonly=True) as st:
         rows = list(st.measurements())
-        assert len(rows) == 16
+        assert len(rows) == 12  # 16 trials, the last 4 measured two stored schedules again
         assert all(r.source.startswith("tune:pretrained:") for r in rows)
         feats = list(st.iter_features(extractor=EXTRACTOR))
-        assert len(feats) == 16
+        assert len(feats) == 12
+
+
+def test_the_last_trials_confirm_the_fastest_schedules(tuned: dict) -> None:
+    """The two fastest schedules of the first 12 trials are measured twice more; the run's best is
+    the one with the lower median over all its repeats, and the store's records hold them all."""
+    from autosearch.store import Store
+
+    history = json.loads((tuned["out"] / "history.json").read_text())["history"]
+    assert [h["by"] for h in history[-4:]] == ["confirm"] * 4 and all(h["by"] != "confirm" for h in history[:-4])
+    best = json.loads((tuned["out"] / "best.json").read_text())
+    with Store(tuned["db"], readonly=True) as st:
+        ok = [r for r in st.measurements() if r.status == "ok"]
+    confirmed = [r for r in ok if len(r.latencies) > 2]  # --repeat 2: one measurement holds 2 repeats
+    assert len(confirmed) == 2 and all(len(r.latencies) == 6 for r in confirmed)
+    first = sorted(ok, key=lambda r: float(np.median(r.latencies[:2])))[:2]  # fastest when first measured
+    assert {r.schedule for r in confirmed} == {r.schedule for r in first}
+    chosen = min(confirmed, key=lambda r: r.median)
+    assert json.dumps(best["trace"], separators=(",", ":")) == chosen.schedule
+    assert best["best_latency_s"] == pytest.approx(chosen.median) == history[-1]["best"]
+    from autosearch.errors import InputError
+    from autosearch.search.tune import TuneSettings
+
+    for bad in (2, 5, 64):
+        with pytest.raises(InputError, match="--confirm must be 0 or an even number"):
+            TuneSettings(trials=64, confirm=bad).validate()
 
 
 def test_apply_reproduces_the_best_schedule(tuned: dict, capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,8 +147,8 @@ def test_apply_reproduces_the_best_schedule(tuned: dict, capsys: pytest.CaptureF
     from autosearch.store import Store
 
     with Store(tuned["db"], readonly=True) as st:
-        ok = [r for r in list(st.measurements()) if r.status == "ok"]
-    best = min(ok, key=lambda r: r.median)
+        ok = [r for r in list(st.measurements()) if r.status == "ok" and len(r.latencies) > 2]
+    best = min(ok, key=lambda r: r.median)  # the confirmed schedules: the run's best is one of them
     _, sch = apply_best(tuned["out"])
     assert trace_json(sch) == best.schedule  # the replayed trace is the measured one
     assert 'if __name__ == "__main__"' in (tuned["out"] / "best_schedule.py").read_text()

@@ -131,6 +131,12 @@ def tune(
         help="With PRIOR+KIND (e.g. pretrained+xgb): results measured before the online model is first "
         "fitted and blended in.",
     ),
+    confirm: int = typer.Option(
+        0,
+        "--confirm",
+        help="The budget's last N trials (even, >= 4) measure the fastest N/2 schedules twice more, and the best "
+        "is the one with the lowest median over all its repeats (one measurement can be lucky); 0: off.",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -154,6 +160,7 @@ def tune(
         screen=screen,
         rescreen=rescreen,
         screen_spread=screen_spread,
+        confirm=confirm,
     )
     settings.validate()
     wl = resolve_workload_spec(workload, module)
@@ -172,7 +179,9 @@ def tune(
     out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:
         err.print(
-            f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}"
+            f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials"
+            + (f" (the last {settings.confirm} confirm the best)" if settings.confirm else "")
+            + f", {trials_per_round} per round -> {db}"
         )
     with Store(db) as store:
         r = run_tune(
