@@ -119,6 +119,8 @@ def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:
 def test_the_last_trials_confirm_the_fastest_schedules(tuned: dict) -> None:
     """The two fastest schedules of the first 12 trials are measured twice more; the run's best is
     the one with the lower median over all its repeats, and the store's records hold them all."""
+    from autosearch.errors import InputError
+    from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
 
     history = json.loads((tuned["out"] / "history.json").read_text())["history"]
@@ -133,9 +135,6 @@ def test_the_last_trials_confirm_the_fastest_schedules(tuned: dict) -> None:
     chosen = min(confirmed, key=lambda r: r.median)
     assert json.dumps(best["trace"], separators=(",", ":")) == chosen.schedule
     assert best["best_latency_s"] == pytest.approx(chosen.median) == history[-1]["best"]
-    from autosearch.errors import InputError
-    from autosearch.search.tune import TuneSettings
-
     for bad in (2, 5, 64):
         with pytest.raises(InputError, match="--confirm must be 0 or an even number"):
             TuneSettings(trials=64, confirm=bad).validate()

@@ -257,9 +257,8 @@ class TuneRun:
         self.model_learns = not isinstance(self.source, GradientSource)
         self._pool: Any = None  # the screened draws (`strategy.ScreenPool`), from the first round on
         self.reserve = settings.confirm  # trials kept back for confirming the best (`TuneSettings.confirm`)
-        self.repeats: dict[
-            str, tuple[list[float], int]
-        ] = {}  # ok trace -> (its repeats, the trial it was first measured)
+        #: Each schedule measured ok in this run (or warm-started): its repeats and the trial it was first measured.
+        self.repeats: dict[str, tuple[list[float], int]] = {}
 
     def warm_start(self, store: Any, k: int = 16) -> int:
         """Give the search the store's `k` best schedules of this workload on this target; returns
