@@ -509,19 +509,8 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
             run.repeats.setdefault(t, (list(r.latencies), result.trials))
             if result.best_latency is None or lat < result.best_latency:
                 result.best_latency, result.best_trace, result.best_trial = lat, t, result.trials
-        result.history.append(
-            {
-                "trial": result.trials,
-                "round": rnd,
-                "latency": lat,
-                "best": result.best_latency,
-                "t": now,
-                "explore": explore,  # the gate's trust or control share after this round
-                "control": c,
-                "online_weight": online_w,  # pretrained+xgb: the online model's share of the score
-                "by": "control" if c else origin.get(id(cand)),
-            }
-        )
+        by = "control" if c else origin.get(id(cand))
+        result.history.append(_entry(result, rnd, lat, now, by, explore=explore, control=c, online_weight=online_w))
 
 
 def _confirm_round(run: TuneRun, traces: list[str]) -> None:
@@ -575,19 +564,34 @@ def _confirm_round(run: TuneRun, traces: list[str]) -> None:
         result.trials += 1
         result.ok += r.status == "ok"
         lat = float(np.median(r.latencies)) if r.status == "ok" else None
-        result.history.append(
-            {
-                "trial": result.trials,
-                "round": rnd,
-                "latency": lat,
-                "best": result.best_latency,
-                "t": now,
-                "explore": None,
-                "control": False,
-                "online_weight": None,
-                "by": "confirm",
-            }
-        )
+        result.history.append(_entry(result, rnd, lat, now, "confirm"))
+
+
+def _entry(
+    result: TuneResult,
+    rnd: int,
+    lat: float | None,
+    now: float,
+    by: str | None,
+    *,
+    explore: float | None = None,
+    control: bool = False,
+    online_weight: float | None = None,
+) -> dict[str, Any]:
+    """The history entry of the trial just counted: `explore` is the gate's trust or control share
+    after its round, `online_weight` the online model's share of the score (PRIOR+xgb), `by` which
+    search proposed it ("control" for a random control, "confirm" for a re-measurement)."""
+    return {
+        "trial": result.trials,
+        "round": rnd,
+        "latency": lat,
+        "best": result.best_latency,
+        "t": now,
+        "explore": explore,
+        "control": control,
+        "online_weight": online_weight,
+        "by": by,
+    }
 
 
 def _baselines(run: TuneRun, baseline: bool, reference: bool) -> None:
