@@ -97,7 +97,10 @@ def test_tuning_warns_when_the_model_never_saw_the_device() -> None:
         warnings.simplefilter("always")
         assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}'))
         assert not warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}'))
-    assert len(seen) == 1 and "znver4/2 cores" in str(seen[0].message) and "never saw" in str(seen[0].message)
+        assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}'), decision=True)
+    assert len(seen) == 2 and "znver4/2 cores" in str(seen[0].message) and "never saw" in str(seen[0].message)
+    assert "tune's default" in str(seen[0].message)  # the evolutionary search: controls are auto's choice
+    assert "decision search fine-tunes" in str(seen[1].message) and "tune's default" not in str(seen[1].message)
 
 
 def test_favourites_that_are_slower_than_earlier_picks_lose_trust() -> None:

@@ -148,7 +148,7 @@ def make_cost_model(
     if extractor == EXTRACTOR:
         check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
     if target is not None and warn:
-        warn_unknown_device(model, target)
+        warn_unknown_device(model, target, decision=_decision_search(search, extractor, target))
     if explore == "auto":
         new_device = target is not None and knows_device(model, target) is False
         explore = "control" if new_device and not _decision_search(search, extractor, target) else "none"
@@ -189,9 +189,10 @@ def knows_device(model: Any, target: Any) -> bool | None:
     return any(_device_of(k) == here for k in known)
 
 
-def warn_unknown_device(model: Any, target: Any) -> bool:
+def warn_unknown_device(model: Any, target: Any, *, decision: bool = False) -> bool:
     """Warn (one line) when the model was trained on measurements of other devices than `target`'s;
-    True if it warned."""
+    True if it warned. `decision`: the run will use the decision search, whose `--explore auto`
+    spends no controls, so the line names what it does instead."""
     import warnings
 
     from autosearch.backends.tvm.target import canonical_target
@@ -201,10 +202,15 @@ def warn_unknown_device(model: Any, target: Any) -> bool:
     known = list(model.trained_on)
     here = _device_of(canonical_target(target))
     names = ", ".join(sorted({f"{d[1] or d[0]}/{d[2]} cores" for d in map(_device_of, known)}))
+    remedy = (
+        "the decision search fine-tunes it on this run's measurements; --explore control adds random controls"
+        if decision
+        else "--explore control, tune's default for such a device, lets the search rely on it only as far as it "
+        "proves right"
+    )
     warnings.warn(
         f"the model was trained on {names}; this target is {here[1] or here[0]}/{here[2]} cores, which it never "
-        "saw: its ranking may not transfer (--explore control, tune's default for such a device, lets the search "
-        "rely on it only as far as it proves right)",
+        f"saw: its ranking may not transfer ({remedy})",
         stacklevel=2,
     )
     return True
