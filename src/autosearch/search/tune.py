@@ -531,12 +531,11 @@ def _confirm_round(run: TuneRun, traces: list[str]) -> None:
     with timer.section("run"):
         measured = run.measurer.run_built(cands, built)
     pooled = {i: list(run.repeats[traces[i]][0]) for i in set(order)}
+    failed = {i for i, r in zip(order, measured) if r.status != "ok"}  # ran before, fails now: not a best
     for i, r in zip(order, measured):
         if r.status == "ok":
             pooled[i] += r.latencies
-        else:
-            pooled[i] = []  # it ran before and fails now: not a best to report
-    medians = {i: float(np.median(v)) for i, v in pooled.items() if v}
+    medians = {i: float(np.median(v)) for i, v in pooled.items() if i not in failed}
     if medians:
         i = min(medians, key=medians.__getitem__)
         result.best_latency, result.best_trace = medians[i], traces[i]
