@@ -81,14 +81,19 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float, int, float, int]:
+def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float, int, float, int, int]:
     """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen, --rescreen,
-    --screen-spread, --online-warmup, the online blend's gain, --confirm) of a benchmark model name
-    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN][/SPREAD]][#WARMUP][&GAIN][!CONFIRM]`, such as
+    --screen-spread, --online-warmup, the online blend's gain, --confirm, --sketch-moves) of a
+    benchmark model name
+    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN][/SPREAD]][#WARMUP][&GAIN][!CONFIRM][*MOVES]`, such as
     `pretrained+xgb@trust`, `pretrained+xgb~portfolio`, `pretrained+xgb%1024x4`,
     `pretrained+xgb@control^512`, `pretrained+xgb^512:0.5`, `pretrained+xgb^512/0.5`,
-    `pretrained+xgb^512#16&2` or `pretrained-prefix~decision!8`. Without `!`, no trials confirm the
-    best (TVM's own loop has no such step)."""
+    `pretrained+xgb^512#16&2`, `pretrained-prefix~decision!8` or `pretrained-prefix~decision*2`.
+    Without `!`, no trials confirm the best (TVM's own loop has no such step); without `*`, no
+    sketch moves."""
+    model, star, moves = model.partition("*")
+    if star and not moves.isdigit():
+        raise SystemExit(f"error: {moves!r} after '*' is not a number of sketch moves a round (e.g. 2)")
     model, bang, confirm = model.partition("!")
     if bang and not (confirm.isdigit() and int(confirm) >= 4 and int(confirm) % 2 == 0):
         raise SystemExit(f"error: {confirm!r} after '!' is not an even number of trials >= 4 (e.g. 8)")
@@ -136,6 +141,7 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
         warmup,
         online_gain,
         int(confirm or 0),
+        int(moves or 0),
     )
 
 
@@ -229,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    spec, explore, search, size, screen, rescreen, spread, warmup, gain, confirm = _spec(model)
+                    spec, explore, search, size, screen, rescreen, spread, warmup, gain, confirm, moves = _spec(model)
                     population, genetic_iters = size or (args.population, args.genetic_iters)
                     s = TuneSettings(
                         trials=trials_of[model],
@@ -242,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                         rescreen=rescreen,
                         screen_spread=spread,
                         confirm=confirm,
+                        sketch_moves=moves,
                     )
                     tm = make_cost_model(spec, seed=seed, explore=explore, online_warmup=warmup, online_gain=gain)
                     best_at: dict[str, str] = {}

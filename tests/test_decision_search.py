@@ -4,6 +4,7 @@ and measured results steer the next rounds (no kernel is built or run here)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,60 @@ def test_the_first_round_covers_the_sketches_then_follows_the_scores() -> None:
     assert order[:3] == [0, 4, 5]  # one per sketch, in the order of their best scores
     assert order[3:] == [0, 1, 2, 3, 4, 5]  # then the scores (a repeat is skipped as already tried)
     assert [int(x[0]) for _, x in _cover_sketches(pool, 2, iter([]))] == [0, 4]  # at most k sketches
+
+
+def test_sketch_moves_grow_sketches_from_measured_elites() -> None:
+    """Once the run's best has stalled for two rounds, `sketch_moves` adds sketches: a measured
+    elite with one compute location moved by MetaSchedule's MutateComputeLocation, seeded with the
+    elite's decisions, and each new sketch's best-scored vector is measured in that round."""
+    import numpy as np
+
+    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0, sketch_moves=2)
+    source = DecisionSource(get_workload("softmax/256x256"), host_target(), _prefix_model(), settings)
+    search = source.search
+    n0 = len(search.sketches)
+    first = source.propose(8)
+    assert len(search.sketches) == n0  # the first round has no measured elite to move
+    source.notify(first, [MeasureResult("ok", [1e-3 * (i + 1)] * 3) for i in range(len(first))])
+    for stall in range(2):
+        picks = source.propose(8)
+        assert len(search.sketches) == n0 and search.stall == stall  # the best has not stalled yet
+        source.notify(picks, [MeasureResult("ok", [1.0] * 3) for _ in picks])  # all slower than the best
+    second = source.propose(8)
+    new = set(range(n0, len(search.sketches)))
+    assert search.grown == len(new) and 1 <= len(new) <= 2
+    assert new <= {search._origin[id(c)][0] for c in second}  # each new sketch measured this round
+    elites = [(search.sketches[s], v) for _, s, v in search.best]
+    for i in new:
+        sp = search.sketches[i]
+        moved = [
+            (p, v)
+            for p, v in elites
+            if p.instructions == sp.instructions
+            and p.fixed.keys() == sp.fixed.keys()
+            and sum(p.fixed[k] != sp.fixed[k] for k in p.fixed) == 1  # one compute location moved
+        ]
+        assert moved, "a new sketch is an elite's sketch with one compute location moved"
+
+        def kept(p: Any, v: Any, sp: Any = sp) -> bool:  # the elite's decisions but the moved location
+            (at,) = [k for k in p.fixed if p.fixed[k] != sp.fixed[k]]
+            return [d for d in p.decisions(v) if d[0] != at] == [d for d in sp.decisions(sp.current) if d[0] != at]
+
+        assert any(kept(p, v) for p, v in moved)  # seeded with the elite's tiles and choices
+        assert np.array_equal(search._seeds[i], sp.current)
+    # without moves the sketches stay those of the first round
+    still = DecisionSource(
+        get_workload("softmax/256x256"),
+        host_target(),
+        _prefix_model(),
+        TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0),
+    )
+    n = len(still.search.sketches)
+    for _ in range(3):
+        picks = still.propose(8)
+        still.notify(picks, [MeasureResult("ok", [1e-3 * (i + 1)] * 3) for i in range(len(picks))])
+    assert still.search.stall >= 2
+    still.propose(8)
+    assert len(still.search.sketches) == n and still.search.grown == 0
+    with pytest.raises(InputError, match="--sketch-moves"):
+        TuneSettings(sketch_moves=-1).validate()

@@ -137,6 +137,12 @@ def tune(
         help="The budget's last N trials (even, >= 4) measure the fastest N/2 schedules twice more, and the best "
         "is the one with the lowest median over all its repeats (one measurement can be lucky); 0: off.",
     ),
+    sketch_moves: int = typer.Option(
+        0,
+        "--sketch-moves",
+        help="Decision search: new sketches a round, each a measured elite with its compute location moved "
+        "(MetaSchedule's MutateComputeLocation); 0: only the sketches found before the first round.",
+    ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -161,6 +167,7 @@ def tune(
         rescreen=rescreen,
         screen_spread=screen_spread,
         confirm=confirm,
+        sketch_moves=sketch_moves,
     )
     settings.validate()
     wl = resolve_workload_spec(workload, module)

@@ -16,7 +16,14 @@ ranked high and that measured slow sinks in the next round's scores.
 
 Sketches: one `DecisionSpace` per design space and compute location. A compute location is no
 knob (it changes the loop structure), so the spaces come from the design spaces and from a few
-uniform draws (`RandomDraws`), which sample compute locations as MetaSchedule does.
+uniform draws (`RandomDraws`), which sample compute locations as MetaSchedule does. Those draws
+miss most locations (a depthwise conv has ~45 sketches, softmax hundreds), and TVM-XGB's fastest
+schedules at 256 trials sat in sketches the search never had (4 of 6 benchmark workloads,
+bench/README.md). So once the run's best has not improved for `_STALL_ROUNDS` rounds, up to
+`sketch_moves` new sketches a round come from MetaSchedule's own `MutateComputeLocation` applied
+to measured elites (the fastest of each design space first), each seeded with the elite's
+decisions; a new sketch's best-scored vector is measured in that round (`_grow`), and it then
+competes like any other. (Moves from the second round on, stalled or not, cost 6% at 64 trials.)
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ _SKETCH_DRAWS = 32
 _PER_STRUCTURE = 1 / 8
 #: The most of the first round's picks spent on covering the sketches (`_cover_sketches`).
 _SKETCH_COVER = 1 / 2
+#: Mutation attempts per new sketch wanted (`_grow`): a move can land on a sketch already held.
+_MOVE_TRIES = 3
+#: Rounds without a 1% better best after which sketch moves start (`_grow`).
+_STALL_ROUNDS = 2
 
 
 class DecisionSearch:
@@ -50,7 +61,6 @@ class DecisionSearch:
 
     def __init__(self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any) -> None:
         from autosearch.backends.tvm.space import trace_json
-        from autosearch.features.decision_space import DecisionSpace
         from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
 
         if adapter is None or tuple(adapter.extractor) != PREFIX_EXTRACTOR or adapter.model is None:
@@ -61,19 +71,13 @@ class DecisionSearch:
         self.context, self.adapter, self.draws, self.settings = context, adapter, draws, settings
         self.rng = np.random.default_rng([settings.seed, 0xDEC1])
         ir = context.mod.script()
-        seen: set[str] = set()
+        self._ir = ir
+        self._sigs: set[str] = set()
         self.sketches: list[Any] = []
         traces = [trace_json(s) for s in spaces]
         traces += [trace_json(c.sch) for c in draws.draw(_SKETCH_DRAWS, mark=False)]
         for text in traces:
-            try:
-                space = DecisionSpace(text, ir)
-            except Exception:  # a sketch the decision space cannot read: MetaSchedule's search can
-                continue
-            sig = repr((space.instructions, sorted(space.fixed.items())))
-            if sig not in seen and space.n_knobs:
-                seen.add(sig)
-                self.sketches.append(space)
+            self._add_sketch(text)
         if not self.sketches:
             raise WorkloadError("no design space of this workload can be searched as decision vectors")
         self.population = max(int(settings.population), 1024)
@@ -81,12 +85,35 @@ class DecisionSearch:
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
+        self.moves = max(0, int(getattr(settings, "sketch_moves", 0)))
+        self._mutator: Any = None  # MetaSchedule's MutateComputeLocation, made on the first move
+        self._seeds: dict[int, np.ndarray] = {}  # grown sketch -> the moved elite's vector in it
+        self._measured: set[int] = set()  # sketches with a measured (or failed) candidate
+        self.grown = 0  # sketches added by moves
+        self.stall = 0  # rounds since the run's best last improved by 1%
+
+    def _add_sketch(self, text: Any) -> int | None:
+        """Index of a new sketch read from a trace, or None (unreadable, no knob, or held already)."""
+        from autosearch.features.decision_space import DecisionSpace
+
+        try:
+            space = DecisionSpace(text, self._ir)
+        except Exception:  # a sketch the decision space cannot read: MetaSchedule's search can
+            return None
+        sig = repr((space.instructions, sorted(space.fixed.items())))
+        if sig in self._sigs or not space.n_knobs:
+            return None
+        self._sigs.add(sig)
+        self.sketches.append(space)
+        return len(self.sketches) - 1
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
         spread over loop structures (`_spread`), and an `eps_greedy` share of random ones."""
         if n <= 0:
             return []
+        stalled = bool(self.best) and self.moves > 0 and self.stall >= _STALL_ROUNDS
+        fresh = self._grow(min(self.moves, max(1, n // 4))) if stalled else set()
         pool: list[tuple[float, int, np.ndarray, bytes]] = []
         for s, space in enumerate(self.sketches):
             pop = self._evolve(s, space)
@@ -98,6 +125,8 @@ class DecisionSearch:
         order = _spread(pool, max(1, math.ceil(_PER_STRUCTURE * n)))
         if not self.tried:  # nothing proposed yet: the first round covers the sketches before the prior's top
             order = _cover_sketches(pool, max(1, int(_SKETCH_COVER * n)), order)
+        elif fresh:  # sketches grown this round: each one's best-scored vector first
+            order = _cover_sketches([p for p in pool if p[1] in fresh], len(fresh), order)
         out = self._build(order, n - n_random)
         if len(out) < n:
             out += self._build(self._random_vectors(), n - len(out))
@@ -105,14 +134,58 @@ class DecisionSearch:
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         """Measured results of proposed candidates: the fastest become the next rounds' parents."""
+        before = self.best[0][0] if self.best else math.inf
         for c, r in zip(candidates, measured):
             origin = self._origin.pop(id(c), None)
+            if origin is not None:
+                self._measured.add(origin[0])
             if origin is not None and r.status == "ok" and r.latencies:
                 self.best.append((float(np.median(r.latencies)), origin[0], origin[1]))
         self.best.sort(key=lambda t: t[0])
         del self.best[64:]
+        self.stall = 0 if self.best and self.best[0][0] < 0.99 * before else self.stall + 1
 
     # -- the search ------------------------------------------------------------------------------
+    def _grow(self, k: int) -> set[int]:
+        """Up to k new sketches, each a measured elite with its compute location moved by
+        MetaSchedule's `MutateComputeLocation` (a legal location, drawn at random); the fastest
+        elite of each design space first, then the run's fastest. Returns the new sketches."""
+        from tvm.s_tir import Schedule
+        from tvm.s_tir.meta_schedule import _ffi_api
+        from tvm.s_tir.meta_schedule.mutator import MutateComputeLocation
+        from tvm.s_tir.schedule import Trace
+
+        from autosearch.backends.tvm.space import trace_json
+
+        if self._mutator is None:
+            self._mutator = MutateComputeLocation()
+            self._mutator._initialize_with_tune_context(self.context)
+        firsts: dict[str, tuple[int, np.ndarray]] = {}
+        for _, s, v in self.best:  # sorted fastest first
+            firsts.setdefault(repr(self.sketches[s].instructions), (s, v))
+        parents = list(firsts.values()) + [(s, v) for _, s, v in self.best[:k]]
+        new: set[int] = set()
+        for attempt in range(_MOVE_TRIES * k):
+            if len(new) >= k:
+                break
+            s, v = parents[attempt % len(parents)]
+            try:
+                sch = Schedule(self.context.mod)
+                Trace.apply_json_to_schedule(self.sketches[s].trace(v), sch)
+                moved = _ffi_api.MutatorApply(self._mutator, sch.trace, int(self.rng.integers(1, 2**31 - 1)))
+                if moved is None:  # no compute location to move in this sketch
+                    continue
+                out = Schedule(self.context.mod)
+                moved.apply_to_schedule(out, remove_postproc=True)
+            except Exception:  # a move the sketch cannot replay: try another
+                continue
+            i = self._add_sketch(trace_json(out))
+            if i is not None:
+                self._seeds[i] = self.sketches[i].current.copy()
+                new.add(i)
+        self.grown += len(new)
+        return new
+
     def _score(self, space: Any, x: np.ndarray) -> np.ndarray:
         return np.asarray(self.adapter.score_space(space, x), dtype=np.float64)
 
@@ -130,6 +203,8 @@ class DecisionSearch:
     def _initial(self, s: int, space: Any) -> np.ndarray:
         """Random vectors, and one- and two-knob mutants of the sketch's fastest measured ones."""
         elites = [v for _, si, v in self.best if si == s][:16]
+        if not elites and s in self._seeds:  # a grown sketch not measured yet: the moved elite
+            elites = [self._seeds[s]]
         pop = space.sample(self.population, self.rng)
         if elites:
             e = np.repeat(np.stack(elites), max(1, self.population // (4 * len(elites))), axis=0)

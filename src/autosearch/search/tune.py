@@ -96,6 +96,10 @@ class TuneSettings:
     #: measured again, TVM-XGB's 5%). Off by default: 8 of 64 trials spent on it found schedules
     #: only 1.017x faster, re-measured (bench/README.md, "Confirming the best").
     confirm: int = 0
+    #: The decision search adds up to this many sketches a round once its best has stalled for two
+    #: rounds, each a measured elite with its compute location moved by MetaSchedule's
+    #: MutateComputeLocation (`decision_search.DecisionSearch._grow`); 0 = the first round's sketches only.
+    sketch_moves: int = 0
 
     def validate(self) -> None:
         if self.trials_per_round < 1:
@@ -122,6 +126,8 @@ class TuneSettings:
             raise InputError(f"--screen-spread must be >= 0 (0 = off), got {self.screen_spread}")
         if self.population < self.trials_per_round:
             raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
+        if self.sketch_moves < 0:
+            raise InputError(f"--sketch-moves must be >= 0 (0 = off), got {self.sketch_moves}")
         if self.confirm and not (4 <= self.confirm < self.trials and self.confirm % 2 == 0):
             raise InputError(
                 f"--confirm must be 0 or an even number of trials from 4 to below --trials {self.trials}, "
