@@ -23,7 +23,9 @@ bench/README.md). So once the run's best has not improved for `_STALL_ROUNDS` ro
 `sketch_moves` new sketches a round come from MetaSchedule's own `MutateComputeLocation` applied
 to measured elites (the fastest of each design space first), each seeded with the elite's
 decisions; a new sketch's best-scored vector is measured in that round (`_grow`), and it then
-competes like any other. (Moves from the second round on, stalled or not, cost 6% at 64 trials.)
+competes like any other. Off by default: moves from the second round found 1.06x slower
+schedules at 64 trials, and moves once stalled were level with the default at 256 trials
+(re-measured, bench/README.md "Sketch moves once the search stalls").
 """
 
 from __future__ import annotations
