@@ -90,7 +90,6 @@ class DecisionSearch:
         self.moves = max(0, int(getattr(settings, "sketch_moves", 0)))
         self._mutator: Any = None  # MetaSchedule's MutateComputeLocation, made on the first move
         self._seeds: dict[int, np.ndarray] = {}  # grown sketch -> the moved elite's vector in it
-        self._measured: set[int] = set()  # sketches with a measured (or failed) candidate
         self.grown = 0  # sketches added by moves
         self.stall = 0  # rounds since the run's best last improved by 1%
 
@@ -139,8 +138,6 @@ class DecisionSearch:
         before = self.best[0][0] if self.best else math.inf
         for c, r in zip(candidates, measured):
             origin = self._origin.pop(id(c), None)
-            if origin is not None:
-                self._measured.add(origin[0])
             if origin is not None and r.status == "ok" and r.latencies:
                 self.best.append((float(np.median(r.latencies)), origin[0], origin[1]))
         self.best.sort(key=lambda t: t[0])
@@ -174,6 +171,7 @@ class DecisionSearch:
             try:
                 sch = Schedule(self.context.mod)
                 Trace.apply_json_to_schedule(self.sketches[s].trace(v), sch)
+                # the FFI call takes a seed (`Mutator.apply` draws one at random): a run repeats
                 moved = _ffi_api.MutatorApply(self._mutator, sch.trace, int(self.rng.integers(1, 2**31 - 1)))
                 if moved is None:  # no compute location to move in this sketch
                     continue
