@@ -171,7 +171,7 @@ def test_sketch_moves_grow_sketches_from_measured_elites() -> None:
         source.notify(picks, [MeasureResult("ok", [1.0] * 3) for _ in picks])  # all slower than the best
     second = source.propose(8)
     new = set(range(n0, len(search.sketches)))
-    assert search.grown == len(new) and 1 <= len(new) <= 2
+    assert set(search._seeds) == new and 1 <= len(new) <= 2
     assert new <= {search._origin[id(c)][0] for c in second}  # each new sketch measured this round
     elites = [(search.sketches[s], v) for _, s, v in search.best]
     for i in new:

@@ -87,10 +87,9 @@ class DecisionSearch:
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
-        self.moves = max(0, int(getattr(settings, "sketch_moves", 0)))
+        self.moves = max(0, int(settings.sketch_moves))
         self._mutator: Any = None  # MetaSchedule's MutateComputeLocation, made on the first move
-        self._seeds: dict[int, np.ndarray] = {}  # grown sketch -> the moved elite's vector in it
-        self.grown = 0  # sketches added by moves
+        self._seeds: dict[int, np.ndarray] = {}  # each sketch added by a move -> the moved elite's vector in it
         self.stall = 0  # rounds since the run's best last improved by 1%
 
     def _add_sketch(self, text: Any) -> int | None:
@@ -183,7 +182,6 @@ class DecisionSearch:
             if i is not None:
                 self._seeds[i] = self.sketches[i].current.copy()
                 new.add(i)
-        self.grown += len(new)
         return new
 
     def _score(self, space: Any, x: np.ndarray) -> np.ndarray:
