@@ -66,7 +66,19 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
     other = next((i for i in range(len(source.search.sketches)) if i not in measured), None)
     if other is not None:  # a sketch with no measured result starts from random vectors alone
         assert len(source.search._initial(other, source.search.sketches[other])) == source.search.population
-    assert source.draw(2) and source.runner_results(fake)[3].error_msg == "refused"
+    assert source.runner_results(fake)[3].error_msg == "refused"
+    # schedules the search did not propose (random controls, warm-start seeds) become parents too,
+    # read back into a sketch and vector that replay to the same program
+    controls = source.draw(2)
+    source.notify(controls, [MeasureResult("ok", [1e-4] * 3), MeasureResult("ok", [2e-4] * 3)])
+    seed_row = SimpleNamespace(schedule=trace_json(source.draw(1)[0].sch), median=5e-5, latencies=[5e-5])
+    assert len(source.seed([seed_row, SimpleNamespace(schedule="not a trace", median=1e-5)])) == 1
+    search = source.search
+    assert [lat for lat, _, _ in search.best[:3]] == pytest.approx([5e-5, 1e-4, 2e-4])
+    for cand, (_, s, v) in zip(controls, search.best[1:3]):
+        replayed = search._replay(search.sketches[s].trace(v))
+        assert replayed.sch.mod.script() == cand.sch.mod.script()
+        assert (s, v.tobytes()) in search.tried  # never proposed again
 
 
 def test_decision_search_needs_a_prefix_token_model() -> None:

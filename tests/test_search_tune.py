@@ -519,8 +519,9 @@ def test_portfolio_share_follows_who_found_the_fastest() -> None:
 
 
 def test_portfolio_search_splits_rounds_and_shares_what_it_measures() -> None:
-    """`--search portfolio`: each round holds picks of both searches (labelled in the history),
-    no schedule is measured twice, and the gradient search learns the evolutionary picks too."""
+    """`--search portfolio`: a round holds picks of both searches (labelled in the history), half
+    each before any evidence, and the gradient search learns the evolutionary picks too (one round:
+    how the share follows the evidence is `test_portfolio_share_follows_who_found_the_fastest`)."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.model_spec import make_cost_model
@@ -532,22 +533,20 @@ def test_portfolio_search_splits_rounds_and_shares_what_it_measures() -> None:
         resolve_workload_spec(WL),
         host_target(),
         make_cost_model("pretrained", seed=0),
-        TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1, search="portfolio"),
+        TuneSettings(trials=8, trials_per_round=8, population=16, genetic_num_iters=1, search="portfolio"),
         evaluator=EvaluatorSettings(1, 2, 1),
     )
     assert isinstance(run.source, PortfolioSource)
     while run.step():
         pass
     r = run.finish(baseline=False, reference=False)
-    assert r.trials == 16 and r.best_latency is not None and r.search == "portfolio"
+    assert r.trials == 8 and r.best_latency is not None and r.search == "portfolio"
     first = [h["by"] for h in r.history if h["round"] == 0]
     assert first.count("gradient") == first.count("evolutionary") == 4  # half each before any evidence
     assert {h["by"] for h in r.history} == {"gradient", "evolutionary"}
     assert len({h["latency"] for h in r.history}) > 1
     learned = sum(len(v) for v in run.source.grad.search.measured.values())
-    assert learned == 16  # its own picks and the evolutionary search's
-    ok_evo = sum(1 for h in r.history if h["by"] == "evolutionary")
-    assert ok_evo >= 4
+    assert learned == 8  # its own picks and the evolutionary search's
 
 
 def test_unknown_search_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

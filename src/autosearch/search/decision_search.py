@@ -12,7 +12,9 @@ post-processors reject is skipped. An `eps_greedy` share of the picks are random
 most an eighth of a round's picks share one loop structure (`_spread`); the first round starts
 with every sketch's best-scored vector (`_cover_sketches`, at most half the round). The `tlp` prior is
 fine-tuned on the run's measurements (the adapter's incremental update), so a structure it
-ranked high and that measured slow sinks in the next round's scores.
+ranked high and that measured slow sinks in the next round's scores. Measured schedules the search
+did not propose (random controls, warm-start seeds) are read back into sketch and vector
+(`adopt`) and become parents like its own.
 
 Sketches: one `DecisionSpace` per design space and compute location. A compute location is no
 knob (it changes the loop structure), so the spaces come from the design spaces and from a few
@@ -74,7 +76,7 @@ class DecisionSearch:
         self.rng = np.random.default_rng([settings.seed, 0xDEC1])
         ir = context.mod.script()
         self._ir = ir
-        self._sigs: set[str] = set()
+        self._index: dict[str, int] = {}  # sketch signature (instructions, fixed decisions) -> index
         self.sketches: list[Any] = []
         traces = [trace_json(s) for s in spaces]
         traces += [trace_json(c.sch) for c in draws.draw(_SKETCH_DRAWS, mark=False)]
@@ -94,18 +96,29 @@ class DecisionSearch:
 
     def _add_sketch(self, text: Any) -> int | None:
         """Index of a new sketch read from a trace, or None (unreadable, no knob, or held already)."""
+        placed = self._place(text)
+        return placed[0] if placed is not None and placed[2] else None
+
+    def _place(self, text: Any) -> tuple[int, np.ndarray, bool] | None:
+        """(sketch, vector, whether the sketch is new) of a schedule's trace: its sketch is held
+        from now on; None where the decision space cannot read it or it has no knob."""
         from autosearch.features.decision_space import DecisionSpace
 
         try:
             space = DecisionSpace(text, self._ir)
         except Exception:  # a sketch the decision space cannot read: MetaSchedule's search can
             return None
-        sig = repr((space.instructions, sorted(space.fixed.items())))
-        if sig in self._sigs or not space.n_knobs:
+        if not space.n_knobs:
             return None
-        self._sigs.add(sig)
-        self.sketches.append(space)
-        return len(self.sketches) - 1
+        sig = repr((space.instructions, sorted(space.fixed.items())))
+        s = self._index.get(sig)
+        if s is None:
+            self._index[sig] = len(self.sketches)
+            self.sketches.append(space)
+            return len(self.sketches) - 1, space.current.copy(), True
+        rep = {i: (tuple(d) if isinstance(d, list) else d) for i, d in space.representative.items()}
+        v = self.sketches[s].vector(rep)
+        return None if v is None else (s, v, False)
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
@@ -133,12 +146,35 @@ class DecisionSearch:
         return out
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
-        """Measured results of proposed candidates: the fastest become the next rounds' parents."""
+        """Measured results of a round: the fastest become the next rounds' parents, whether the
+        search proposed them or not (random controls)."""
+        self.adopt(
+            candidates,
+            [float(np.median(r.latencies)) if r.status == "ok" and r.latencies else None for r in measured],
+        )
+
+    def adopt(self, candidates: list[Any], latencies: list[float | None]) -> None:
+        """Measured schedules (latency in seconds, None: failed) join the parents. One the search
+        did not propose (a random control, a warm-start seed from the store) is read back into its
+        sketch and vector (`_place`; a sketch not held yet is added).
+
+        Why: the prior ranked TVM-XGB's fastest schedules low in their own sketches (bench/README.md):
+        the search alone never measures near them, but a control that lands near one is evidence
+        against the prior, and as a parent its neighbourhood is searched, not only trained on."""
+        from autosearch.backends.tvm.space import trace_json
+
         before = self.best[0][0] if self.best else math.inf
-        for c, r in zip(candidates, measured):
+        for c, lat in zip(candidates, latencies):
             origin = self._origin.pop(id(c), None)
-            if origin is not None and r.status == "ok" and r.latencies:
-                self.best.append((float(np.median(r.latencies)), origin[0], origin[1]))
+            if lat is None or not math.isfinite(lat):
+                continue
+            if origin is None:
+                placed = self._place(trace_json(c.sch))
+                if placed is None:
+                    continue
+                origin = placed[:2]
+                self.tried.add((origin[0], origin[1].tobytes()))
+            self.best.append((lat, origin[0], origin[1]))
         self.best.sort(key=lambda t: t[0])
         del self.best[64:]
         self.stall = 0 if self.best and self.best[0][0] < 0.99 * before else self.stall + 1

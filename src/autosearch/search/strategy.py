@@ -46,19 +46,20 @@ class CandidateSource(Protocol):
 
     def runner_results(self, measured: list[Any]) -> list[Any]: ...
 
-    def seed(self, rows: list[Any]) -> list[Any]: ...
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]: ...
 
     def close(self) -> None: ...
 
 
-def _replay(context: Any, rows: list[Any]) -> list[Any]:
-    """MeasureCandidates of stored schedules (trace replay); rows whose trace no longer applies are skipped."""
+def _replay(context: Any, rows: list[Any]) -> list[tuple[Any, Any]]:
+    """(row, MeasureCandidate) of stored schedules (trace replay); rows whose trace no longer
+    applies are skipped, so the pairs keep each candidate with its own row."""
     from autosearch.features.per_store import candidate_from_trace
 
     out = []
     for r in rows:
         try:
-            out.append(candidate_from_trace(context.mod, r.schedule))
+            out.append((r, candidate_from_trace(context.mod, r.schedule)))
         except Exception:  # a trace from another TVM version: not a seed, not an error
             continue
     return out
@@ -354,17 +355,17 @@ class EvolutionarySource:
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
 
-    def seed(self, rows: list[Any]) -> list[Any]:
-        """Commit stored schedules to the database the evolution starts from; returns their candidates."""
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        """Commit stored schedules to the database the evolution starts from; returns (row, candidate) pairs."""
         from tvm.s_tir import meta_schedule as ms
 
-        cands = _replay(self.context, rows)
-        self.draws.mark(cands)
-        for c, r in zip(cands, rows):
+        pairs = _replay(self.context, rows)
+        self.draws.mark([c for _, c in pairs])
+        for r, c in pairs:
             self.database.commit_tuning_record(
                 ms.database.TuningRecord(c.sch.trace, self._ms_workload, r.latencies, self._target, c.args_info)
             )
-        return cands
+        return pairs
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         from tvm.s_tir import meta_schedule as ms
@@ -398,10 +399,10 @@ class _OwnSearchSource:
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
 
-    def seed(self, rows: list[Any]) -> list[Any]:
-        cands = _replay(self.context, rows)
-        self.draws.mark(cands)
-        return cands
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        pairs = _replay(self.context, rows)
+        self.draws.mark([c for _, c in pairs])
+        return pairs
 
     def close(self) -> None:
         pass
@@ -428,10 +429,10 @@ class GradientSource(_OwnSearchSource):
     def propose(self, n: int) -> list[Any]:
         return self.draws.claim(list(self.search.propose(n)), n) if n > 0 else []
 
-    def seed(self, rows: list[Any]) -> list[Any]:
-        cands = super().seed(rows)
-        self.search.observe(cands, [r.median for r in rows[: len(cands)]])
-        return cands
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        pairs = super().seed(rows)
+        self.search.observe([c for _, c in pairs], [r.median for r, _ in pairs])
+        return pairs
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         import numpy as np
@@ -457,6 +458,11 @@ class DecisionSource(_OwnSearchSource):
 
     def propose(self, n: int) -> list[Any]:
         return self.search.propose(n)
+
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        pairs = super().seed(rows)
+        self.search.adopt([c for _, c in pairs], [r.median for r, _ in pairs])
+        return pairs
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         self.search.notify(candidates, measured)
@@ -521,10 +527,10 @@ class PortfolioSource:
     def runner_results(self, measured: list[Any]) -> list[Any]:
         return _runner_results(measured)
 
-    def seed(self, rows: list[Any]) -> list[Any]:
-        cands = self.evo.seed(rows)
-        self.grad.search.observe(cands, [r.median for r in rows[: len(cands)]])
-        return cands
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        pairs = self.evo.seed(rows)
+        self.grad.search.observe([c for _, c in pairs], [r.median for r, _ in pairs])
+        return pairs
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
         import numpy as np

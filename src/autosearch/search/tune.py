@@ -272,18 +272,18 @@ class TuneRun:
         from autosearch.features.per_store import extract_features
 
         rows = store.best(self.workload.key, self.result.target, k)
-        cands = self.source.seed(rows) if rows else []
-        if not cands:
+        pairs = self.source.seed(rows) if rows else []
+        if not pairs:
             return 0
         if self.model.adapter is not None and self.model_learns:  # the model learns them as evidence
             with self.timer.section("features"):
-                feats = (self.model.adapter.featurize or extract_features)(self.source.context, cands)
-            self.model.adapter.observe(self.group, feats, [r.median for r in rows[: len(cands)]])
-        best = rows[0]
+                feats = (self.model.adapter.featurize or extract_features)(self.source.context, [c for _, c in pairs])
+            self.model.adapter.observe(self.group, feats, [r.median for r, _ in pairs])
+        best = pairs[0][0]  # the fastest that replays (rows are fastest first)
         self.result.best_latency, self.result.best_trace, self.result.best_trial = best.median, best.schedule, 0
-        for r in rows[: len(cands)]:
+        for r, _ in pairs:
             self.repeats.setdefault(r.schedule, (list(r.latencies), 0))
-        return len(cands)
+        return len(pairs)
 
     @property
     def trials_left(self) -> int:
