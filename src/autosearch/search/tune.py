@@ -531,11 +531,11 @@ def _confirm_round(run: TuneRun, traces: list[str]) -> None:
     rng = np.random.default_rng([run.settings.seed, 0xC0F])
     order = [int(i) for _ in range(2) for i in rng.permutation(len(traces))]
     mod = run.source.context.mod
-    with timer.section("build"):
-        cands = [candidate_from_trace(mod, traces[i]) for i in order]
-        built = run.builder.build(cands, run.target)
+    with timer.section("build"):  # each schedule built once, its artifact run in both passes
+        distinct = [candidate_from_trace(mod, t) for t in traces]
+        built = run.builder.build(distinct, run.target)
     with timer.section("run"):
-        measured = run.measurer.run_built(cands, built)
+        measured = run.measurer.run_built([distinct[i] for i in order], [built[i] for i in order])
     pooled = {i: list(run.repeats[traces[i]][0]) for i in set(order)}
     failed = {i for i, r in zip(order, measured) if r.status != "ok"}  # ran before, fails now: not a best
     for i, r in zip(order, measured):

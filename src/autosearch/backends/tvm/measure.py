@@ -197,7 +197,8 @@ class Measurer:
     def run_built(
         self, candidates: Sequence[Any], built: Sequence[Any], timeout: float | None = None
     ) -> list[MeasureResult]:
-        """Run candidates already built (BuilderResults in the same order); removes the artifacts.
+        """Run candidates already built (BuilderResults in the same order; one result may be listed
+        more than once to run it again); removes the artifacts.
         On the local device a run longer than `timeout` (default and at most: the runner's) is
         killed and becomes a `timeout` result; an RPC runner keeps its session timeout."""
         from tvm.s_tir.meta_schedule.runner import LocalRunner, RunnerInput
@@ -240,7 +241,7 @@ class Measurer:
                     results[i] = MeasureResult("run_error", [], f"runner returned invalid latencies {secs}", wall)
                 else:
                     results[i] = MeasureResult("ok", secs, "", wall)
-        finally:
-            for i in to_run:
-                remove_build_dir(built[i].artifact_path)
+        finally:  # each artifact once: a candidate listed twice runs its one build twice
+            for path in dict.fromkeys(built[i].artifact_path for i in to_run):
+                remove_build_dir(path)
         return [r for r in results if r is not None]
