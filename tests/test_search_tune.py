@@ -173,27 +173,39 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.tune import TuneSettings, tune
+    from autosearch.search.tune import TuneRun, TuneSettings, tune
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
 
     def stop(_r):  # type: ignore[no-untyped-def]
         raise KeyboardInterrupt
 
+    settings = TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1)
+    ev = EvaluatorSettings(1, 2, 1)
+
     with Store(tmp_path / "i.db") as st:
         r = tune(
             resolve_workload_spec(WL),
             host_target(),
             make_cost_model("random"),
-            TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1),
+            settings,
             store=st,
-            evaluator=EvaluatorSettings(1, 2, 1),
+            evaluator=ev,
             out_dir=tmp_path / "o",
             progress=False,
             on_round=stop,
         )
         assert r.interrupted and r.trials == 8 and r.best_latency is not None
         assert st.count(r.workload_key, r.target) == 8
+        # a second run starts from the store's best schedules (what `tune-model` does per task)
+        again = TuneRun(
+            resolve_workload_spec(WL), host_target(), make_cost_model("random"), settings, store=st, evaluator=ev
+        )
+        rows = st.best(r.workload_key, r.target, 16)
+        assert again.warm_start(st) == len(rows) == 8
+        again.source.close()
+        assert again.result.best_latency == rows[0].median and again.result.best_trial == 0
+        assert again.result.best_trace == rows[0].schedule and set(again.repeats) == {x.schedule for x in rows}
     assert (tmp_path / "o" / "best.json").is_file()
 
 
