@@ -451,17 +451,18 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model:
     prefix prior, `--search auto` picks the decision search, which has no vector to search here:
     the run falls back to the evolutionary search instead of failing."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
-    from autosearch.backends.tvm.target import host_target
+    from autosearch.backends.tvm.target import host_target, physical_cores
     from autosearch.search.model_spec import make_cost_model
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.workloads.module import resolve_workload_spec
 
     f = tmp_path / "scalar.py"
     f.write_text(NO_SPACE)
+    tm = make_cost_model(model, warn=False)
     r = tune(
         resolve_workload_spec(None, f"{f}:make"),
         host_target(),
-        make_cost_model(model, warn=False),
+        tm,
         TuneSettings(
             trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True, search="auto"
         ),
@@ -472,6 +473,8 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model:
     assert r.trials == 1 and r.best_latency is not None and r.stop_reason == "search space exhausted"
     assert r.search == "evolutionary"
     assert r.untuned_latency is not None  # the default it is compared with when a network is built
+    if tm.adapter is not None:  # the search scores decision vectors on every core
+        assert tm.adapter.score_threads == physical_cores()
 
 
 def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -404,13 +404,14 @@ class TLPModel(CostModel):
         `predict` on `space.tokens(x)`, computed from tables (`_SpaceTables`) instead of tokens."""
         return self.predict_space_members(space, x).mean(axis=0)
 
-    def predict_space_members(self, space: Any, x: np.ndarray) -> np.ndarray:
-        """(members, len(x)) scores of every member for decision vectors of a space."""
+    def predict_space_members(self, space: Any, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """(members, len(x)) scores of every member for decision vectors of a space, on `threads`
+        torch threads (default: the model's `threads`)."""
         if not self.nets:
             raise InputError("tlp model is not trained: call fit() or load() first")
         x = space.validate(x)
         out = np.empty((len(self.nets), len(x)), dtype=np.float64)
-        with torch.no_grad(), _threads(self.threads):
+        with torch.no_grad(), _threads(threads or self.threads):
             tables = self._space_tables(space)
             chunks = -(-len(x) * space.n_tokens // _SPACE_ROWS)  # even chunks of <= ~_SPACE_ROWS token rows
             step = max(1, -(-len(x) // max(chunks, 1)))

@@ -87,6 +87,8 @@ class ModelAdapter:
     online: with a trained `model`, the kind of a model fitted from scratch on this run's results
     once `online_warmup` are measured, and blended with `model` (see the module docstring);
     `online_gain` sets how fast the blend weight follows the two models' held-back accuracy.
+    score_threads: torch threads for scoring decision vectors (`score_space`); `tune` sets the
+    machine's physical cores, since nothing else of the run works while the search scores.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class ModelAdapter:
         self.n_retrains = 0
         self.n_skipped = 0
         self.seed = seed
+        self.score_threads = 1
         self.online_kind = online
         self.online_warmup = int(online_warmup)
         #: How far the blend weight moves from 0.5 per unit of held-back pairwise accuracy the
@@ -225,7 +228,7 @@ class ModelAdapter:
         if not callable(fast) or not len(x):
             return self.score(list(space.tokens(x)))
         with self._section("predict"):
-            members = np.asarray(fast(space, x), dtype=np.float64)
+            members = np.asarray(fast(space, x, threads=self.score_threads), dtype=np.float64)
         online = self._predict_online(list(space.tokens(x))) if self._online_blends else None
         scores = self._blend(members.mean(axis=0), online)
         if self.gate is None:

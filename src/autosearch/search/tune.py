@@ -220,7 +220,7 @@ class TuneRun:
         console: Any = None,
     ) -> None:
         from autosearch.backends.tvm.measure import EvaluatorSettings
-        from autosearch.backends.tvm.target import canonical_target, runtime_threads
+        from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
         from autosearch.search.adapter import group_key
         from autosearch.search.strategy import make_source
         from autosearch.store import WorkloadRecord
@@ -233,6 +233,8 @@ class TuneRun:
         self.timer = TimeBreakdown()
         if model.adapter is not None:  # features / predict / update inside the search are timed too
             model.adapter.timer = self.timer.section
+            # the search scores while nothing else of the run works: on every core (1.5-1.7x faster)
+            model.adapter.score_threads = physical_cores()
         self.result = TuneResult(
             workload=workload.name,
             workload_key=workload.key,
