@@ -210,3 +210,34 @@ def test_sketch_moves_grow_sketches_from_measured_elites() -> None:
     assert search.stall >= 2 and source.propose(8) and len(search.sketches) == n
     with pytest.raises(InputError, match="--sketch-moves"):
         TuneSettings(sketch_moves=-1).validate()
+
+
+def test_each_distinct_vector_is_scored_once_a_round() -> None:
+    """A population's repeated vectors, and vectors kept from the last generation, reach the model
+    once a round with the score the model gives them; a new round (the model was fine-tuned) scores
+    them again."""
+    import numpy as np
+
+    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
+    source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    search, adapter = source.search, source.search.adapter
+    seen: list[int] = []
+    real = adapter.score_space
+
+    def counting(space: Any, x: Any) -> Any:
+        seen.append(len(x))
+        return real(space, x)
+
+    adapter.score_space = counting
+    s = max(range(len(search.sketches)), key=lambda i: search.sketches[i].n_knobs)
+    x = search.sketches[s].sample(40, np.random.default_rng(1))
+    pop = np.concatenate([x, x[:25], x[::-1]])
+    got = search._score(s, pop)
+    assert seen == [len(np.unique(x, axis=0))]
+    np.testing.assert_allclose(got, np.asarray(real(search.sketches[s], pop)), rtol=1e-5, atol=1e-5)
+    assert got[0] == got[40] == got[len(pop) - 1]  # a repeated vector has one score
+    assert np.array_equal(search._score(s, x[:10]), got[:10]) and len(seen) == 1  # scored already this round
+    source.propose(4)  # a new round
+    seen.clear()
+    search._score(s, x[:10])
+    assert seen == [10]

@@ -6,8 +6,8 @@ Why: MetaSchedule's evolutionary search builds a TVM schedule for every candidat
 (`features.decision_space`), and the model scores tens of thousands of vectors a second (`tlp`
 from its per-sketch tables, `TLPModel.predict_space`; other models from the tokens). So the
 population lives as vectors: each round, per sketch, random vectors and mutations of the run's
-best measured ones are scored, the best quarter is kept and mutated for a few generations, and
-only the round's picks are built (replayed and post-processed) and measured; a vector the
+best measured ones are scored (each distinct vector once a round), the best quarter is kept and
+mutated for a few generations, and only the round's picks are built (replayed and post-processed) and measured; a vector the
 post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors, and at
 most an eighth of a round's picks share one loop structure (`_spread`); the first round starts
 with every sketch's best-scored vector (`_cover_sketches`, at most half the round). The `tlp` prior is
@@ -93,6 +93,7 @@ class DecisionSearch:
         self._mutator: Any = None  # MetaSchedule's MutateComputeLocation, made on the first move
         self._seeds: dict[int, np.ndarray] = {}  # each sketch added by a move -> the moved elite's vector in it
         self.stall = 0  # rounds since the run's best last improved by 1%
+        self._scored: dict[tuple[int, bytes], float] = {}  # this round's scores (the model is fixed within a round)
 
     def _add_sketch(self, text: Any) -> int | None:
         """Index of a new sketch read from a trace, or None (unreadable, no knob, or held already)."""
@@ -125,12 +126,13 @@ class DecisionSearch:
         spread over loop structures (`_spread`), and an `eps_greedy` share of random ones."""
         if n <= 0:
             return []
+        self._scored.clear()  # the model was fine-tuned since the last round
         stalled = bool(self.best) and self.moves > 0 and self.stall >= _STALL_ROUNDS
         fresh = self._grow(min(self.moves, max(1, n // 4))) if stalled else set()
         pool: list[tuple[float, int, np.ndarray, bytes]] = []
         for s, space in enumerate(self.sketches):
             pop = self._evolve(s, space)
-            scores = self._score(space, pop)
+            scores = self._score(s, pop)
             shapes = space.structure(pop)
             pool += [(float(sc), s, v, shape.tobytes()) for sc, v, shape in zip(scores, pop, shapes)]
         pool.sort(key=lambda t: -t[0])
@@ -220,15 +222,25 @@ class DecisionSearch:
                 new.add(i)
         return new
 
-    def _score(self, space: Any, x: np.ndarray) -> np.ndarray:
-        return np.asarray(self.adapter.score_space(space, x), dtype=np.float64)
+    def _score(self, s: int, x: np.ndarray) -> np.ndarray:
+        """Scores of vectors `x` of sketch `s`; each distinct vector is scored once a round.
+
+        Why: a generation repeats vectors (a small space's mutants and random draws collide: 89% of
+        softmax's scored rows were repeats) and keeps the best quarter of the last one."""
+        uniq, inverse = np.unique(x, axis=0, return_inverse=True)
+        keys = [(s, row.tobytes()) for row in uniq]
+        todo = [i for i, key in enumerate(keys) if key not in self._scored]
+        if todo:
+            new = np.asarray(self.adapter.score_space(self.sketches[s], uniq[todo]), dtype=np.float64)
+            self._scored.update((keys[i], float(v)) for i, v in zip(todo, new))
+        return np.asarray([self._scored[key] for key in keys], dtype=np.float64)[inverse.reshape(-1)]
 
     def _evolve(self, s: int, space: Any) -> np.ndarray:
         """This round's population of one sketch: random vectors and the measured best's mutants,
         kept to the best-scored quarter and mutated, `iters` times."""
         pop = self._initial(s, space)
         for _ in range(self.iters):
-            scores = self._score(space, pop)
+            scores = self._score(s, pop)
             keep = pop[np.argsort(-scores, kind="stable")[: max(1, self.population // 4)]]
             fresh = space.sample(self.population // 4, self.rng)
             pop = np.concatenate([keep, space.mutate(keep, self.rng), space.mutate(keep, self.rng), fresh])
