@@ -47,10 +47,17 @@ from autosearch.features.trace_tokens import (
     workload_tokens,
 )
 
-__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "RowPlan", "factorizations"]
+__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "RowPlan", "decisions_by_inst", "factorizations"]
 
 #: A tile knob with more factorisations than this stays fixed (tables are options x cells).
 MAX_OPTIONS = 5000
+
+
+def decisions_by_inst(decisions: Any) -> dict[int, Any]:
+    """{instruction index: decision} of a trace's decisions (pairs or a dict), tile factors as
+    tuples: the form `DecisionSpace.vector` and `DecisionSpace.fixed` compare."""
+    items = decisions.items() if isinstance(decisions, dict) else decisions
+    return {int(i): (tuple(d) if isinstance(d, list) else d) for i, d in items}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -113,9 +120,7 @@ class DecisionSpace:
         self.representative = {i: d for i, d in rep.items() if i < len(self.instructions)}
         knob_insts = {k.inst for k in self.knobs}
         #: The representative's decisions no knob moves (compute locations, ...), tile factors as tuples.
-        self.fixed = {
-            i: (tuple(d) if isinstance(d, list) else d) for i, d in self.representative.items() if i not in knob_insts
-        }
+        self.fixed = {i: d for i, d in decisions_by_inst(self.representative).items() if i not in knob_insts}
         self.current = np.asarray(
             [k.options.index(_norm(k, self.representative[k.inst])) for k in self.knobs], dtype=np.int64
         )

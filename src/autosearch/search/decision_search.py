@@ -103,7 +103,7 @@ class DecisionSearch:
     def _place(self, text: Any) -> tuple[int, np.ndarray, bool] | None:
         """(sketch, vector, whether the sketch is new) of a schedule's trace: its sketch is held
         from now on; None where the decision space cannot read it or it has no knob."""
-        from autosearch.features.decision_space import DecisionSpace
+        from autosearch.features.decision_space import DecisionSpace, decisions_by_inst
 
         try:
             space = DecisionSpace(text, self._ir)
@@ -117,8 +117,7 @@ class DecisionSearch:
             self._index[sig] = len(self.sketches)
             self.sketches.append(space)
             return len(self.sketches) - 1, space.current.copy(), True
-        rep = {i: (tuple(d) if isinstance(d, list) else d) for i, d in space.representative.items()}
-        v = self.sketches[s].vector(rep)
+        v = self.sketches[s].vector(decisions_by_inst(space.representative))
         return None if v is None else (s, v, False)
 
     def propose(self, n: int) -> list[Any]:

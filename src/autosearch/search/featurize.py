@@ -109,6 +109,8 @@ class _PrefixTokenFeaturizer:
         self.fast = 0  # candidates tokenized from their decisions (the rest: from their trace text)
 
     def __call__(self, context: Any, candidates: Sequence[Any]) -> list[np.ndarray]:
+        from autosearch.features.decision_space import decisions_by_inst
+
         out: list[np.ndarray | None] = [None] * len(candidates)
         groups: dict[int, tuple[Any, list[tuple[int, np.ndarray]]]] = {}  # id(space) -> (space, members)
         mod = module_key(context) if candidates else 0
@@ -117,7 +119,7 @@ class _PrefixTokenFeaturizer:
                 key, insts, decisions = _sketch_of(mod, cand)
             except Exception:  # a trace TVM cannot write as JSON: the text path says what is wrong
                 continue
-            by_inst = {int(i): (tuple(v) if isinstance(v, list) else v) for i, v in decisions}
+            by_inst = decisions_by_inst(decisions)
             space = self._sketch_space(context, cand, key, insts, decisions, by_inst)
             vec = space.vector(by_inst) if space is not None else None
             if vec is not None:
