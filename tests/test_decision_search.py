@@ -215,7 +215,7 @@ def test_sketch_moves_grow_sketches_from_measured_elites() -> None:
 def test_each_distinct_vector_is_scored_once_a_round() -> None:
     """A population's repeated vectors, and vectors kept from the last generation, reach the model
     once a round with the score the model gives them; a new round (the model was fine-tuned) scores
-    them again."""
+    them again. Under an exploration gate every batch is scored whole."""
     import numpy as np
 
     settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
@@ -241,3 +241,9 @@ def test_each_distinct_vector_is_scored_once_a_round() -> None:
     seen.clear()
     search._score(s, x[:10])
     assert seen == [10]
+    # an exploration gate z-scores each batch: its batches reach it whole, repeats included
+    from autosearch.search.explore import ControlGate
+
+    adapter.gate, seen[:] = ControlGate(), []
+    search._score(s, pop)
+    assert seen == [len(pop)]

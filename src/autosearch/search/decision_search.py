@@ -7,8 +7,8 @@ Why: MetaSchedule's evolutionary search builds a TVM schedule for every candidat
 from its per-sketch tables, `TLPModel.predict_space`; other models from the tokens). So the
 population lives as vectors: each round, per sketch, random vectors and mutations of the run's
 best measured ones are scored (each distinct vector once a round), the best quarter is kept and
-mutated for a few generations, and only the round's picks are built (replayed and post-processed) and measured; a vector the
-post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors, and at
+mutated for a few generations, and only the round's picks are built (replayed and
+post-processed) and measured; a vector the post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors, and at
 most an eighth of a round's picks share one loop structure (`_spread`); the first round starts
 with every sketch's best-scored vector (`_cover_sketches`, at most half the round). The `tlp` prior is
 fine-tuned on the run's measurements (the adapter's incremental update), so a structure it
@@ -225,7 +225,10 @@ class DecisionSearch:
         """Scores of vectors `x` of sketch `s`; each distinct vector is scored once a round.
 
         Why: a generation repeats vectors (a small space's mutants and random draws collide: 89% of
-        softmax's scored rows were repeats) and keeps the best quarter of the last one."""
+        softmax's scored rows were repeats) and keeps the best quarter of the last one. Not under
+        an exploration gate (`--explore trust|control`): its scores are relative to the batch."""
+        if self.adapter.gate is not None:
+            return np.asarray(self.adapter.score_space(self.sketches[s], x), dtype=np.float64)
         uniq, inverse = np.unique(x, axis=0, return_inverse=True)
         keys = [(s, row.tobytes()) for row in uniq]
         todo = [i for i, key in enumerate(keys) if key not in self._scored]
