@@ -8,9 +8,10 @@ from its per-sketch tables, `TLPModel.predict_space`; other models from the toke
 population lives as vectors: each round, per sketch, random vectors and mutations of the run's
 best measured ones are scored (each distinct vector once a round), the best quarter is kept and
 mutated for a few generations, and only the round's picks are built (replayed and
-post-processed) and measured; a vector the post-processors reject is skipped. An `eps_greedy` share of the picks are random vectors, and at
-most an eighth of a round's picks share one loop structure (`_spread`); the first round starts
-with every sketch's best-scored vector (`_cover_sketches`, at most half the round). The `tlp` prior is
+post-processed) and measured; a vector the post-processors reject is skipped. An `eps_greedy`
+share of the picks are random vectors, and at most an eighth of a round's picks share one loop
+structure (`_spread`); the first round starts with every sketch's best-scored vector
+(`_cover_sketches`, at most half the round). The `tlp` prior is
 fine-tuned on the run's measurements (the adapter's incremental update), so a structure it
 ranked high and that measured slow sinks in the next round's scores. Measured schedules the search
 did not propose (random controls, warm-start seeds) are read back into sketch and vector
