@@ -8,6 +8,13 @@ PyTorch eager is timed in its own process with the same threads.
 
     python bench/network.py --network examples/resnet18.py:make_model --input-shape 1,3,224,224 --trials 256
     python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --trials 256
+
+Two or more configurations of ours side by side (each tuned into its own fresh store, all timed in the
+same interleaved rounds): `--arm LABEL=MODEL[:SEARCH[:EXPLORE]]`, repeated; the first arm's store is
+`ours.db` (what bench/network_tasks.py reads), the others' `ours-LABEL.db`.
+
+    python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --skip-stock \
+        --arm mlp-evo=pretrained+xgb:evolutionary:control --arm prefix-decision=pretrained-prefix:decision:auto
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +36,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--model", default="pretrained+xgb")
     ap.add_argument("--explore", default="control", help="as tune-model's --explore (default control)")
+    ap.add_argument("--search", default="evolutionary", help="as tune-model's --search (default evolutionary)")
+    ap.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        help="LABEL=MODEL[:SEARCH[:EXPLORE]], repeated: configurations of ours tuned one after the other and "
+        "timed interleaved (default: one arm 'autosearch' of --model, --search, --explore)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true", help="only ours (no tune_relax run)")
     ap.add_argument(
@@ -81,28 +97,47 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     target = host_target()
     shapes = parse_shapes(args.input_shape)
-    settings = TuneSettings(trials=args.trials, trials_per_round=args.trials_per_round, population=256, seed=args.seed)
     work = Path(tempfile.mkdtemp(prefix="bench-network-"))
     rows: dict[str, dict] = {}
 
-    t0 = time.perf_counter()
-    with Store(work / "ours.db") as store:  # a fresh store: no warm start from earlier runs
-        ours = tune_network(
-            args.network,
-            shapes,
-            target,
-            lambda: make_cost_model(args.model, seed=args.seed, explore=args.explore),
-            settings,
-            store=store,
-            console=console,
-            warm_start=False,
+    arms = [parse_arm(a) for a in args.arm] or [("autosearch", args.model, args.search, args.explore)]
+    if len({a[0] for a in arms}) < len(arms):
+        raise SystemExit(f"--arm: labels must differ: {[a[0] for a in arms]}")
+    ours: dict[str, Any] = {}
+    for i, (label, model, search, explore) in enumerate(arms):
+        settings = TuneSettings(
+            trials=args.trials,
+            trials_per_round=args.trials_per_round,
+            population=256,
+            seed=args.seed,
+            search=search,
         )
-    rows["autosearch"] = {
-        "trials": ours.trials,
-        "tune_s": time.perf_counter() - t0,
-        "correct": ours.correct,
-        "tasks": len(ours.tasks),
-    }
+        t0 = time.perf_counter()
+        # A fresh store each: no warm start from earlier runs or from another arm.
+        with Store(work / ("ours.db" if i == 0 else f"ours-{label}.db")) as store:
+            r = tune_network(
+                args.network,
+                shapes,
+                target,
+                lambda m=model, e=explore, s_=search: make_cost_model(
+                    m, seed=args.seed, explore=e, target=target, warn=False, search=s_
+                ),
+                settings,
+                store=store,
+                console=console,
+                warm_start=False,
+            )
+        ours[label] = r
+        rows[label] = {
+            "trials": r.trials,
+            "tune_s": time.perf_counter() - t0,
+            "correct": r.correct,
+            "tasks": len(r.tasks),
+            "model": model,
+            "search": search,
+            "explore": explore,
+            "breakdown_s": dict(r.breakdown),
+        }
 
     net, inputs = import_torch_model(args.network, shapes)
     mod, params, tasks, _ = import_network(args.network, net, inputs, target)
@@ -111,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).numpy()
     dev = tvm.cpu()
     targs = [tvm.runtime.tensor(x.numpy(), dev) for x in inputs]
-    exes = {"autosearch": ours.executable}
+    exes = {label: r.executable for label, r in ours.items()}
     if args.stock_db:
         stock = Path(args.stock_db)
         if not (stock / "database_tuning_record.json").is_file():
@@ -165,18 +200,68 @@ def main(argv: list[str] | None = None) -> int:
             f"{(torch_lat / l_) if torch_lat and l_ else float('nan'):.2f} | {r.get('correct')} |"
         )
     ref = rows.get("tvm tune_relax", {}).get("latency")
-    mine = rows["autosearch"]["latency"]
-    summary = f"SUMMARY {args.network}: autosearch {mine * 1e3:.3f} ms"
-    if ref:
-        summary += f", tvm tune_relax {ref * 1e3:.3f} ms -> tune_relax / autosearch = {ref / mine:.3f}"
-    if torch_lat:
-        summary += f"; PyTorch / autosearch = {torch_lat / mine:.3f}"
-    print("\n" + summary + f" (equal budget {args.trials} trials)")
+    first = arms[0][0]
+    for label, *_ in arms:
+        mine = rows[label]["latency"]
+        summary = f"SUMMARY {args.network}: {label} {mine * 1e3:.3f} ms"
+        if ref:
+            summary += f", tvm tune_relax {ref * 1e3:.3f} ms -> tune_relax / {label} = {ref / mine:.3f}"
+        if label != first:
+            summary += f"; {first} / {label} = {rows[first]['latency'] / mine:.3f}"
+        if torch_lat:
+            summary += f"; PyTorch / {label} = {torch_lat / mine:.3f}"
+        print(("\n" if label == first else "") + summary + f" (equal budget {args.trials} trials)")
+    if len(arms) > 1:
+        print_task_table(ours, [a[0] for a in arms])
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"args": vars(args), "rows": rows, "ours": ours.summary()}, indent=1, default=str)
+            json.dumps(
+                {"args": vars(args), "rows": rows, "ours": {k: r.summary() for k, r in ours.items()}},
+                indent=1,
+                default=str,
+            )
         )
     return 0
+
+
+def _task_latency(task: dict[str, Any]) -> float | None:
+    """What the build runs for a task: its best tuned schedule or TVM's default, whichever measured faster."""
+    got = [v for v in (task.get("best_latency_s"), task.get("untuned_latency_s")) if v is not None]
+    return min(got) if got else None
+
+
+def print_task_table(ours: dict[str, Any], labels: list[str]) -> None:
+    """Per task, each arm's trials and built latency; then the weighted sum over the tasks every arm
+    measured (end-to-end times move from run to run; these per-task bests are steadier)."""
+    by_arm = {label: {t["name"]: t for t in ours[label].tasks} for label in labels}
+    names = list(by_arm[labels[0]])
+    print("\n| task | weight | " + " | ".join(f"{label} trials | {label} (us)" for label in labels) + " |")
+    print("|---|---|" + "---|---|" * len(labels))
+    sums = dict.fromkeys(labels, 0.0)
+    for name in names:
+        tasks = [by_arm[label].get(name, {}) for label in labels]
+        lats = [_task_latency(t) for t in tasks]
+        weight = int(tasks[0].get("weight", 1))
+        cells = [f"{t.get('trials', 0)} | {'-' if v is None else f'{v * 1e6:.1f}'}" for t, v in zip(tasks, lats)]
+        print(f"| {name} | {weight} | " + " | ".join(cells) + " |")
+        if all(v is not None for v in lats):
+            for label, v in zip(labels, lats):
+                sums[label] += weight * (v or 0.0)
+    first = labels[0]
+    line = ", ".join(f"{label} {sums[label] * 1e3:.3f} ms" for label in labels)
+    ratios = ", ".join(f"{first} / {label} = {sums[first] / sums[label]:.3f}" for label in labels[1:] if sums[label])
+    print(f"\nSUMMARY weighted sum over tasks every arm measured: {line} -> {ratios}")
+
+
+def parse_arm(text: str) -> tuple[str, str, str, str]:
+    """`LABEL=MODEL[:SEARCH[:EXPLORE]]` -> (label, model, search, explore); search defaults to
+    evolutionary and explore to control, tune-model's settings before the decision search."""
+    label, eq, rest = text.partition("=")
+    parts = rest.split(":") if eq else []
+    if not label or not parts or not parts[0] or len(parts) > 3:
+        raise SystemExit(f"--arm {text!r}: expected LABEL=MODEL[:SEARCH[:EXPLORE]]")
+    model, search, explore = (parts + ["evolutionary", "control"][len(parts) - 1 :])[:3]
+    return label, model, search, explore
 
 
 def _iqr(q: list[float] | None) -> str:

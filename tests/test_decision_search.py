@@ -169,7 +169,13 @@ def test_sketch_moves_grow_sketches_from_measured_elites() -> None:
     """Once the run's best has stalled for two rounds, `sketch_moves` adds sketches: a measured
     elite with one compute location moved by MetaSchedule's MutateComputeLocation, seeded with the
     elite's decisions, and each new sketch's best-scored vector is measured in that round."""
+    import json
+
     import numpy as np
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.features.decision_space import decisions_by_inst
 
     settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0, sketch_moves=2)
     source = DecisionSource(get_workload("softmax/256x256"), host_target(), _prefix_model(), settings)
@@ -187,22 +193,26 @@ def test_sketch_moves_grow_sketches_from_measured_elites() -> None:
     assert set(search._seeds) == new and 1 <= len(new) <= 2
     assert new <= {search._origin[id(c)][0] for c in second}  # each new sketch measured this round
     elites = [(search.sketches[s], v) for _, s, v in search.best]
+
+    def replayed(p: Any, v: Any, at: int, d: Any) -> dict[int, Any]:
+        """The elite's trace with location `at` set to `d`, as TVM replays it: a later location the
+        move made illegal is moved to the nearest legal one before it (SampleComputeLocation)."""
+        insts, decs = p.trace(v)
+        sch = Schedule(search.context.mod)
+        Trace.apply_json_to_schedule([insts, [[k, d if k == at else x] for k, x in decs]], sch)
+        return {k: x for k, x in decisions_by_inst(json.loads(trace_json(sch))[1]).items() if k < len(insts)}
+
     for i in new:
         sp = search.sketches[i]
+        want = decisions_by_inst(sp.decisions(sp.current))
         moved = [
-            (p, v)
+            (p, v, min(k for k in p.fixed if p.fixed[k] != sp.fixed[k]))  # the first changed: the move
             for p, v in elites
-            if p.instructions == sp.instructions
-            and p.fixed.keys() == sp.fixed.keys()
-            and sum(p.fixed[k] != sp.fixed[k] for k in p.fixed) == 1  # one compute location moved
+            if p.instructions == sp.instructions and p.fixed.keys() == sp.fixed.keys() and p.fixed != sp.fixed
         ]
-        assert moved, "a new sketch is an elite's sketch with one compute location moved"
-
-        def kept(p: Any, v: Any, sp: Any = sp) -> bool:  # the elite's decisions but the moved location
-            (at,) = [k for k in p.fixed if p.fixed[k] != sp.fixed[k]]
-            return [d for d in p.decisions(v) if d[0] != at] == [d for d in sp.decisions(sp.current) if d[0] != at]
-
-        assert any(kept(p, v) for p, v in moved)  # seeded with the elite's tiles and choices
+        assert moved, "a new sketch is an elite's sketch with a compute location moved"
+        # one location moved, the elite's tiles and choices kept (seeded with its decisions)
+        assert any(replayed(p, v, at, sp.fixed[at]) == want for p, v, at in moved)
         assert np.array_equal(search._seeds[i], sp.current)
     # without moves nothing grows, stalled or not
     search.moves, n = 0, len(search.sketches)

@@ -268,6 +268,12 @@ def tune_model(
         help="auto, none, trust, control or stall (see `tune --help`). Default control: a network's tasks get few "
         "trials each, and random controls recover the tasks where the prior is wrong (docs/tuning.md).",
     ),
+    search: str = typer.Option(
+        "evolutionary",
+        "--search",
+        help="As for `tune`: evolutionary (MetaSchedule's), decision (decision vectors scored without building "
+        "schedules; needs a trace-prefix-tokens prior such as pretrained-prefix), gradient, portfolio or auto.",
+    ),
     warm_start: bool = typer.Option(
         True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."
     ),
@@ -284,17 +290,22 @@ def tune_model(
     check_module_spec(spec)  # before the model, whose device warning would bury this error
     shapes = parse_shapes(input_shape)
     settings = TuneSettings(
-        trials=trials, trials_per_round=trials_per_round, population=population, eps_greedy=eps_greedy, seed=seed
+        trials=trials,
+        trials_per_round=trials_per_round,
+        population=population,
+        eps_greedy=eps_greedy,
+        seed=seed,
+        search=search,
     )
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
-        make_cost_model(model, seed=seed, explore=explore)  # a bad --model fails before the import
+        make_cost_model(model, seed=seed, explore=explore, search=search)  # a bad --model fails before the import
         warned: list[bool] = []
 
         def task_model() -> Any:
             """The first task's model (made after the network imported) says if the device is new."""
-            tm = make_cost_model(model, seed=seed, explore=explore, target=tgt, warn=not warned)
+            tm = make_cost_model(model, seed=seed, explore=explore, target=tgt, warn=not warned, search=search)
             warned.append(True)
             return tm
 
