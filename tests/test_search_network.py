@@ -110,6 +110,9 @@ def test_bad_model_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
         capsys, ["tune-model", f"{f}:not_a_module", "--input-shape", "4,64", "--db", db]
     )
     assert "no attribute" in _err(capsys, ["tune-model", f"{f}:missing", "--input-shape", "4,64", "--db", db])
+    assert "--search must be one of" in _err(
+        capsys, ["tune-model", f"{f}:make_model", "--input-shape", "4,64", "--db", db, "--search", "beam"]
+    )
 
 
 @pytest.mark.slow
@@ -142,6 +145,10 @@ def test_tiny_network_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: P
     s = json.loads(out[out.index("{") :])
     assert s["output_matches"] and s["trials_measured"] == 16
     assert s["tuned_latency_s"] > 0 and s["untuned_latency_s"] > 0
+    tb = s["time_breakdown"]  # sections of the interleaved task runs add up to the tuning's wall time
+    assert 0 <= tb["other"] <= tb["tune_total"]
+    inside = sum(v for k, v in tb.items() if k not in ("import", "tune_total", "build_and_time"))
+    assert inside == pytest.approx(tb["tune_total"], rel=1e-6)
 
 
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:

@@ -444,12 +444,15 @@ def test_no_tunable_design_space(capsys: pytest.CaptureFixture[str], tmp_path: P
     )
 
 
-@pytest.mark.parametrize("model", ["random", "pretrained-prefix"])
-def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "search"), [("random", "auto"), ("pretrained-prefix", "auto"), ("pretrained-prefix", "decision")]
+)
+def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model: str, search: str) -> None:
     """`fixed_spaces` (tune-model's setting): a program with nothing to decide is measured once,
     in the scheduled form MetaSchedule's rules give it, and the search ends as exhausted. With the
     prefix prior, `--search auto` picks the decision search, which has no vector to search here:
-    the run falls back to the evolutionary search instead of failing."""
+    the run falls back to the evolutionary search instead of failing; so does `--search decision`
+    asked for by name (a network's elementwise task is still measured)."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target, physical_cores
     from autosearch.search.model_spec import make_cost_model
@@ -464,7 +467,7 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model:
         host_target(),
         tm,
         TuneSettings(
-            trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True, search="auto"
+            trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True, search=search
         ),
         evaluator=EvaluatorSettings(1, 2, 1),
         progress=False,

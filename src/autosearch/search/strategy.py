@@ -576,8 +576,10 @@ def make_source(workload: Any, target: Any, model: Any, settings: Any, *, consol
         try:
             return DecisionSource(workload, target, model, settings)
         except WorkloadError as exc:
-            if settings.search != "auto":  # asked for by name: say why it cannot run
+            # Asked for by name: say why it cannot run. But a network's task with nothing to decide
+            # (`fixed_spaces`) still has its one scheduled form measured, by the evolutionary source.
+            if settings.search != "auto" and not settings.fixed_spaces:
                 raise
             if console is not None:
-                console.print(f"[yellow]{one_line(exc)}; using evolutionary search[/]")
+                console.print(f"[yellow]{workload.name}: {one_line(exc)}; using evolutionary search[/]")
     return EvolutionarySource(workload, target, model, settings)
