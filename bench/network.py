@@ -14,7 +14,7 @@ same interleaved rounds): `--arm LABEL=MODEL[:SEARCH[:EXPLORE]]`, repeated; the 
 `ours.db` (what bench/network_tasks.py reads), the others' `ours-LABEL.db`.
 
     python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --skip-stock \
-        --arm mlp-evo=pretrained+xgb:evolutionary:control --arm prefix-decision=pretrained-prefix:decision:auto
+        --arm mlp-evo=pretrained:evolutionary:control --arm prefix-decision=pretrained-prefix:decision:auto
 """
 
 from __future__ import annotations
