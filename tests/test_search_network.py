@@ -115,6 +115,34 @@ def test_bad_model_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     )
 
 
+def test_decision_search_with_a_model_it_cannot_use_fails_before_the_import(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--search decision` with the PerStoreFeature prior (tune-model's default model) is refused
+    before the network is imported and its tasks extracted (seconds to minutes for a real network)."""
+    f = tmp_path / "net.py"
+    f.write_text(NET)
+
+    def imported(*a: object, **k: object) -> None:
+        raise AssertionError("the network was imported before the model was checked")
+
+    monkeypatch.setattr("autosearch.search.network.tune_network", imported)
+    line = _err(
+        capsys,
+        [
+            "tune-model",
+            f"{f}:make_model",
+            "--input-shape",
+            "4,64",
+            "--db",
+            str(tmp_path / "x.db"),
+            "--search",
+            "decision",
+        ],
+    )
+    assert "it needs a trained model that reads trace-prefix-tokens" in line
+
+
 @pytest.mark.slow
 def test_tiny_network_end_to_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     f = tmp_path / "net.py"

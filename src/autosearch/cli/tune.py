@@ -281,6 +281,7 @@ def tune_model(
 ) -> None:
     """Import a PyTorch model, tune its tasks under one budget, build, check, time vs. PyTorch."""
     from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.decision_search import check_decision_model
     from autosearch.search.model_spec import make_cost_model
     from autosearch.search.network import parse_shapes, tune_network
     from autosearch.search.tune import TuneSettings
@@ -300,7 +301,9 @@ def tune_model(
     settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
-        make_cost_model(model, seed=seed, explore=explore, search=search)  # a bad --model fails before the import
+        tm = make_cost_model(model, seed=seed, explore=explore, search=search)  # a bad --model fails before the import
+        if search == "decision":  # and so does a model the decision search cannot score with
+            check_decision_model(tm.adapter)
         warned: list[bool] = []
 
         def task_model() -> Any:

@@ -42,7 +42,7 @@ import numpy as np
 
 from autosearch.errors import InputError, WorkloadError
 
-__all__ = ["DecisionSearch"]
+__all__ = ["DecisionSearch", "check_decision_model"]
 
 #: Uniform draws whose sketches (with their compute locations) join the design spaces' own.
 _SKETCH_DRAWS = 32
@@ -56,6 +56,18 @@ _MOVE_TRIES = 3
 _STALL_ROUNDS = 2
 
 
+def check_decision_model(adapter: Any) -> None:
+    """Refuse a model the decision search cannot score with (it scores decision vectors through a
+    trained model that reads prefix tokens); `tune-model` calls it before the network's import."""
+    from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
+
+    if adapter is None or tuple(adapter.extractor) != PREFIX_EXTRACTOR or adapter.model is None:
+        raise InputError(
+            "--search decision scores decision vectors: it needs a trained model that reads "
+            f"{':'.join(PREFIX_EXTRACTOR)} (autosearch train --model tlp --extractor {':'.join(PREFIX_EXTRACTOR)})"
+        )
+
+
 class DecisionSearch:
     """The search behind `strategy.DecisionSource` (needs a `trace-prefix-tokens` model).
 
@@ -66,13 +78,8 @@ class DecisionSearch:
 
     def __init__(self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any) -> None:
         from autosearch.backends.tvm.space import trace_json
-        from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
 
-        if adapter is None or tuple(adapter.extractor) != PREFIX_EXTRACTOR or adapter.model is None:
-            raise InputError(
-                "--search decision scores decision vectors: it needs a trained model that reads "
-                f"{':'.join(PREFIX_EXTRACTOR)} (autosearch train --model tlp --extractor {':'.join(PREFIX_EXTRACTOR)})"
-            )
+        check_decision_model(adapter)
         self.context, self.adapter, self.draws, self.settings = context, adapter, draws, settings
         self.rng = np.random.default_rng([settings.seed, 0xDEC1])
         ir = context.mod.script()
