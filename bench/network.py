@@ -136,7 +136,6 @@ def main(argv: list[str] | None = None) -> int:
             "model": model,
             "search": search,
             "explore": explore,
-            "breakdown_s": dict(r.breakdown),
         }
 
     net, inputs = import_torch_model(args.network, shapes)
