@@ -571,3 +571,27 @@ def test_unknown_search_is_refused(capsys: pytest.CaptureFixture[str], tmp_path:
     _one_line_error(
         capsys, ["tune", WL, "--search", "annealing", *SMALL, "--db", str(tmp_path / "t.db")], "--search must be one of"
     )
+
+
+def test_untuned_baseline_of_a_gpu_is_tvms_default_gpu_schedule() -> None:
+    """Built for CUDA, the unscheduled loops become host code with no GPU kernel, which then reads
+    device memory from the CPU (on a GPU each such run crashed its runner, ~7.5 s a task). The
+    baseline `tune` reports, and `tune-model` keeps where it wins, is what Relax's CUDA pipeline
+    compiles: dlight's default rules, a real kernel. A CPU's baseline is the program as it is.
+    (Found on a lent H100.)"""
+    from autosearch.backends.tvm.build import fast_build
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.tune import default_schedule
+    from autosearch.workloads.registry import get_workload
+
+    cuda = parse_target("cuda-h100")
+    for name in ("batch_matmul/1x128x128x128", "bert/layer_norm/128x768"):
+        mod = get_workload(name).mod()
+        assert default_schedule(mod, parse_target("host")) is mod
+        assert not fast_build(mod, cuda, None).imports  # no device module: nothing runs on the GPU
+        before = mod.script()
+        scheduled = default_schedule(mod, cuda)
+        assert mod.script() == before  # untouched: a network task's tuned traces replay on it
+        built = fast_build(scheduled, cuda, None)
+        src = "\n".join(m.inspect_source() for m in built.imports)
+        assert "threadIdx.x" in src and "blockIdx.x" in src

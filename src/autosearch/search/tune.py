@@ -36,7 +36,7 @@ from autosearch.search.breakdown import TimeBreakdown
 from autosearch.search.model_spec import TuneModel
 from autosearch.search.results import TuneResult, save_result
 
-__all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "measure_untuned", "tune"]
+__all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "default_schedule", "measure_untuned", "tune"]
 
 #: Search strategies `tune` can drive.
 SEARCHES = ("auto", "evolutionary", "gradient", "portfolio", "decision")
@@ -136,12 +136,38 @@ class TuneSettings:
 
 
 # -- measuring ---------------------------------------------------------------------------------
+def default_schedule(mod: Any, target: Any) -> Any | None:
+    """The program as TVM compiles it when nothing is tuned, or None where we do not know that form.
+
+    A CPU builds the unscheduled loops as they are. A GPU cannot (no thread binding): Relax's CUDA
+    pipeline schedules every untuned function with dlight's default rules, so those rules give the
+    baseline a tuned schedule must beat (and which `tune-model` keeps for a task where it wins)."""
+    from autosearch.backends.tvm.target import is_gpu
+
+    if not is_gpu(target):
+        return mod
+    if target.kind.name != "cuda":
+        return None
+    import tvm
+    from tvm.s_tir import dlight as dl
+
+    rules = (dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback())
+    # A copy: the pass updates the module it is given in place, and a network task's module is
+    # the one its tuned traces replay on (a dlight-scheduled one made that replay fail).
+    copy = tvm.IRModule(dict(mod.functions.items()), attrs=mod.attrs)
+    with target:  # the same rules, in the same order, as tvm.relax.backend.cuda.pipeline.legalize_passes
+        return dl.ApplyDefaultSchedule(*rules)(copy)
+
+
 def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
-    """Median latency of the unscheduled program as TVM builds it by default (no MetaSchedule)."""
+    """Median latency of the program as TVM builds it by default (no MetaSchedule; `default_schedule`)."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule import MeasureCandidate
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+    mod = default_schedule(mod, target)
+    if mod is None:
+        return None
     sch = Schedule(mod)
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
     (res,) = measurer.run_built([cand], pool_builder().build([cand], target))
