@@ -57,3 +57,13 @@ def test_pytorch_runs_where_the_target_does() -> None:
     assert torch_device(host_target()) == "cpu"
     assert torch_device(parse_target("cuda-h100")) == "cuda"
     assert torch_device(parse_target('{"kind": "rocm"}')) is None  # no CPU time under a GPU's name
+
+
+def test_nchw_convolution_reference_computes_the_workloads_output() -> None:
+    """The PyTorch twin of a registered NCHW conv: same layout, so the same output shape."""
+    from autosearch.search.reference import reference_fn
+
+    wl = get_workload("resnet50/conv2d_nchw/1x256x56x56/k1s2p0/512")
+    ref = reference_fn(wl.params)
+    assert ref is not None and ref[0] == "torch.nn.functional.conv2d"
+    assert tuple(ref[1]().shape) == (1, 512, 28, 28)

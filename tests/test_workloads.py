@@ -92,13 +92,29 @@ def test_network_families():
     names = {wl.name for wl in list_workloads()}
     assert len(names) == len(list_workloads())  # unique across the whole registry
     resnet = [wl.name for wl in fams["resnet50"]]
-    assert len(resnet) == 24 and "resnet50/dense/1x2048/1000" in resnet
+    assert len(resnet) == 24 + 23 and "resnet50/dense/1x2048/1000" in resnet  # NHWC, dense, NCHW twins
     assert "resnet50/conv2d_nhwc/1x224x224x3/k7s2p3/64" in resnet
     assert "resnet50/conv2d_nhwc/1x56x56x256/k1s2p0/512" in resnet  # stride-2 shortcut
     mnv2 = [wl.name for wl in fams["mobilenetv2"]]
     assert "mobilenetv2/dense/1x1280/1000" in mnv2
     assert "mobilenetv2/depthwise_conv2d_nhwc/1x112x112x96/k3s2p1" in mnv2
     assert "mobilenetv2/conv2d_nhwc/1x7x7x320/k1s1p0/1280" in mnv2
+    assert "mobilenetv2/conv2d_nchw/1x320x7x7/k1s1p0/1280" in mnv2
+    nchw = get_workload("resnet50/conv2d_nchw/1x256x56x56/k1s2p0/512")
+    assert nchw.params == {
+        "op": "conv2d_nchw",
+        "N": 1,
+        "CI": 256,
+        "H": 56,
+        "W": 56,
+        "CO": 512,
+        "kernel_size": 1,
+        "stride": 2,
+        "padding": 0,
+    }
+    script = nchw.prim_func().script()  # NCHW data, OIHW weight, NCHW output
+    for buffer in ("data: T.Buffer((1, 256, 56, 56)", "weight: T.Buffer((512, 256, 1, 1)", "T.Buffer((1, 512, 28, 28)"):
+        assert buffer in script
     assert sorted(wl.name for wl in fams["bert"]) == sorted(
         [
             "bert/dense/128x768/768",
@@ -167,8 +183,8 @@ def test_resolve_names_families_random_and_dedup():
         "random/2",
         "bert/layer_norm/128x768",
     ]
-    assert [wl.name for wl in resolve_workloads(["resnet50", "c2d"])][:24] == [w.name for w in families()["resnet50"]]
-    assert len(resolve_workloads(["resnet50", "c2d"])) == 28
+    assert [wl.name for wl in resolve_workloads(["resnet50", "c2d"])][:47] == [w.name for w in families()["resnet50"]]
+    assert len(resolve_workloads(["resnet50", "c2d"])) == 47 + 4
     assert get_workload("random/7") == random_program(7)
     for bad, needle in [
         ("", "no workloads"),
@@ -245,3 +261,25 @@ def test_random_programs_build_and_run(ms_env):
         got, want = run(sch.mod, args), run(wl.mod(), args)
         assert np.isfinite(want).all()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+# slow: imports a PyTorch module through Relax (~20 s)
+@pytest.mark.slow
+def test_nchw_convolution_is_what_relax_makes_of_a_pytorch_conv() -> None:
+    """The registry's NCHW twin has the blocks and loop nests of the task `tune-model` extracts from
+    an `nn.Conv2d` (Relax spells extents as int64; nothing else may differ)."""
+    import torch
+
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.search.network import import_network
+
+    net = torch.nn.Conv2d(128, 128, 3, stride=2, padding=1, bias=False).eval()
+    _, _, _, (task,) = import_network("conv", net, [torch.rand(1, 128, 56, 56)], parse_target("host"))
+
+    def loops(script: str) -> tuple[list[str], list[str]]:
+        script = re.sub(r"T\.int64\((\d+)\)", r"\1", script)
+        return re.findall(r'T\.sblock\("(\w+)"\)', script), re.findall(r"T\.grid\(([^)]*)\)", script)
+
+    mine = get_workload("resnet50/conv2d_nchw/1x128x56x56/k3s2p1/128")
+    assert loops(task.mod().script()) == loops(mine.mod().script())
+    assert loops(mine.mod().script())[0] == ["root", "pad_temp", "conv2d_nchw"]

@@ -51,6 +51,7 @@ def reference_fn_name(params: dict[str, Any]) -> str | None:
         "batch_matmul_nkkm",
         "dense",
         "conv2d_nhwc",
+        "conv2d_nchw",
         "conv2d_nhwc_bn_relu",
         "conv1d_nlc",
         "conv3d_ndhwc",
@@ -93,6 +94,10 @@ def reference_fn(params: dict[str, Any], device: str = "cpu") -> tuple[str, Call
             return "torch.nn.functional.conv2d (NCHW)", lambda: F.conv2d(x, w, groups=gr, **kw)
         scale, bias = r(1, params["CO"], 1, 1), r(1, params["CO"], 1, 1)
         return "conv2d + scale/bias + relu (NCHW)", lambda: F.relu(F.conv2d(x, w, **kw) * scale + bias)
+    if op == "conv2d_nchw":
+        x = r(params["N"], params["CI"], params["H"], params["W"])
+        w = r(params["CO"], params["CI"], params["kernel_size"], params["kernel_size"])
+        return "torch.nn.functional.conv2d", lambda: F.conv2d(x, w, **_conv_args(params, 2))
     if op == "conv1d_nlc":
         gr = params.get("groups", 1)
         x, w = r(params["N"], params["CI"], params["L"]), r(params["CO"], params["CI"] // gr, params["kernel_size"])

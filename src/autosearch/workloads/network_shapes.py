@@ -4,7 +4,8 @@ Benchmark operators come from `tvm.s_tir.meta_schedule.testing.te_workload.CONFI
 of 4 shapes, plus one Winograd conv2d): family = the CONFIGS key, params = every argument of the
 te_workload function (defaults included) plus ``op``, the function's name.
 
-Networks, batch 1, NHWC, float32, each family deduplicated by name:
+Networks, batch 1, NHWC, float32, each family deduplicated by name (every ResNet-50 and MobileNet-V2
+conv2d also in NCHW, ``conv2d_nchw``: the layout a PyTorch network imported through Relax has):
 
 - ``resnet50`` (ResNet-50 v1.5, 224x224, stride in the 3x3 of each bottleneck): its 23 distinct
   conv2d layers (stem, 1x1 reduce/expand, 3x3, 1x1 stride-2 downsample) and the 2048->1000 dense.
@@ -144,6 +145,16 @@ def _build_dense(M: int, K: int, N: int) -> Any:
     data = te.placeholder((M, K), name="data")
     weight = te.placeholder((N, K), name="weight")
     return te.create_prim_func([data, weight, topi.nn.dense(data, weight)])
+
+
+def _build_conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, kernel_size: int, stride: int, padding: int) -> Any:
+    """`topi.nn.conv2d_nchw` (OIHW weight): what Relax legalises a PyTorch `nn.Conv2d` into."""
+    from tvm import te, topi
+
+    data = te.placeholder((N, CI, H, W), name="data")
+    weight = te.placeholder((CO, CI, kernel_size, kernel_size), name="weight")
+    out = topi.nn.conv2d_nchw(data, weight, stride, padding, 1, out_dtype="float32")
+    return te.create_prim_func([data, weight, out])
 
 
 def _build_softmax(shape: tuple[int, ...]) -> Any:
@@ -306,6 +317,29 @@ def _dense_workload(family: str, M: int, K: int, N: int) -> Workload:
     )
 
 
+def _nchw_conv_workload(family: str, args: tuple[int, ...]) -> Workload:
+    """The NCHW twin of a network's `conv2d_nhwc` layer (args in conv2d_nhwc's order)."""
+    N, H, W, CI, CO, k, s, p = args
+    params = {
+        "op": "conv2d_nchw",
+        "N": N,
+        "CI": CI,
+        "H": H,
+        "W": W,
+        "CO": CO,
+        "kernel_size": k,
+        "stride": s,
+        "padding": p,
+    }
+    return Workload(
+        name=f"{family}/conv2d_nchw/{_x(N, CI, H, W)}/k{k}s{s}p{p}/{CO}",
+        family=family,
+        params=params,
+        _builder=functools.partial(_build_conv2d_nchw, N, CI, H, W, CO, k, s, p),
+        description=f"topi.nn.conv2d_nchw: data {_x(N, CI, H, W)}, weight {_x(CO, CI, k, k)}, stride {s}, padding {p}",
+    )
+
+
 def _dedup(wls: list[Workload]) -> list[Workload]:
     seen: dict[str, Workload] = {}
     for wl in wls:
@@ -317,11 +351,13 @@ def network_workloads() -> list[Workload]:
     """The operator shapes of ResNet-50, MobileNet-V2 and BERT-base, each family deduplicated."""
     resnet = [_te_workload("resnet50", "conv2d_nhwc", a, "resnet50/") for a in _resnet50_convs()]
     resnet.append(_dense_workload("resnet50", 1, 2048, 1000))
+    resnet += [_nchw_conv_workload("resnet50", a) for a in _resnet50_convs()]
 
     convs, dws = _mobilenetv2_layers()
     mnv2 = [_te_workload("mobilenetv2", "conv2d_nhwc", a, "mobilenetv2/") for a in convs]
     mnv2 += [_te_workload("mobilenetv2", "depthwise_conv2d_nhwc", a, "mobilenetv2/") for a in dws]
     mnv2.append(_dense_workload("mobilenetv2", 1, 1280, 1000))
+    mnv2 += [_nchw_conv_workload("mobilenetv2", a) for a in convs]
 
     seq, hidden, heads, ffn = 128, 768, 12, 3072
     head_dim = hidden // heads
