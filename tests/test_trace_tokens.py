@@ -91,6 +91,19 @@ def test_workload_tokens_name_the_operator() -> None:
     assert [b.extents for b in blocks] == [[1, 128, 128, 128]]
 
 
+def test_int64_extents_of_a_relax_program_read_as_numbers() -> None:
+    """Relax legalises an operator with int64 indices (every `tune-model` task): its script spells
+    extents `T.int64(128)`. They read as the same numbers as plain ones; they had read as 0, so
+    a network task's workload tokens said nothing of its shape."""
+    ir = next(ir for _, ir, _ in _records(TINY) if 'T.sblock("Z")' in ir)
+    as_int64 = ir.replace("T.grid(1, 128, 128, 128)", "T.grid(T.int64(1), T.int64(128), T.int64(128), T.int64(128))")
+    assert as_int64 != ir  # the replacement happened
+    assert [b.extents for b in tt.parse_ir_blocks(as_int64)] == [[1, 128, 128, 128]]
+    assert np.array_equal(tt.workload_tokens(as_int64, 2 * 128**3), tt.workload_tokens(ir, 2 * 128**3))
+    ranged = "for i in T.serial(T.int64(0), T.int64(64)):\n" + '    with T.sblock("B"):\n        B[i] = A[i]\n'
+    assert [b.extents for b in tt.parse_ir_blocks(ranged)] == [[64]]
+
+
 def test_bad_traces_are_one_line_errors() -> None:
     with pytest.raises(InputError, match="not valid JSON"):
         tt.trace_tokens("[[", None)

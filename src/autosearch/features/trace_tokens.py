@@ -289,9 +289,13 @@ class _Block:
         return math.prod(self.extents) if self.extents else 1
 
 
+_TYPED_INT = re.compile(r"T\.u?int(?:8|16|32|64)\((-?\d+)\)")
+
+
 def _int_args(text: str) -> list[int]:
+    # Relax-legalised programs (every `tune-model` task) spell extents `T.int64(56)`: read the number.
     out = []
-    for part in text.split(","):
+    for part in _TYPED_INT.sub(r"\1", text).split(","):
         part = part.strip()
         if not part:
             continue
