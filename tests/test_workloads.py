@@ -263,7 +263,7 @@ def test_random_programs_build_and_run(ms_env):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
-# slow: imports a PyTorch module through Relax (~20 s)
+# slow: imports a PyTorch module through Relax (~10 s)
 @pytest.mark.slow
 def test_nchw_convolution_is_what_relax_makes_of_a_pytorch_conv() -> None:
     """The registry's NCHW twin has the blocks and loop nests of the task `tune-model` extracts from
@@ -283,3 +283,10 @@ def test_nchw_convolution_is_what_relax_makes_of_a_pytorch_conv() -> None:
     mine = get_workload("resnet50/conv2d_nchw/1x128x56x56/k3s2p1/128")
     assert loops(task.mod().script()) == loops(mine.mod().script())
     assert loops(mine.mod().script())[0] == ["root", "pad_temp", "conv2d_nchw"]
+    # and a token model reads the two alike (the int64 extents had read as 0)
+    from autosearch.features.trace_tokens import workload_tokens
+
+    assert np.array_equal(
+        workload_tokens(task.mod().script(), task.flops, postproc=False),
+        workload_tokens(mine.mod().script(), mine.flops, postproc=False),
+    )
