@@ -332,7 +332,7 @@ def _nchw_conv_workload(family: str, args: tuple[int, ...]) -> Workload:
         "padding": p,
     }
     return Workload(
-        name=f"{family}/conv2d_nchw/{_x(N, CI, H, W)}/k{k}s{s}p{p}/{CO}",
+        name=f"{family}/conv2d_nchw/{_x(N, CI, H, W)}/{_conv_tail(params)}/{CO}",
         family=family,
         params=params,
         _builder=functools.partial(_build_conv2d_nchw, N, CI, H, W, CO, k, s, p),
