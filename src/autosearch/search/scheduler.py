@@ -4,24 +4,16 @@ The objective is the network's latency, f = sum_i w_i * g_i (w_i: how often task
 best latency so far). The next round goes to the task whose f would fall most per trial, estimated
 as in Ansor (Zheng et al., OSDI'20, section 6, and its `task_scheduler.py`) from its history:
 
-    df/dt_i ~ w_i * ( alpha * (g_i(t_i) - g_i(t_i - dt)) / dt  +  (1 - alpha) * forward_i )
-    forward_i = min( -g_i / t_i,  (beta * C_i / max_{k similar to i} (C_k / g_k) - g_i) / (1 + s_i) )
+    df/dt_i ~ w_i * ( alpha * (g_i(t_i) - g_i(t_i - dt)) / dt  +  (1 - alpha) * (g_next - g_i(t_i)) )
+    g_next  = min( g_i - g_i / t_i,  beta * C_i / max_{k similar to i} C_k / g_k )
 
 a backward difference over its last rounds (is it still improving?) plus a forward, optimistic
 estimate: a task that used few trials may still gain, and a task far slower per FLOP than the
 best task of its kind (same operator: `conv2d`, `conv2d1`, ... are one kind) can likely reach
 1/beta of that task's FLOP/s. Why the similar-task term: on ResNet-18 without it, `conv2d8` stayed
 at 16 GFLOP/s after 16 trials while its sibling `conv2d1` ran at 80, and got no more rounds (its
-own history showed no gain). That bound is a guess, though, and a task whose search cannot reach it
-kept it forever: on ResNet-18 the 7x7 stem (3 input channels, never as fast per FLOP as the 3x3
-convs) took 136-144 of 256 trials under the decision search and stayed at 5 ms while every other
-task had 8. So the similar-task gain is read as a gain that the next trial may find only while
-the task's search still moves toward it: it is spread over 1 + the trials spent since the task's
-best last fell by 1% (s_i, `TaskStat.stale`; Ansor has no such term). Fresh from a gain the task
-keeps Ansor's full pull; flat, it soon competes by its own latency like any other task (the
-rule of succession's reading: after s trials without a success, the next one's chance is about
-1/(1+s)). Every task first gets one round; an `eps` share of rounds goes to a random unfinished
-task.
+own history showed no gain). Every task first gets one round; an `eps` share of rounds goes to a
+random unfinished task.
 """
 
 from __future__ import annotations
@@ -33,9 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["TaskScheduler", "TaskStat", "task_kind"]
-
-#: A round that lowers a task's best by more than this share counts as a gain (`TaskStat.stale`).
-_GAIN = 0.01
 
 
 def task_kind(name: str) -> str:
@@ -54,13 +43,6 @@ class TaskStat:
     done: bool = False
     flops: float | None = None  # floating-point operations of one run (C_i)
     kind: str = ""  # tasks of one kind (operator) are compared by FLOP/s; "" compares with none
-
-    gained_at: int = 0  # trials spent when the best last fell by more than 1% (`_GAIN`)
-
-    @property
-    def stale(self) -> int:
-        """Trials spent since the best last fell by more than 1% (a first success is such a fall)."""
-        return self.trials - self.gained_at
 
 
 class TaskScheduler:
@@ -90,10 +72,7 @@ class TaskScheduler:
     def record(self, i: int, trials: int, best: float | None, done: bool = False) -> None:
         t = self.tasks[i]
         t.trials += trials
-        before = t.best[-1] if t.best else math.inf
         t.best.append(best if best is not None and math.isfinite(best) else math.inf)
-        if math.isfinite(t.best[-1]) and (not math.isfinite(before) or t.best[-1] < before * (1 - _GAIN)):
-            t.gained_at = t.trials
         t.done = t.done or done
 
     def gradient(self, i: int) -> float:
@@ -106,11 +85,11 @@ class TaskScheduler:
         per_round = max(1, t.trials // max(1, len(t.best)))
         dt = per_round * min(self.window, max(1, len(t.best) - 1))
         backward = (g - back_from) / dt if math.isfinite(back_from) else -g / max(1, t.trials)
-        forward = -g / max(1, t.trials)
+        g_next = g - g / max(1, t.trials)
         reach = self._similar_best_rate(i)
         if reach is not None and t.flops:
-            forward = min(forward, (self.beta * t.flops / reach - g) / (1 + t.stale))
-        return t.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+            g_next = min(g_next, self.beta * t.flops / reach)
+        return t.weight * (self.alpha * backward + (1 - self.alpha) * (g_next - g))
 
     def _similar_best_rate(self, i: int) -> float | None:
         """The highest FLOP/s any task of i's kind (i included) has reached; None without a sibling."""
