@@ -10,7 +10,7 @@ PyTorch eager is timed in its own process with the same threads.
     python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --trials 256
 
 Two or more configurations of ours side by side (each tuned into its own fresh store, all timed in the
-same interleaved rounds): `--arm LABEL=MODEL[:SEARCH[:EXPLORE]]`, repeated; the first arm's store is
+same interleaved rounds): `--arm LABEL=MODEL[:SEARCH[:EXPLORE[:fast-math]]]`, repeated; the first arm's store is
 `ours.db` (what bench/network_tasks.py reads), the others' `ours-LABEL.db`.
 
     python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --skip-stock \
@@ -66,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         default=15,
         help="interleaved timing rounds of the built networks (median reported, with the 25-75th percentiles)",
     )
+    ap.add_argument(
+        "--fast-math",
+        action="store_true",
+        help="as tune-model's --fast-math, for every system (ours, tune_relax and the untuned build); an arm "
+        "ending in :fast-math takes it alone",
+    )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     from autosearch.backends.tvm.target import use_physical_cores
@@ -100,11 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-network-"))
     rows: dict[str, dict] = {}
 
-    arms = [parse_arm(a) for a in args.arm] or [("autosearch", args.model, args.search, args.explore)]
+    arms = [parse_arm(a, args.fast_math) for a in args.arm] or [
+        ("autosearch", args.model, args.search, args.explore, args.fast_math)
+    ]
     if len({a[0] for a in arms}) < len(arms):
         raise SystemExit(f"--arm: labels must differ: {[a[0] for a in arms]}")
     ours: dict[str, Any] = {}
-    for i, (label, model, search, explore) in enumerate(arms):
+    for i, (label, model, search, explore, fast) in enumerate(arms):
         settings = TuneSettings(
             trials=args.trials,
             trials_per_round=args.trials_per_round,
@@ -126,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 store=store,
                 console=console,
                 warm_start=False,
+                fast_math=fast,
             )
         ours[label] = r
         rows[label] = {
@@ -136,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             "model": model,
             "search": search,
             "explore": explore,
+            "fast_math": fast,
         }
 
     net, inputs = import_torch_model(args.network, shapes)
-    mod, params, tasks, _ = import_network(args.network, net, inputs, target)
+    mod, params, tasks, _ = import_network(args.network, net, inputs, target, fast_math=args.fast_math)
     with torch.no_grad():
         expected = net(*inputs)
     expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).numpy()
@@ -252,15 +262,20 @@ def print_task_table(ours: dict[str, Any], labels: list[str]) -> None:
     print(f"\nSUMMARY weighted sum over tasks every arm measured: {line} -> {ratios}")
 
 
-def parse_arm(text: str) -> tuple[str, str, str, str]:
-    """`LABEL=MODEL[:SEARCH[:EXPLORE]]` -> (label, model, search, explore); search defaults to
-    evolutionary and explore to control, tune-model's settings before the decision search."""
+def parse_arm(text: str, fast_math: bool = False) -> tuple[str, str, str, str, bool]:
+    """`LABEL=MODEL[:SEARCH[:EXPLORE[:fast-math]]]` -> (label, model, search, explore, fast math);
+    search defaults to evolutionary and explore to control, tune-model's settings before the
+    decision search; fast math to `fast_math` (the `--fast-math` flag)."""
     label, eq, rest = text.partition("=")
     parts = rest.split(":") if eq else []
+    fast = fast_math
+    if len(parts) == 4 and parts[3] == "fast-math":
+        fast = True
+        parts = parts[:3]
     if not label or not parts or not parts[0] or len(parts) > 3:
-        raise SystemExit(f"--arm {text!r}: expected LABEL=MODEL[:SEARCH[:EXPLORE]]")
+        raise SystemExit(f"--arm {text!r}: expected LABEL=MODEL[:SEARCH[:EXPLORE[:fast-math]]]")
     model, search, explore = (parts + ["evolutionary", "control"][len(parts) - 1 :])[:3]
-    return label, model, search, explore
+    return label, model, search, explore, fast
 
 
 def _iqr(q: list[float] | None) -> str:

@@ -192,3 +192,39 @@ def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
         assert torch_latency_isolated(spec, [(4, 64)], device="cuda") is None
     with pytest.raises(ValueError, match="cpu' or 'cuda"):
         torch_latency_isolated(spec, [(4, 64)], device="rocm")
+
+
+def test_fast_math_removes_the_exact_erf_exp_and_tanh_and_keeps_the_values() -> None:
+    """`--fast-math` rewrites GELU and tanh-GELU (which TVM's own FastMathTransform misses) and
+    softmax: no exact `erf`, `exp` or `tanh` call is left in the lowered functions, and the values
+    stay within 1e-5."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from autosearch.search.network import fast_math_module
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8, 64), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            soft = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.nn.gelu(x)), axis=-1))
+            out = bb.emit_output(bb.emit(relax.op.add(soft, bb.emit(relax.op.nn.gelu_tanh(x)))))
+        bb.emit_func_output(out)
+    exact = bb.get()
+
+    def lowered(mod: tvm.IRModule) -> str:
+        return relax.transform.LegalizeOps()(mod).script()
+
+    calls = ("T.erf(", "T.exp(", "T.tanh(")
+    assert all(c in lowered(exact) for c in calls)  # what the rewrite must remove
+    fast = fast_math_module(exact)
+    assert not any(c in lowered(fast) for c in calls)
+
+    data = np.random.default_rng(0).uniform(-6, 6, (8, 64)).astype("float32")
+
+    def run(mod: tvm.IRModule) -> np.ndarray:
+        vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(data)).numpy()
+
+    np.testing.assert_allclose(run(fast), run(exact), rtol=1e-5, atol=1e-6)

@@ -277,6 +277,12 @@ def tune_model(
     warm_start: bool = typer.Option(
         True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."
     ),
+    fast_math: bool = typer.Option(
+        False,
+        "--fast-math/--no-fast-math",
+        help="GELU, erf, exp, tanh and softmax as TVM's polynomial approximations (topi.fast_erf, ...): "
+        "faster, a few ulp less exact; the output is still checked against PyTorch (docs/tuning.md).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary."),
 ) -> None:
     """Import a PyTorch model, tune its tasks under one budget, build, check, time vs. PyTorch."""
@@ -319,6 +325,7 @@ def tune_model(
             task_model,
             settings,
             warm_start=warm_start,
+            fast_math=fast_math,
             store=store,
             console=err,
             progress=not json_out,

@@ -2,7 +2,7 @@
 
 Pipeline (each step as measured to work with TVM 0.27):
 1. `torch.export.export(model, inputs)` -> `tvm.relax.frontend.torch.from_exported_program`
-   (parameters kept as inputs, then detached).
+   (parameters kept as inputs, then detached); with `--fast-math`, `fast_math_module`.
 2. Tasks: `extract_tasks` only finds them after BindParams + LegalizeOps + AnnotateTIROpPattern
    + FoldConstant + FuseOps + FuseTIR, so those passes run first.
 3. Budget: one `TuneRun` per task, stepped a round at a time; `search.scheduler.TaskScheduler`
@@ -18,6 +18,7 @@ Pipeline (each step as measured to work with TVM 0.27):
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from autosearch.search.model_spec import TuneModel
 
 __all__ = [
     "NetworkResult",
+    "fast_math_module",
     "import_network",
     "import_torch_model",
     "parse_shapes",
@@ -159,6 +161,7 @@ def tune_network(
     console: Any = None,
     progress: bool = True,
     warm_start: bool = True,
+    fast_math: bool = False,
 ) -> NetworkResult:
     """Import, extract tasks, tune them under one budget, build, check and time; see module doc."""
     import torch
@@ -178,7 +181,7 @@ def tune_network(
         expected = net(*inputs)
     expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).detach().numpy()
     t0 = time.perf_counter()
-    mod, params_main, tasks, workloads = import_network(spec, net, inputs, target)
+    mod, params_main, tasks, workloads = import_network(spec, net, inputs, target, fast_math=fast_math)
     result.breakdown["import"] = time.perf_counter() - t0
     t_tune = time.perf_counter()
     database = _tune_tasks(
@@ -214,10 +217,50 @@ def prepared_module(mod: Any, params_main: dict[str, Any]) -> Any:
     )(mod)
 
 
+def fast_math_module(mod: Any) -> Any:
+    """`--fast-math`: GELU, `erf`, `exp`, `tanh` and softmax as TVM's polynomial approximations
+    (`topi.fast_erf`, `fast_exp`, `fast_tanh`, `fast_softmax`), the rewrite of TVM's own
+    `FastMathTransform`, which misses GELU: the PyTorch frontend emits `relax.nn.gelu`, whose
+    legalization calls the exact `erf` (`relax.nn.gelu_tanh`: `tanh`), so GELU is rewritten here
+    first (float32 only).
+
+    Why: the exact `erf` is 60x slower than the polynomial here: a BERT FFN's GELU
+    (1x128x3072) took 10.3 ms in its one scheduled form, 0.17 ms with `fast_erf` (largest
+    difference 7.2e-7; bench/README.md "`tune-model --fast-math`")."""
+    from tvm import relax, tirx, topi
+    from tvm.relax import expr_functor
+
+    def gelu(x: Any) -> Any:
+        erf = topi.fast_erf(x * tirx.const(0.5**0.5, x.dtype))
+        return x * (tirx.const(0.5, x.dtype) + erf * tirx.const(0.5, x.dtype))
+
+    def gelu_tanh(x: Any) -> Any:
+        c = tirx.const(math.sqrt(2.0 / math.pi), x.dtype)
+        inner = topi.fast_tanh(c * x * (tirx.const(1.0, x.dtype) + tirx.const(0.044715, x.dtype) * x * x))
+        return tirx.const(0.5, x.dtype) * x * (tirx.const(1.0, x.dtype) + inner)
+
+    rewrites = {"relax.nn.gelu": gelu, "relax.nn.gelu_tanh": gelu_tanh}
+
+    @expr_functor.mutator
+    class FastGelu(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            fn = rewrites.get(str(getattr(call.op, "name", "")))
+            if fn is not None and getattr(getattr(call.args[0], "ty", None), "dtype", None) == "float32":
+                return self.builder_.call_te(fn, call.args[0], primfunc_name_hint="fast_gelu")
+            return super().visit_call_(call)
+
+    rewriter = FastGelu(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
+    return relax.transform.FastMathTransform()(rewriter.builder_.get())
+
+
 def import_network(
-    spec: str, net: Any, inputs: list[Any], target: Any
+    spec: str, net: Any, inputs: list[Any], target: Any, *, fast_math: bool = False
 ) -> tuple[Any, dict[str, Any], list[Any], list[Any]]:
-    """(Relax module, parameters, MetaSchedule tasks, one workload per task) of a torch model."""
+    """(Relax module, parameters, MetaSchedule tasks, one workload per task) of a torch model;
+    `fast_math`: with `fast_math_module` applied (tasks, build and check all see the same module)."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
@@ -231,6 +274,8 @@ def import_network(
     except Exception as exc:
         raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
     mod, params = relax.frontend.detach_params(mod)
+    if fast_math:
+        mod = fast_math_module(mod)
     values = list(params.get("main", [])) if params else []
     fparams = list(mod["main"].params)
     n_in = len(fparams) - len(values)
