@@ -536,6 +536,9 @@ def test_portfolio_share_follows_who_found_the_fastest() -> None:
     assert 0.5 < portfolio_share([g, g, g, e] + [e] * 4, [1, 2, 3, 4, 9, 9, 9, 9]) < 0.75
 
 
+# slow (~15 s, the suite is near its 5-minute line): a whole 8-trial portfolio run; the share rule
+# it follows is tested above in milliseconds
+@pytest.mark.slow
 def test_portfolio_search_splits_rounds_and_shares_what_it_measures() -> None:
     """`--search portfolio`: a round holds picks of both searches (labelled in the history), half
     each before any evidence, and the gradient search learns the evolutionary picks too (one round:
