@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
 import sys
 import time
@@ -79,6 +80,12 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     if n is None:
         return None
     return next((h.get("t") for h in history if h["trial"] == n), None)
+
+
+def _read_runs(path: Path) -> list[dict]:
+    """The runs of an --out JSON, or of one committed xz-compressed (`.json.xz`, as in bench/results)."""
+    text = lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
+    return json.loads(text)["runs"]
 
 
 def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float, int, float, int, int]:
@@ -162,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out", default=None, help="write every run (history, breakdown) as JSON (for `autosearch report-tuning`)"
     )
-    ap.add_argument("--resume", default=None, help="a previous --out JSON: its runs are kept, not repeated")
+    ap.add_argument("--resume", default=None, help="a previous --out JSON (or .json.xz): its runs are kept, not repeated")
     ap.add_argument(
         "--allow-trained", action="store_true", help="do not refuse workloads in the model's training split"
     )
@@ -218,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     runs: list[dict] = []
     if args.resume and Path(args.resume).is_file():
-        runs = json.loads(Path(args.resume).read_text())["runs"]
+        runs = _read_runs(Path(args.resume))
     trials_of = {m: budgets[-1] for m in models}
     for item in args.trials_of or []:
         m, _, n = item.partition("=")
