@@ -84,7 +84,7 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
 
 def _read_runs(path: Path) -> list[dict]:
     """The runs of an --out JSON, or of one committed xz-compressed (`.json.xz`, as in bench/results)."""
-    text = lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
+    text = lzma.decompress(path.read_bytes()).decode() if path.suffix == ".xz" else path.read_text()
     return json.loads(text)["runs"]
 
 
@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out", default=None, help="write every run (history, breakdown) as JSON (for `autosearch report-tuning`)"
     )
-    ap.add_argument("--resume", default=None, help="a previous --out JSON (or .json.xz): its runs are kept, not repeated")
+    ap.add_argument(
+        "--resume", default=None, help="a previous --out JSON (or .json.xz): its runs are kept, not repeated"
+    )
     ap.add_argument(
         "--allow-trained", action="store_true", help="do not refuse workloads in the model's training split"
     )
