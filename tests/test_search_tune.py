@@ -167,6 +167,17 @@ def test_convergence_plot(tuned: dict, tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = _run(capsys, ["report-tuning", str(tuned["out"]), "--out", str(png)])
     assert code == 0, err
     assert png.stat().st_size > 1000
+    # a history committed xz-compressed (bench/results/*.json.xz) reads the same; a broken one is one line
+    import lzma
+
+    packed = tmp_path / "runs.json.xz"
+    packed.write_bytes(lzma.compress((tuned["out"] / "history.json").read_bytes()))
+    code, _, err = _run(capsys, ["report-tuning", str(packed), "--out", str(tmp_path / "xz.png")])
+    assert code == 0, err
+    assert (tmp_path / "xz.png").stat().st_size > 1000
+    packed.write_bytes(b"not xz")
+    code, _, err = _run(capsys, ["report-tuning", str(packed), "--out", str(tmp_path / "bad.png")])
+    assert code == 2 and "is not valid JSON (xz)" in err and "Traceback" not in err
 
 
 def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ so workloads of different speed share one axis (1.0 = the best any model found).
 from __future__ import annotations
 
 import json
+import lzma
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -36,16 +37,17 @@ def best_curve(history: Sequence[dict[str, Any]]) -> np.ndarray:
 
 
 def load_histories(paths: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """Runs ({model, workload, seed, history}) from tune output dirs, history.json or bench JSON."""
+    """Runs ({model, workload, seed, history}) from tune output dirs, history.json or bench JSON
+    (or bench JSON xz-compressed, `.json.xz`)."""
     runs: list[dict[str, Any]] = []
     for p in map(Path, paths):
         f = p / "history.json" if p.is_dir() else p
         if not f.is_file():
             raise InputError(f"no tuning history at {f}")
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(f"{f} is not valid JSON: {exc}") from None
+        try:  # bench/results commits its large runs xz-compressed (`.json.xz`)
+            data = json.loads(lzma.decompress(f.read_bytes()) if f.suffix == ".xz" else f.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, lzma.LZMAError) as exc:
+            raise InputError(f"{f} is not valid JSON{' (xz)' if f.suffix == '.xz' else ''}: {exc}") from None
         items = data.get("runs", data) if isinstance(data, dict) and "runs" in data else data
         for run in items if isinstance(items, list) else [items]:
             if not isinstance(run, dict) or "history" not in run or "model" not in run:
