@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import math
 import sys
 import time
@@ -80,12 +79,6 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     if n is None:
         return None
     return next((h.get("t") for h in history if h["trial"] == n), None)
-
-
-def _read_runs(path: Path) -> list[dict]:
-    """The runs of an --out JSON, or of one committed xz-compressed (`.json.xz`, as in bench/results)."""
-    text = lzma.decompress(path.read_bytes()).decode() if path.suffix == ".xz" else path.read_text()
-    return json.loads(text)["runs"]
 
 
 def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float, int, float, int, int]:
@@ -198,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
+    from autosearch.reports.convergence import load_histories
     from autosearch.search.model_spec import PRETRAINED, make_cost_model, pretrained_dir
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.store import Store
@@ -227,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     runs: list[dict] = []
     if args.resume and Path(args.resume).is_file():
-        runs = _read_runs(Path(args.resume))
+        runs = load_histories([args.resume])  # report-tuning's reader: plain or `.json.xz`
     trials_of = {m: budgets[-1] for m in models}
     for item in args.trials_of or []:
         m, _, n = item.partition("=")
