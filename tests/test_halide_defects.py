@@ -192,3 +192,64 @@ def test_cli_refuses_a_name_that_escapes_the_samples_dir(tmp_path):
     out = (res.output or "") + (getattr(res, "stderr", "") or "")
     assert "plain file name" in out and "Traceback" not in out
     assert not list(tmp_path.rglob("x_batch_*"))
+
+
+# -- issue 46, defect 1: a pipeline file that segfaults or never returns ---------------------------
+SEGFAULT = "import ctypes\ndef pipeline():\n    ctypes.string_at(0)  # reads address 0: SIGSEGV\n"
+FOREVER = "def pipeline():\n    while True:\n        pass\n"
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real CLI in its own process: a crash in the user's file must not take it down."""
+    env = dict(os.environ, AUTOSEARCH_HALIDE_BUILD_TIMEOUT="3")
+    return subprocess.run(
+        [sys.executable, "-c", "from autosearch.cli import main; main()", "halide", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+_CRASH = (SEGFAULT, "crashed the worker (killed by SIGSEGV)")
+_HANG = (FOREVER, "did not finish within 3 s")
+
+
+@pytest.mark.parametrize(
+    ("command", "body", "expect"),
+    [
+        pytest.param("sample", *_CRASH, id="sample-segfault"),
+        pytest.param("retrain", *_CRASH, id="retrain-segfault"),
+        pytest.param("autotune", *_CRASH, id="autotune-segfault"),
+        pytest.param("sample", *_HANG, id="sample-loops-forever"),
+        pytest.param("retrain", *_HANG, id="retrain-loops-forever", marks=pytest.mark.slow),
+        pytest.param("autotune", *_HANG, id="autotune-loops-forever", marks=pytest.mark.slow),
+    ],
+)
+def test_a_pipeline_file_that_crashes_or_hangs_is_one_error_line(tmp_path, command, body, expect):
+    bad = tmp_path / "bad_pipeline.py"
+    bad.write_text(body)
+    args = {
+        "sample": ["sample", str(bad), "--batch-size", "2", "--samples-dir", str(tmp_path / "s")],
+        "retrain": ["retrain", str(bad), "--batch-size", "2", "--samples-dir", str(tmp_path / "s")],
+        "autotune": ["autotune", str(bad), "--batches", "1", "--batch-size", "2", "--out", str(tmp_path / "run")],
+    }[command]
+    t0 = time.time()
+    res = _cli([*args, "--threads", "1", "--db", str(tmp_path / "a.db")], tmp_path)
+    assert time.time() - t0 < 60
+    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr[-500:])
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], res.stderr
+    assert str(bad) in lines[0]
+    assert not list(tmp_path.rglob("*.sample")) and not list(tmp_path.rglob("*.weights"))
+
+
+def test_a_pipeline_file_that_raises_keeps_its_message(tmp_path):
+    from autosearch.backends.halide.sampling import describe_pipeline
+
+    bad = tmp_path / "raises.py"
+    bad.write_text("def pipeline():\n    raise ValueError('no such size')\n")
+    with pytest.raises(InputError, match=r"pipeline\(\) raised ValueError: no such size"):
+        describe_pipeline(resolve_pipeline(str(bad)))

@@ -214,6 +214,8 @@ def retrain_cost_model(
     )
     trainer._check()
     base_spec = None if gen_path == "random" else resolve_pipeline(gen_path, pipeline_params)
+    if base_spec is not None and batch_num > 0:
+        describe_pipeline(base_spec)  # a file that raises, crashes or hangs: one error line, nothing written
     random_init = not wp.exists()
     if not random_init:
         validate_weights_file(wp)

@@ -41,6 +41,8 @@ __all__ = [
     "CandidateResult",
     "autoschedule",
     "autoschedule_and_benchmark",
+    "default_build_timeout_s",
+    "describe_in_child",
     "host_target",
     "validate_params",
 ]
@@ -254,6 +256,75 @@ def _drive(
             return True
 
 
+BUILD_TIMEOUT_ENV = "AUTOSEARCH_HALIDE_BUILD_TIMEOUT"
+
+
+def default_build_timeout_s(default: float = 300.0) -> float:
+    """Seconds one build (the pipeline's Funcs, Adams2019, JIT) may take before the worker is
+    killed: `$AUTOSEARCH_HALIDE_BUILD_TIMEOUT` when set (Halide's loop has COMPILATION_TIMEOUT)."""
+    raw = os.environ.get(BUILD_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{BUILD_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def describe_in_child(spec: PipelineSpec, timeout_s: float | None = None) -> str:
+    """Build `spec` once in a worker process and return its description.
+
+    Why: a user's pipeline file is arbitrary code; run in the caller, one that segfaults kills the
+    CLI (exit 139, nothing printed) and one that never returns hangs it. Here either becomes one
+    `InputError` line, as does a Python exception raised by the file."""
+    timeout = default_build_timeout_s() if timeout_s is None else float(timeout_s)
+    log_dir = tempfile.mkdtemp(prefix="autosearch-halide-")
+    log_path = os.path.join(log_dir, "describe.log")
+    job = {"describe": True, "spec": [spec.kind, spec.name, spec.params_json], "log_path": log_path}
+    what = f"pipeline file {spec.name}" if spec.kind == "file" else f"pipeline {spec.label}"
+    try:
+        proc, conn = _start_worker(job, 1, False)
+        try:
+            if not conn.poll(timeout):
+                proc.kill()
+                raise InputError(f"{what}: building it did not finish within {timeout:g} s (set {BUILD_TIMEOUT_ENV})")
+            try:
+                msg = decode_message(conn.recv_bytes())
+            except (EOFError, OSError):
+                try:
+                    code = proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    code = None
+                how = _exit_reason(code)
+                tail = _log_tail(log_path, 200)
+                raise InputError(
+                    f"{what}: building it crashed the worker ({how}){': ' + tail if tail else ''}"
+                ) from None
+        finally:
+            _stop(proc, conn, 10)
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    if msg[0] == "described":
+        return str(msg[1])
+    raise InputError(str(msg[1]))
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 def autoschedule_and_benchmark(
     spec: PipelineSpec,
     param_sets: Sequence[dict[str, Any]],
@@ -262,7 +333,7 @@ def autoschedule_and_benchmark(
     target: str | None = None,
     repeats: int = 5,
     min_time_s: float = 0.002,
-    build_timeout_s: float = 300.0,
+    build_timeout_s: float | None = None,
     run_timeout_s: float = 60.0,
     benchmark: bool = True,
     permit_failed_unroll: bool = True,
@@ -289,6 +360,7 @@ def autoschedule_and_benchmark(
     if len(names) != len(param_sets) or len(libs) != len(param_sets):
         raise InputError(f"{len(param_sets)} parameter sets but {len(names)} autoschedulers and {len(libs)} libraries")
     validated = [validate_params(p, a) for p, a in zip(param_sets, names)]
+    build_timeout = default_build_timeout_s() if build_timeout_s is None else float(build_timeout_s)
     target = target or host_target()
     results = [CandidateResult(i, p) for i, p in enumerate(validated)]
     sess = _Session(results, benchmark, on_event)
@@ -314,7 +386,7 @@ def autoschedule_and_benchmark(
             proc, conn = _start_worker(job, threads, permit_failed_unroll)
             sess.phase, sess.current = "build", -1
             try:
-                finished = _drive(sess, proc, conn, log_path, build_timeout_s, run_timeout_s)
+                finished = _drive(sess, proc, conn, log_path, build_timeout, run_timeout_s)
             finally:
                 _stop(proc, conn, 10)
             pending = [i for i in pending if results[i].status in ("pending", "ok")]
@@ -336,7 +408,7 @@ def autoschedule(
     params: dict[str, Any],
     *,
     target: str | None = None,
-    timeout_s: float = 300.0,
+    timeout_s: float | None = None,
     autoscheduler: str = "Adams2019",
 ) -> CandidateResult:
     """Just the schedule (source + featurization) for one parameter set, safely in a child."""

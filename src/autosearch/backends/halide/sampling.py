@@ -26,6 +26,7 @@ from typing import Any
 from autosearch.backends.halide.autoschedule import (
     CandidateResult,
     autoschedule_and_benchmark,
+    describe_in_child,
     host_target,
 )
 from autosearch.backends.halide.pipelines import PipelineSpec, build_pipeline
@@ -89,8 +90,21 @@ def batch_params(
     return out
 
 
+_DESCRIBED: dict[str, str] = {}  # spec.key() (a file's bytes included) -> description
+
+
 def describe_pipeline(spec: PipelineSpec) -> str:
-    """The stored IR of a pipeline: its spec and a readable account of its stages."""
+    """The stored IR of a pipeline: its spec and a readable account of its stages.
+
+    A user's pipeline file is built in a worker process with a timeout (`describe_in_child`):
+    one that segfaults or never returns is one error line, never the death or hang of the
+    caller. Builtin and random pipelines are our code and are built here."""
+    head = json.dumps({"kind": spec.kind, "name": spec.name, "params": spec.params}) + "\n"
+    if spec.kind == "file":
+        key = spec.key()
+        if key not in _DESCRIBED:
+            _DESCRIBED[key] = describe_in_child(spec)
+        return head + _DESCRIBED[key]
     try:
         desc = build_pipeline(spec).description
     except InputError:
@@ -99,7 +113,7 @@ def describe_pipeline(spec: PipelineSpec) -> str:
         raise InputError(
             f"pipeline {spec.label}: building it raised {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         ) from None
-    return json.dumps({"kind": spec.kind, "name": spec.name, "params": spec.params}) + "\n" + desc
+    return head + desc
 
 
 @dataclass

@@ -7,7 +7,9 @@ was written. This process imports only autosearch and Halide.
 
 Protocol: the job arrives as one JSON document on stdin; messages go back as JSON frames over a
 `multiprocessing.connection.Connection` on the original stdout (fd 1 and 2 are then redirected to
-the log file, because Halide prints its warnings there). The worker dies with its parent
+the log file, because Halide prints its warnings there). A job with `"describe": true` only builds
+the pipeline and sends its description: the parent's check of a user's pipeline file, so a file
+that segfaults or never returns kills or hangs this process, never the CLI. The worker dies with its parent
 (`PR_SET_PDEATHSIG` on Linux, plus a watchdog thread that polls the parent pid), so a SIGTERM to a
 Halide run never leaves a worker spinning.
 """
@@ -189,13 +191,36 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
     send(("done",))
 
 
+def describe_job(send: Any, job: dict[str, Any]) -> None:
+    """Build the pipeline once (the user's `pipeline()` runs here, not in the caller) and send its
+    description; a Python error comes back as a message, a crash or a hang as the worker's death."""
+    from autosearch.backends.halide.pipelines import build_pipeline
+    from autosearch.errors import AutosearchError
+
+    spec = PipelineSpec(*job["spec"])
+    try:
+        defn = build_pipeline(spec)
+        defn.pipeline()  # sets the estimates: a shape mismatch is reported now, not per candidate
+    except AutosearchError as exc:
+        send(("describe_failed", " ".join(str(exc).split())[:500]))
+        return
+    except Exception as exc:
+        send(("describe_failed", f"pipeline {spec.label}: building it raised {_err(exc)}"))
+        return
+    send(("described", defn.description))
+
+
 def main() -> None:
     """Entry point of the worker process."""
     _die_with_parent(int(os.environ.get(PARENT_ENV, "0") or 0))
     job = json.loads(sys.stdin.buffer.read())
     conn = Connection(os.dup(1))
     _redirect_output(job["log_path"])
-    run_job(lambda msg: conn.send_bytes(encode_message(msg)), job)
+    send = lambda msg: conn.send_bytes(encode_message(msg))  # noqa: E731
+    if job.get("describe"):
+        describe_job(send, job)
+    else:
+        run_job(send, job)
     conn.close()
 
 
