@@ -8,6 +8,7 @@ than misread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -216,6 +217,29 @@ def _is_write_refusal(exc: sqlite3.OperationalError) -> bool:
     return "readonly" in msg or "read-only" in msg or "unable to open" in msg or "permission" in msg
 
 
+def _is_disk_full(exc: sqlite3.OperationalError) -> bool:
+    msg = str(exc).lower()
+    return "disk is full" in msg or "disk i/o error" in msg
+
+
+def _json_field(r: sqlite3.Row, column: str, kind: type) -> Any:
+    """A JSON column of a measurement row, or a one-line StoreError naming the record.
+
+    Why: a store edited by hand (or damaged) must not end a command in a JSONDecodeError."""
+    text = r[column]
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    numbers = isinstance(value, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)
+    if not isinstance(value, kind) or (column == "latencies" and not numbers):
+        what = "a JSON list of seconds" if column == "latencies" else f"a JSON {kind.__name__}"
+        raise StoreError(
+            f"measurement {r['id']} holds {column} {str(text)[:40]!r}, not {what}: the store is damaged there"
+        )
+    return value
+
+
 def _measurement_row(r: sqlite3.Row) -> MeasurementRow:
     return MeasurementRow(
         id=r["id"],
@@ -225,12 +249,12 @@ def _measurement_row(r: sqlite3.Row) -> MeasurementRow:
         device=r["device"],
         schedule_hash=r["schedule_hash"],
         schedule=r["schedule"],
-        latencies=json.loads(r["latencies"]),
+        latencies=_json_field(r, "latencies", list),
         median=r["median"],
         status=r["status"],
         error=r["error"],
         source=r["source"],
-        extra=json.loads(r["extra"]),
+        extra=_json_field(r, "extra", dict),
         created=r["created"],
     )
 
@@ -318,6 +342,28 @@ class Store:
     def close(self) -> None:
         self._conn.close()
 
+    @contextlib.contextmanager
+    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a full disk (or a failing one) is a one-line StoreError that says
+        the transaction was rolled back and every earlier one is kept (SQLite guarantees both)."""
+        try:
+            with self._conn:
+                yield self._conn
+        except sqlite3.OperationalError as exc:
+            if _is_disk_full(exc):
+                try:
+                    kept = int(self._conn.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])
+                    held = f"the {kept} measurements written before are kept"
+                except sqlite3.Error:
+                    held = "every earlier batch is kept"
+                raise StoreError(
+                    f"{self.path}: the disk is full ({exc}): {what} was not written, {held}; "
+                    "free space and run the same command again"
+                ) from None
+            if _is_write_refusal(exc):
+                raise StoreError(f"{self.path} cannot be written ({exc}): {what} was not written") from None
+            raise
+
     def __enter__(self) -> Store:
         return self
 
@@ -327,7 +373,7 @@ class Store:
     # -- workloads ---------------------------------------------------------------------------
     def add_workload(self, wl: WorkloadRecord) -> int:
         """Insert a workload (or find it by key) and return its id."""
-        with self._conn:
+        with self._write(f"workload {wl.name}"):
             self._conn.execute(
                 "INSERT OR IGNORE INTO workloads(key, name, family, backend, params, flops, ir, created)"
                 " VALUES (?,?,?,?,?,?,?,?)",
@@ -384,7 +430,7 @@ class Store:
             raise StoreError("features need an extractor (name, version) and one entry per record")
         ids: list[int | None] = []
         now = time.time()
-        with self._conn:
+        with self._write(f"this batch of {len(records)} records"):
             wl_ids: dict[str, int] = {}
             for i, rec in enumerate(records):
                 if rec.workload_key not in wl_ids:
@@ -425,7 +471,7 @@ class Store:
         a new record (schedules are unique per workload and target). A record that is not an `ok`
         one, stored or new, is left alone."""
         grown = 0
-        with self._conn:
+        with self._write(f"the repeats of {len(records)} records"):
             for rec in records:
                 if rec.status != "ok":
                     continue
@@ -436,7 +482,7 @@ class Store:
                 ).fetchone()
                 if row is None:
                     continue
-                lats = [float(x) for x in json.loads(row[1])] + list(rec.latencies)
+                lats = [float(x) for x in _json_field(row, "latencies", list)] + list(rec.latencies)
                 self._conn.execute(
                     "UPDATE measurements SET latencies=?, median=? WHERE id=?",
                     (json.dumps(lats), statistics.median(lats), int(row[0])),
@@ -456,7 +502,7 @@ class Store:
     def add_features(self, items: Iterable[tuple[int, np.ndarray]], extractor: tuple[str, str]) -> int:
         """Store (measurement id, matrix) pairs in one transaction; returns how many."""
         n = 0
-        with self._conn:
+        with self._write("this batch of features"):
             for mid, arr in items:
                 self._insert_feature(mid, extractor, arr)
                 n += 1
@@ -562,7 +608,7 @@ class Store:
     # -- devices ---------------------------------------------------------------------------
     def put_device(self, fingerprint: str, target: str, descriptor: dict[str, Any]) -> None:
         """Store (or replace) the descriptor of `target` on the machine `fingerprint`."""
-        with self._conn:
+        with self._write("the device descriptor"):
             self._conn.execute(
                 "INSERT OR REPLACE INTO devices(fingerprint, target, descriptor, created) VALUES (?,?,?,?)",
                 (fingerprint, target, json.dumps(descriptor, sort_keys=True), time.time()),
@@ -609,12 +655,12 @@ class Store:
         ).fetchall()
         for g in groups:
             spreads = []
-            for (lat,) in self._conn.execute(
-                "SELECT latencies FROM measurements WHERE workload_id=? AND target=? AND status='ok'",
+            for r in self._conn.execute(
+                "SELECT id, latencies FROM measurements WHERE workload_id=? AND target=? AND status='ok'",
                 (g["id"], g["target"]),
             ):
-                xs = json.loads(lat)
-                if len(xs) > 1:
+                xs = _json_field(r, "latencies", list)
+                if len(xs) > 1 and statistics.median(xs) > 0:
                     spreads.append((max(xs) - min(xs)) / statistics.median(xs))
             best = g["best"]
             out.append(

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autosearch.errors import InputError, one_line
+from autosearch.errors import InputError, StoreError, one_line
 
 __all__ = ["FAILED_RUN_SECS", "Featurizer", "TransferCount", "export_json_database", "import_json_database"]
 
@@ -187,16 +188,36 @@ def _rebuild(row: Any) -> Any:
 
 
 def export_json_database(store: Any, workload_file: Path, record_file: Path) -> TransferCount:
-    """Write every TVM record of the store as a MetaSchedule JSONDatabase (failed runs as 1e10 s)."""
+    """Write every TVM record of the store as a MetaSchedule JSONDatabase (failed runs as 1e10 s).
+
+    The pair is written to temporary files next to the outputs and renamed into place at the end:
+    a record that cannot be exported (a damaged trace) fails with its id and leaves neither file."""
+    workload_file, record_file = Path(workload_file), Path(record_file)
+    for p in (workload_file, record_file):
+        if p.exists():
+            raise InputError(f"{p} already exists; refusing to overwrite it")
+    tmp_w = workload_file.with_name(f".{workload_file.name}.partial-{os.getpid()}")
+    tmp_r = record_file.with_name(f".{record_file.name}.partial-{os.getpid()}")
+    try:
+        count = _export(store, tmp_w, tmp_r)
+        for p in (workload_file, record_file):  # a file made meanwhile is not replaced either
+            if p.exists():
+                raise InputError(f"{p} appeared while exporting; refusing to overwrite it")
+        os.replace(tmp_w, workload_file)
+        os.replace(tmp_r, record_file)
+    finally:
+        tmp_w.unlink(missing_ok=True)
+        tmp_r.unlink(missing_ok=True)
+    return count
+
+
+def _export(store: Any, workload_file: Path, record_file: Path) -> TransferCount:
     import tvm
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Trace
 
-    for p in (workload_file, record_file):
-        if Path(p).exists():
-            raise InputError(f"{p} already exists; refusing to overwrite it")
     db = ms.database.JSONDatabase(path_workload=str(workload_file), path_tuning_record=str(record_file))
     count = TransferCount()
     for row in store.workloads(backend="tvm"):
@@ -205,16 +226,16 @@ def export_json_database(store: Any, workload_file: Path, record_file: Path) -> 
         count.workloads += 1
         for m in store.measurements(workload_key=row.key):
             sch = Schedule(mod)
-            Trace.apply_json_to_schedule(json.loads(m.schedule), sch)
+            try:
+                Trace.apply_json_to_schedule(json.loads(m.schedule), sch)
+                target = tvm.target.Target(json.loads(m.target))
+            except Exception as exc:  # JSON or TVM errors of a damaged row
+                raise StoreError(
+                    f"measurement {m.id} ({row.name}) cannot be exported: {one_line(exc, 120)}; nothing was written"
+                ) from None
             secs = m.latencies if m.status == "ok" else [FAILED_RUN_SECS]
             db.commit_tuning_record(
-                ms.database.TuningRecord(
-                    sch.trace,
-                    ms_workload,
-                    secs,
-                    tvm.target.Target(json.loads(m.target)),
-                    ArgInfo.from_prim_func(_func_of(mod)),
-                )
+                ms.database.TuningRecord(sch.trace, ms_workload, secs, target, ArgInfo.from_prim_func(_func_of(mod)))
             )
             count.records += 1
             count.failed += m.status != "ok"
