@@ -1,0 +1,120 @@
+"""Bad input found by trying it (issue 46): each gets one clear line, exit 2, and loses nothing.
+
+Every test here failed on the code before its fix; the comment above each names the defect.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autosearch.errors import StoreError
+from conftest import run_cli
+
+DATA = Path(__file__).parent / "data"
+
+
+def _error_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one `error:` line of a failed command (and that there is no traceback)."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    return lines[0]
+
+
+def _tiny(tmp_path: Path) -> Path:
+    db = tmp_path / "tiny.db"
+    shutil.copy(DATA / "tiny_tvm.db", db)
+    return db
+
+
+# -- 3. the disk filling during collect's write ----------------------------------------------------
+def _cap_pages(store, extra: int = 1) -> None:  # type: ignore[no-untyped-def]
+    """Let the file grow by `extra` pages only: SQLite then fails a write with SQLITE_FULL
+    ("database or disk is full"), the very error a full disk gives."""
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages + extra}")
+
+
+def test_full_disk_on_a_batch_write_is_one_line_and_keeps_the_earlier_rows(tmp_path: Path) -> None:
+    import numpy as np
+
+    from autosearch.store import MeasurementRecord, Store
+
+    db = _tiny(tmp_path)
+    with Store(db) as store:
+        (wl, *_) = store.workloads()
+        before = sum(1 for _ in store.measurements())
+        _cap_pages(store)
+        recs = [MeasurementRecord(wl.key, "llvm", "dev", f"s{i}", "ok", [1e-3]) for i in range(40)]
+        with pytest.raises(StoreError) as exc:
+            store.add_measurements(recs, [np.ones((40, 164))] * 40, ("x", "1"))
+        assert sum(1 for _ in store.measurements()) == before  # the batch rolled back, nothing else lost
+    msg = str(exc.value)
+    assert "\n" not in msg and "the disk is full" in msg and "this batch of 40 records was not written" in msg
+    assert f"the {before} measurements written before are kept" in msg, msg
+
+
+@pytest.mark.slow
+def test_full_disk_during_collect_is_one_line_and_keeps_the_earlier_batches(tmp_path: Path, host) -> None:
+    """SQLite's own SQLITE_FULL ("database or disk is full"), the error a full disk gives, made by
+    capping the file's pages (`PRAGMA max_page_count`) just above what the earlier rows need."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.search.collect import collect
+    from autosearch.store import Store
+    from autosearch.workloads import resolve_workloads
+
+    db = _tiny(tmp_path)
+    with Store(db) as store:
+        before = sum(1 for _ in store.measurements())
+        _cap_pages(store)
+        with pytest.raises(StoreError) as exc:
+            collect(
+                resolve_workloads("softmax/256x256"),
+                store,
+                host,
+                per_workload=4,
+                batch_size=4,
+                evaluator=EvaluatorSettings(number=1, repeat=1, min_repeat_ms=1),
+                progress=False,
+            )
+    msg = str(exc.value)
+    assert "\n" not in msg and "the disk is full" in msg, msg
+    assert f"the {before} measurements written before are kept" in msg, msg
+    with Store(db, readonly=True) as store:
+        assert sum(1 for _ in store.measurements()) == before
+
+
+# -- 4. db export with a garbage trace, db stats with garbage latencies ---------------------------
+def test_export_of_a_garbage_trace_names_it_and_leaves_no_partial_pair(tmp_path: Path) -> None:
+    db = _tiny(tmp_path)
+    with sqlite3.connect(db) as c:
+        (mid,) = c.execute("SELECT MAX(id) FROM measurements").fetchone()
+        c.execute("UPDATE measurements SET schedule='[[\"garbage' WHERE id=?", (mid,))
+    out = tmp_path / "out"
+    out.mkdir()
+    w, r = out / "w.json", out / "r.json"
+    line = _error_line(run_cli("db", "export", str(w), str(r), "--db", str(db)))
+    assert f"measurement {mid} " in line and "nothing was written" in line, line
+    assert list(out.iterdir()) == []  # neither file of the pair, nor a temporary one
+    with sqlite3.connect(db) as c:
+        c.execute("DELETE FROM measurements WHERE id=?", (mid,))
+    proc = run_cli("db", "export", str(w), str(r), "--db", str(db))  # the rerun is not blocked
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["r.json", "w.json"]
+    assert len(r.read_text().splitlines()) == sum(1 for _ in sqlite3.connect(db).execute("SELECT id FROM measurements"))
+
+
+@pytest.mark.parametrize("garbage", ["not json", '{"a": 1}', '["x"]'])
+def test_stats_with_garbage_latencies_names_the_record(tmp_path: Path, garbage: str) -> None:
+    db = _tiny(tmp_path)
+    with sqlite3.connect(db) as c:
+        (mid,) = c.execute("SELECT MIN(id) FROM measurements WHERE status='ok'").fetchone()
+        c.execute("UPDATE measurements SET latencies=? WHERE id=?", (garbage, mid))
+    line = _error_line(run_cli("db", "stats", "--db", str(db)))
+    assert f"measurement {mid} holds latencies {garbage[:40]!r}" in line, line
