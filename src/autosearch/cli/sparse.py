@@ -28,11 +28,12 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-from autosearch.cli.common import console, err, one_line_errors  # noqa: E402 - after app, as the sibling apps
+from autosearch.cli.common import console, emit_json, err, one_line_errors  # noqa: E402 - after app, as the sibling apps
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
 OPS_OPT = typer.Option("spmv,spmm,sddmm", "--ops", help="Comma-separated operators.")
-THREADS_OPT = typer.Option(None, "--threads", help="Threads for TVM and torch (default: physical cores).")
+THREADS_OPT = typer.Option(None, "--threads", help="Threads for TVM, torch and oneMKL (default: physical cores).")
+JSON_OPT = typer.Option(False, "--json", help="Print a JSON document instead of the table.")
 
 
 def _ops(text: str) -> tuple[str, ...]:
@@ -69,7 +70,7 @@ def collect(
     max_rows: int = typer.Option(30000, "--max-rows", help="Largest generated matrix (rows, log-uniform from 1000)."),
     max_nnz: int = typer.Option(300_000, "--max-nnz", help="Cap on a generated matrix's nonzeros."),
     threads: Optional[int] = THREADS_OPT,
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Measure configurations x generated matrices into the store (resumable: reruns skip what is there)."""
     from dataclasses import asdict
@@ -110,7 +111,7 @@ def collect(
             max_nnz=max_nnz,
         )
     if json_out:
-        console.print_json(json.dumps(asdict(rep)))
+        emit_json(asdict(rep))
         return
     console.print(
         f"{rep.matrices} matrices, {rep.workloads} workloads: {rep.measured} measured ({rep.failed} failed), "
@@ -135,6 +136,7 @@ def train(
     epochs: int = typer.Option(20, "--epochs"),
     seed: int = typer.Option(0, "--seed"),
     holdout_family: str = typer.Option("community", "--holdout-family", help="Family never trained on ('' = none)."),
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Train a sparse cost model on the store's sparse records (held-out matrices excluded)."""
     from autosearch.sparse.baselines import bestformat_by_op
@@ -153,6 +155,10 @@ def train(
     save_model(res.model, out, {"trained_on": op if ops else "all", "train_groups": len(tr), "epochs": epochs,
                                 "seed": seed, "holdout_family": holdout_family,
                                 "bestformat": bestformat_by_op(tr)})  # fmt: skip
+    if json_out:
+        emit_json({"model": model, "out": str(out), "train_groups": len(tr), "held_out_groups": len(te),
+                   "losses": res.losses, "seconds": res.seconds, "peak_rss_mb": res.peak_rss_mb})  # fmt: skip
+        return
     console.print(
         f"{model} on {len(tr)} groups ({len(te)} held out): loss {res.losses[0]:.4f} -> {res.losses[-1]:.4f} in "
         f"{res.seconds:.0f} s, peak memory {res.peak_rss_mb:.0f} MB; saved {out}"
@@ -167,6 +173,7 @@ def eval_(
     op: str = typer.Option("spmv,spmm,sddmm", "--ops", help="Operators to evaluate on."),
     holdout_family: str = typer.Option("community", "--holdout-family"),
     all_groups: bool = typer.Option(False, "--all", help="Evaluate on every group, not only the held-out ones."),
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Top-1 / top-5 / pairwise of a model on the held-out groups (seed notes' top-k definition)."""
     from autosearch.sparse.models import load_model
@@ -179,14 +186,19 @@ def eval_(
     with Store(resolve_db(db), readonly=True) as store:  # a committed .db.xz is unpacked once
         groups = load_groups(store, ops=_ops(op), min_configs=4)
     test = groups if all_groups else split_groups(groups, holdout_family or None)[1]
-    t = Table("op", "groups", "top-1", "top-5", "pairwise", "kendall")
+    rows = {}
     for o in _ops(op):
         gs = [g for g in test if g.op == o]
         if gs:
-            r = evaluate(m, gs)
-            t.add_row(
-                o, str(len(gs)), f"{r['top1']:.3f}", f"{r['top5']:.3f}", f"{r['pairwise']:.3f}", f"{r['kendall']:.3f}"
-            )
+            rows[o] = {"groups": len(gs), **evaluate(m, gs)}
+    if json_out:
+        emit_json({"model": str(model_dir), "ops": rows})
+        return
+    t = Table("op", "groups", "top-1", "top-5", "pairwise", "kendall")
+    for o, r in rows.items():
+        t.add_row(
+            o, str(r["groups"]), f"{r['top1']:.3f}", f"{r['top5']:.3f}", f"{r['pairwise']:.3f}", f"{r['kendall']:.3f}"
+        )
     console.print(t)
 
 
@@ -196,7 +208,12 @@ def tune(
     matrix: Path = typer.Argument(..., help="A Matrix Market (.mtx) file."),
     op: str = typer.Option("spmm", "--op", help="spmv, spmm or sddmm."),
     dense: int = typer.Option(64, "-N", "--dense", help="SpMM columns of B / SDDMM inner dimension."),
-    model_dir: Optional[Path] = typer.Option(None, "--model", help="Sparse cost model (none: random search)."),
+    model_dir: Optional[str] = typer.Option(
+        None,
+        "--model",
+        help="Sparse cost model directory, or 'random' for random search "
+        "(default: the shipped model chosen by validation, data/sparse/models/selected.json).",
+    ),
     trials: int = typer.Option(20, "--trials", help="Configurations measured at most."),
     eps: float = typer.Option(0.15, "--eps", help="Share of each round measured at random."),
     online: bool = typer.Option(True, "--online/--no-online", help="Fine-tune the model on this matrix's results."),
@@ -204,49 +221,82 @@ def tune(
     db: Optional[Path] = typer.Option(None, "--db", help="Also write every measured configuration to this store."),
     seed: int = typer.Option(0, "--seed"),
     threads: Optional[int] = THREADS_OPT,
+    json_out: bool = JSON_OPT,
 ) -> None:
-    """Co-search format + schedule for one matrix; print the best and its speed-up over each baseline."""
+    """Co-search format + schedule for one matrix; time the best beside oneMKL, torch.sparse, scipy."""
     from autosearch.errors import InputError
-    from autosearch.sparse.baselines import confirm_best, side_by_side
+    from autosearch.sparse.baselines import (
+        LIBRARY,
+        break_even_runs,
+        confirm_best,
+        contenders_for,
+        side_by_side,
+        speedup_over_best,
+    )
     from autosearch.sparse.matrices import MatrixSpec, load_mtx
     from autosearch.sparse.measure import MatrixBench
-    from autosearch.sparse.models import load_model
+    from autosearch.sparse.measure import threads as n_threads
+    from autosearch.sparse.mkl import available as mkl_available
+    from autosearch.sparse.models import load_model, shipped_model
     from autosearch.sparse.search import tune as run_tune
-    from autosearch.sparse.space import default_config
 
     (o,) = _ops(op) if "," not in op else (None,)
     if o is None:
         raise InputError("--op takes one operator")
     if trials < 1:
         raise InputError("--trials must be >= 1")
+    if not 0.0 <= eps <= 1.0:
+        raise InputError(f"--eps must be in [0, 1], got {eps}")
     _threads(threads)
     a = load_mtx(matrix)
-    model, cfg = load_model(model_dir) if model_dir else (None, {})
-    bestformat = _bestformat_for(cfg, o, dense)
-    if model is None:
-        err.print("no --model: random search over the same space")
-    mb = MatrixBench(o, a, dense)
-    # the default CSR kernel and BestFormat (from the model's training data) are always candidates
-    first = [default_config(o, mb.dense)] + ([bestformat] if bestformat else [])
-    res = run_tune(a, o, dense, model=model, trials=trials, eps=eps, online=online, seed=seed, bench=mb, first=first)
+    mb = MatrixBench(o, a, dense)  # refuses, in one line, operands that would not fit in memory
+    if model_dir is None:
+        path = shipped_model(o)
+        if path is None:
+            err.print("no shipped sparse model found (data/sparse/models/selected.json): random search")
+    else:
+        path = None if model_dir.strip().lower() == "random" else Path(model_dir)
+    model, cfg = load_model(path) if path is not None else (None, {})
+    bestformat = _bestformat_for(cfg, o, mb.dense)
+    res = run_tune(a, o, dense, model=model, trials=trials, eps=eps, online=online, seed=seed, bench=mb)
     if res.best is None:
         raise InputError(f"no configuration ran on {matrix} ({res.rejected} rejected as not applicable)")
-    best = confirm_best(mb, res.measured, also=first) or res.best  # re-time the 3 fastest (noise), no new configuration
-    times = side_by_side(mb, best, bestformat)
-    t = Table("kernel", "ms", "speed-up of best")
-    for k in ("ours", "default_csr", "bestformat", "scipy", "torch"):
-        if k not in times:
-            continue
-        t.add_row(k, f"{times[k] * 1e3:.4f}", f"{times[k] / times['ours']:.2f}x")
-    console.print(f"{matrix.name}: {a.shape[0]}x{a.shape[1]}, nnz {a.nnz}; {o} N={mb.dense}; "
-                  f"{len(res.measured)} measured in {res.seconds:.1f} s")  # fmt: skip
-    console.print(f"best: {best.short()}  {best.to_json()}")
-    console.print(t)
-    out.write_text(json.dumps({"matrix": str(matrix), "op": o, "dense": mb.dense, "config": json.loads(best.to_json()),
-                               "times_s": times, "measured": len(res.measured)}, indent=1))  # fmt: skip
-    console.print(f"saved {out}")
+    best = confirm_best(mb, res.measured) or res.best  # re-time the 3 fastest (noise), no new configuration
+    cons, why = contenders_for(mb, best, bestformat, mkl=mkl_available())
+    if not mkl_available():
+        why["mkl"] = "oneMKL's libmkl_rt not found (pip install mkl)"
+    times = side_by_side(mb, cons)
+    prep = {k: c.prepare_s for k, c in cons.items()}
+    ratio, base = speedup_over_best(times)
+    doc = {
+        "matrix": str(matrix), "shape": list(a.shape), "nnz": int(a.nnz), "op": o, "dense": mb.dense,
+        "model": str(path) if path is not None else None, "threads": n_threads(),
+        "config": json.loads(best.to_json()), "short": best.short(), "measured": len(res.measured),
+        "search_seconds": res.seconds, "times_s": times, "prepare_s": prep, "missing": why,
+        "speedup_over_best_baseline": ratio, "best_baseline": base,
+        "break_even_runs": break_even_runs(prep.get("ours", 0.0), times.get("ours", float("inf")),
+                                           prep.get(base, 0.0), times.get(base, float("inf"))) if base else None,
+    }  # fmt: skip
+    out.write_text(json.dumps(doc, indent=1, default=lambda x: None))
     if db is not None:
         _save_tune_records(db, o, mb.dense, MatrixSpec("mtx", a.shape[0], a.shape[1], path=str(matrix)), a, res)
+    if json_out:
+        emit_json(doc)
+        return
+    t = Table("kernel", "ms", "ours is", "prepare ms", "what")
+    for k, v in sorted(times.items(), key=lambda kv: kv[1]):
+        t.add_row(k, f"{v * 1e3:.4f}", f"{v / times['ours']:.2f}x faster" if k != "ours" else "",
+                  f"{prep[k] * 1e3:.2f}", LIBRARY.get(k, k))  # fmt: skip
+    console.print(f"{matrix.name}: {a.shape[0]}x{a.shape[1]}, nnz {a.nnz}; {o} N={mb.dense}; {n_threads()} threads; "
+                  f"{len(res.measured)} measured in {res.seconds:.1f} s ({'model ' + str(path) if path else 'random search'})")  # fmt: skip
+    console.print(f"best: {best.short()}  {best.to_json()}")
+    console.print(t)
+    for k, reason in why.items():
+        console.print(f"{k}: not timed ({reason})")
+    if base:
+        console.print(f"speed-up over the best baseline ({base}): {ratio:.2f}x; break-even after "
+                      f"{doc['break_even_runs']:.0f} runs counting format conversion")  # fmt: skip
+    console.print(f"saved {out}")
 
 
 def _bestformat_for(cfg: dict, op: str, dense: int) -> SuperSchedule | None:
@@ -297,6 +347,7 @@ def check(
     n: int = typer.Option(20, "--n", help="Random configurations per operator."),
     dense: int = typer.Option(16, "-N", "--dense"),
     seed: int = typer.Option(0, "--seed"),
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Run random configurations once and compare each result with scipy (what the property test does)."""
     import numpy as np
@@ -308,9 +359,11 @@ def check(
     a = load_mtx(matrix) if matrix else generate(MatrixSpec("powerlaw", 500, 400, 6.0, seed))
     rng = np.random.default_rng(seed)
     bad = 0
+    report: dict[str, dict[str, object]] = {}
     for o in _ops(op):
         mb = MatrixBench(o, a, dense)
         ok = rej = 0
+        wrong: list[dict[str, str]] = []
         for _ in range(n):
             c = sample_config(rng, o, dense)
             if config_reason(c, a):
@@ -319,10 +372,16 @@ def check(
             why = mb.check(c)
             if why:
                 bad += 1
-                err.print(f"{o} {c.to_json()}: {why}")
+                wrong.append({"config": c.to_json(), "error": why})
+                if not json_out:
+                    err.print(f"{o} {c.to_json()}: {why}")
             else:
                 ok += 1
-        console.print(f"{o}: {ok} configurations match scipy, {rej} not applicable to this matrix")
+        report[o] = {"match": ok, "not_applicable": rej, "wrong": wrong}
+        if not json_out:
+            console.print(f"{o}: {ok} configurations match scipy, {rej} not applicable to this matrix")
+    if json_out:
+        emit_json({"matrix": str(matrix) if matrix else None, "ops": report})
     if bad:
         raise typer.Exit(1)
 
@@ -332,9 +391,14 @@ def check(
 def plots(
     results: Path = typer.Argument(..., help="A bench/sparse.py results JSON."),
     out_dir: Path = typer.Option(Path("."), "--out-dir"),
+    json_out: bool = JSON_OPT,
 ) -> None:
     """Draw the seed's figures (loss curves, top-k bars, search time, convergence, time breakdown)."""
     from autosearch.sparse.plots import plot_all
 
-    for p in plot_all(results, out_dir):
+    paths = plot_all(results, out_dir)
+    if json_out:
+        emit_json({"plots": [str(p) for p in paths]})
+        return
+    for p in paths:
         console.print(str(p))

@@ -179,6 +179,7 @@ def load_mtx(path: str | Path) -> sp.csr_matrix:
         raise InputError(f"no Matrix Market file at {p}")
     import scipy.io
 
+    _check_header(p)
     try:
         m = scipy.io.mmread(str(p))
     except Exception as exc:  # scipy raises ValueError / OSError / others for bad files
@@ -195,6 +196,34 @@ def load_mtx(path: str | Path) -> sp.csr_matrix:
     a.sum_duplicates()
     a.sort_indices()
     return a
+
+
+def _check_header(p: Path) -> None:
+    """Refuse from the header alone what would be wrong or could not be held: complex values
+    (their imaginary part would be dropped without a word), shapes beyond 32-bit indices, and a
+    matrix whose CSR form would not fit in the memory available now."""
+    import psutil
+    import scipy.io
+
+    try:
+        rows, cols, entries, _fmt, field_, symmetry = scipy.io.mminfo(str(p))
+    except Exception as exc:  # scipy raises ValueError / OSError / others for bad headers
+        raise InputError(
+            f"{p} is not a readable Matrix Market file: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+        ) from None
+    if field_ == "complex":
+        raise InputError(f"{p} has complex values; the sparse kernels are real (float32)")
+    limit = 2**31 - 1
+    if max(rows, cols) > limit or entries > limit:
+        raise InputError(f"{p} is {rows}x{cols} with {entries} entries: beyond 32-bit indices ({limit})")
+    nnz = entries * (2 if symmetry != "general" else 1)
+    need = nnz * 48 + (rows + 1) * 16  # COO as read (int64 pairs, float64), then CSR
+    avail = int(psutil.virtual_memory().available)
+    if need > avail:
+        raise InputError(
+            f"{p} ({rows}x{cols}, {entries} entries) needs about {need / 2**30:.1f} GiB to read; "
+            f"{avail / 2**30:.1f} GiB is available"
+        )
 
 
 def load_matrix(spec: MatrixSpec, expect_hash: str | None = None) -> sp.csr_matrix:

@@ -22,9 +22,19 @@ import scipy.sparse as sp
 
 from autosearch.sparse.formats import Converted, applicable, convert
 from autosearch.sparse.kernels import build_kernel, kernel_args
-from autosearch.sparse.space import SuperSchedule, default_config
+from autosearch.sparse.space import SuperSchedule
 
-__all__ = ["MatrixBench", "Outcome", "Timing", "config_reason", "set_threads", "threads"]
+__all__ = [
+    "MatrixBench",
+    "Outcome",
+    "Timing",
+    "check_size",
+    "config_reason",
+    "operand_bytes",
+    "set_threads",
+    "threads",
+    "time_callable",
+]
 
 _THREADS: list[int] = []
 
@@ -41,6 +51,10 @@ def set_threads(n: int) -> None:
     import torch
 
     torch.set_num_threads(n)
+    from autosearch.sparse import mkl
+
+    if mkl.loaded():  # else MKL gets the count when first loaded (baselines.prepare_mkl)
+        mkl.set_threads(n)
 
 
 def threads() -> int:
@@ -51,13 +65,59 @@ def threads() -> int:
     return _THREADS[0]
 
 
+#: Index arrays of the generated kernels and of oneMKL's LP64 interface are 32-bit.
+MAX_DIM = 2**31 - 1
+
+
+def operand_bytes(op: str, shape: tuple[int, int], nnz: int, dense: int) -> int:
+    """A generous estimate of the memory one `MatrixBench` needs: the dense operands (inputs,
+    outputs, the reference result, the padded copies the kernels read, float64 random draws)
+    and a few copies of the nonzeros (converted formats, baselines' own copies)."""
+    m, k = shape
+    d = 1 if op == "spmv" else dense
+    if op == "sddmm":
+        dense_floats = (m + k) * d * 4 + nnz * 4
+    else:
+        dense_floats = k * d * 4 + m * d * 4
+    return int(dense_floats * 4 + nnz * 8 * 6 + (m + k) * 8 * 2)
+
+
+def check_size(op: str, shape: tuple[int, int], nnz: int, dense: int, available: int | None = None) -> None:
+    """Refuse, with one line, a problem that cannot be indexed in 32 bits or would not fit in the
+    memory available now (instead of a MemoryError part-way through building the operands)."""
+    from autosearch.errors import InputError
+
+    m, k = shape
+    if max(m, k) > MAX_DIM or nnz > MAX_DIM:
+        raise InputError(f"a {m}x{k} matrix with {nnz} nonzeros exceeds the 32-bit indices of the kernels ({MAX_DIM})")
+    need = operand_bytes(op, shape, nnz, dense)
+    if available is None:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    if need > available:
+        what = f"{op} with N={dense}" if op != "spmv" else op
+        raise InputError(
+            f"{what} on a {m}x{k} matrix needs about {need / 2**30:.1f} GiB for its operands; "
+            f"{available / 2**30:.1f} GiB is available"
+        )
+
+
 @dataclass(frozen=True)
 class Timing:
-    """How a kernel is timed: `repeat` medians of runs lasting at least `min_repeat_ms` each."""
+    """How a kernel is timed by `time_callable` (the one harness for ours and every baseline).
+
+    `settle_ms` of idleness first (another library's thread pool may still be spinning after its
+    last call: Intel OpenMP spins 200 ms by default), `warmup` calls, then `repeat` repeats, each
+    of `number` back-to-back calls lasting at least `min_repeat_ms` (`number` calibrated from the
+    slowest warm-up call, at most `max_number`); a repeat's value is its mean per call.
+    """
 
     repeat: int = 5
     min_repeat_ms: float = 5.0
     max_number: int = 1000
+    warmup: int = 2
+    settle_ms: float = 0.0
 
 
 @dataclass
@@ -93,12 +153,22 @@ def config_reason(c: SuperSchedule, a: sp.csr_matrix, fmt_cache: dict[Any, str] 
     return fmt_cache[c.format_key] or applicable(a, "csr", 1, 1, 1, 0, acc)
 
 
-def _time_call(fn: Any, timing: Timing) -> list[float]:
-    """Median-friendly repeats of a Python callable; each repeat runs >= min_repeat_ms."""
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    one = max(time.perf_counter() - t0, 1e-7)
+def time_callable(fn: Callable[[], Any], timing: Timing) -> list[float]:
+    """Seconds per call of `fn`, one value per repeat (see `Timing` for the method).
+
+    Every contender -- a generated TVM kernel (its packed function called with preallocated
+    arguments), oneMKL, torch.sparse, scipy -- is timed by this same loop on the same thread count,
+    with its output preallocated by the caller, so no kernel's number includes an allocation that
+    another's does not. The calls go through Python (about a microsecond each, the same order for
+    every contender), not through TVM's C++ `time_evaluator`.
+    """
+    if timing.settle_ms > 0:
+        time.sleep(timing.settle_ms / 1e3)
+    one = 1e-7
+    for _ in range(max(1, timing.warmup)):
+        t0 = time.perf_counter()
+        fn()
+        one = max(one, time.perf_counter() - t0)
     number = int(min(timing.max_number, max(1, math.ceil(timing.min_repeat_ms / 1e3 / one))))
     out = []
     for _ in range(timing.repeat):
@@ -113,6 +183,7 @@ class MatrixBench:
     """Everything needed to run configurations of one operator on one matrix."""
 
     def __init__(self, op: str, a: sp.csr_matrix, dense: int = 0, seed: int = 0) -> None:
+        check_size(op, a.shape, a.nnz, dense if op != "spmv" else 0)
         self.op, self.a, self.dense = op, sp.csr_matrix(a, dtype=np.float32), dense if op != "spmv" else 0
         self.a.sort_indices()
         rng = np.random.default_rng(seed)
@@ -197,8 +268,6 @@ class MatrixBench:
 
     def run(self, c: SuperSchedule, timing: Timing = Timing(), verify: bool = True) -> Outcome:
         """Reject, build, check and time one configuration (never raises for a bad candidate)."""
-        import tvm
-
         if c.op != self.op or (c.op != "spmv" and c.dense != self.dense):
             return Outcome("run_error", error=f"configuration is for {c.op}/{c.dense}, not {self.op}/{self.dense}")
         reason = config_reason(c, self.a)
@@ -218,67 +287,10 @@ class MatrixBench:
                     return Outcome("run_error", error=bad, convert_s=cv.seconds, build_s=k.build_seconds)
             args = self._args(c, cv)
             threads()
-            ev = k.mod.time_evaluator(
-                "kernel", tvm.cpu(), number=1, repeat=timing.repeat, min_repeat_ms=int(timing.min_repeat_ms)
-            )
-            lat = [float(x) for x in ev(*args).results]
+            f = k.mod["kernel"]
+            lat = time_callable(lambda: f(*args), timing)
         except Exception as exc:
             return Outcome(
                 "run_error", error=str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else repr(exc)
             )
         return Outcome("ok", lat, convert_s=cv.seconds, build_s=k.build_seconds)
-
-    # -- baselines ---------------------------------------------------------------------------
-    def time_scipy(
-        self, timing: Timing = Timing(), reduce: Callable[[list[float]], float] = statistics.median
-    ) -> float:
-        a = self.a
-        if self.op == "spmv":
-            fn = lambda: a @ self.x  # noqa: E731 - a one-line closure is clearest here
-        elif self.op == "spmm":
-            fn = lambda: a @ self.B  # noqa: E731
-        else:
-            rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
-            cols = a.indices
-
-            def fn() -> Any:  # scipy has no SDDMM: the standard row-gather formulation
-                return a.data * np.einsum("ij,ij->i", self.X[rows], self.Y[cols])
-
-        return reduce(_time_call(fn, timing))
-
-    def time_torch(
-        self, timing: Timing = Timing(), reduce: Callable[[list[float]], float] = statistics.median
-    ) -> float:
-        """torch.sparse CSR (MKL-backed on the CPU wheel where present); inf when unsupported."""
-        import warnings
-
-        import torch
-
-        threads()
-        a = self.a
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t = torch.sparse_csr_tensor(
-                torch.from_numpy(a.indptr.astype(np.int64)),
-                torch.from_numpy(a.indices.astype(np.int64)),
-                torch.from_numpy(a.data),
-                size=a.shape,
-            )
-            try:
-                if self.op == "spmv":
-                    x = torch.from_numpy(self.x)
-                    fn = lambda: torch.mv(t, x)  # noqa: E731
-                elif self.op == "spmm":
-                    b = torch.from_numpy(self.B)
-                    fn = lambda: torch.mm(t, b)  # noqa: E731
-                else:
-                    X, Yt = torch.from_numpy(self.X), torch.from_numpy(self.Y).T.contiguous()
-                    fn = lambda: torch.sparse.sampled_addmm(t, X, Yt, beta=0.0)  # noqa: E731
-                with torch.no_grad():
-                    return reduce(_time_call(fn, timing))
-            except (RuntimeError, NotImplementedError):
-                return math.inf
-
-    def time_default(self, timing: Timing = Timing()) -> float:
-        """The default CSR kernel (serial rows, no splits)."""
-        return self.run(default_config(self.op, self.dense), timing).median

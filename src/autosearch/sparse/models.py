@@ -25,7 +25,18 @@ from torch import nn
 from autosearch.errors import InputError
 from autosearch.sparse.features import CFG_DIM, INFO_DIM, PRIMITIVES, TOKEN_DIM
 
-__all__ = ["FORMAT_VERSION", "KINDS", "SparseCostModel", "build_model", "load_model", "save_model"]
+__all__ = [
+    "FORMAT_VERSION",
+    "KINDS",
+    "SELECTED",
+    "SHIPPED_DIR",
+    "SparseCostModel",
+    "build_model",
+    "load_model",
+    "model_dir_name",
+    "save_model",
+    "shipped_model",
+]
 
 FORMAT_VERSION = 1
 KINDS = ("WACONet", "AutoSparseNet", "AutoSparseNet_WACONet", "AutoSparseNet_Full")
@@ -196,3 +207,30 @@ def load_model(path: str | Path) -> tuple[SparseCostModel, dict[str, Any]]:
         raise InputError(f"{p}/model.safetensors cannot be read: {str(exc).splitlines()[0]}") from None
     model.eval()
     return model, cfg
+
+
+#: The trained models that ship with the repository, and the file naming the one chosen per operator.
+SHIPPED_DIR = Path(__file__).resolve().parents[3] / "data" / "sparse" / "models"
+SELECTED = "selected.json"
+
+
+def model_dir_name(variant: str, trained_on: str) -> str:
+    """The directory bench/sparse.py saves a variant under, e.g. AutoSparseNet[concat] -> AutoSparseNet-concat-spmv."""
+    return f"{variant}-{trained_on}".replace("[", "-").replace("]", "")
+
+
+def shipped_model(op: str, root: Path | None = None) -> Path | None:
+    """The shipped model for `op`: the variant with the best *validation* top-1 (written by
+    bench/sparse.py into `selected.json`); None when the repository's data is not there (a
+    non-editable install) or names no model for the operator."""
+    base = root or SHIPPED_DIR
+    try:
+        sel = json.loads((base / SELECTED).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    entry = sel.get("selected", {}).get(op) if isinstance(sel, dict) else None
+    name = entry.get("dir") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or "/" in name or name.startswith("."):
+        return None
+    path = base / name
+    return path if (path / "config.json").is_file() else None
