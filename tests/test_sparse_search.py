@@ -7,29 +7,62 @@ import math
 import os
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
+from autosearch.sparse.baselines import prepare_ours
 from autosearch.sparse.collect import collect
 from autosearch.sparse.matrices import MatrixSpec, generate, load_matrix
+from autosearch.sparse.measure import MatrixBench
 from autosearch.sparse.models import build_model
 from autosearch.sparse.records import load_groups
 from autosearch.sparse.search import tune
-from autosearch.sparse.space import default_config
+from autosearch.sparse.space import SuperSchedule, default_config
 from autosearch.store.db import Store
 
 os.environ.setdefault("AUTOSEARCH_SPARSE_CACHE", "")
 
 
-def test_random_search_respects_the_budget_and_keeps_the_best() -> None:
+def test_random_search_keeps_the_fastest_valid_config_that_reproduces_the_output() -> None:
     a = generate(MatrixSpec("banded", 300, 300, 4.0, seed=1))
     first = [default_config("spmm", 16)]
-    res = tune(a, "spmm", 16, model=None, trials=4, n_candidates=30, batch=2, seed=0, first=first)
+    mb = MatrixBench("spmm", a, 16)
+    res = tune(a, "spmm", 16, model=None, trials=4, n_candidates=30, batch=2, seed=0, first=first, bench=mb)
     assert 1 <= len(res.measured) <= 4 and res.measured[0][0] == first[0]
+    assert len({c.to_json() for c, _ in res.measured}) == len(res.measured)  # no configuration measured twice
     lats = [t for _, t in res.measured]
     assert res.best_latency == min(lats) and res.best == res.measured[int(np.argmin(lats))][0]
+    assert res.best_latency <= res.measured[0][1]  # at least as fast as the seeded candidate, same harness
     bests = [h["best"] for h in res.history]
     assert bests == sorted(bests, reverse=True)  # best so far never gets worse
     assert res.breakdown["measure"] > 0 and res.breakdown["predict"] == 0
+    # the configuration found is valid, survives its JSON, and its kernel reproduces A @ B
+    assert res.best is not None
+    again = SuperSchedule.from_json(res.best.to_json())
+    c = prepare_ours(mb, again)
+    assert c is not None
+    c.call()
+    np.testing.assert_allclose(c.result(), a @ mb.B, rtol=1e-4, atol=1e-4)
+
+
+def test_model_search_measures_the_models_top_pick_first() -> None:
+    """Without seeds, the first configuration measured is the one the (shipped) model ranks best:
+    the search follows the model, not the candidate order."""
+    from autosearch.sparse.features import matrix_info, pattern_image
+    from autosearch.sparse.models import load_model, shipped_model
+    from autosearch.sparse.search import candidates_for
+    from autosearch.sparse.train import predict_configs
+
+    path = shipped_model("spmv")
+    assert path is not None and path.name == "AutoSparseNet-concat-spmv"  # chosen by validation top-1
+    model, _ = load_model(path)
+    a = generate(MatrixSpec("powerlaw", 400, 400, 5.0, seed=3))
+    cands, _ = candidates_for(a, "spmv", 0, 60, np.random.default_rng(5))
+    scores = predict_configs(model, pattern_image(a), matrix_info(a), cands)
+    res = tune(a, "spmv", 0, model=model, trials=2, n_candidates=60, batch=2, eps=0.0, online=False, seed=5)
+    top2 = [cands[i] for i in np.argsort(-scores)[:2]]
+    assert [c for c, _ in res.measured] == top2
+    assert top2 != cands[:2]  # the model's picks are not simply the first candidates
 
 
 def test_model_search_predicts_and_updates_online() -> None:
@@ -86,3 +119,54 @@ def test_cli_reads_a_compressed_store(tmp_path) -> None:
         del os.environ["XDG_CACHE_HOME"]
     assert r.exit_code == 0, r.output
     assert "spmv" in r.output and "Traceback" not in r.output
+
+
+def _mtx(path, header: str, size: str, lines: list[str]):
+    path.write_text(f"%%MatrixMarket matrix coordinate {header} general\n{size}\n" + "\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_cli_refuses_complex_values_and_problems_too_large_in_one_line(tmp_path) -> None:
+    from autosearch.cli.sparse import app
+
+    cases = {
+        "complex values": _mtx(tmp_path / "c.mtx", "complex", "3 3 2", ["1 1 1.0 2.0", "2 2 3.0 -1.0"]),
+        "GiB for its operands": _mtx(tmp_path / "w.mtx", "real", "100000000 100000000 3", ["1 1 1", "2 2 3", "99999999 5 1"]),
+        "beyond 32-bit indices": _mtx(tmp_path / "t.mtx", "real", "3000000000 3 3", ["1 1 1", "2 2 3", "5 3 1"]),
+    }  # fmt: skip
+    for why, path in cases.items():
+        r = CliRunner().invoke(app, ["tune", path, "--op", "spmm", "-N", "64", "--out", str(tmp_path / "o.json")])
+        assert r.exit_code == 2 and why in r.output, (why, r.output)
+        assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+        assert not (tmp_path / "o.json").exists()
+
+
+def test_cli_tune_json_uses_the_shipped_model_and_reports_the_ratio(tmp_path) -> None:
+    import scipy.io
+
+    from autosearch.cli.sparse import app
+    from autosearch.sparse.baselines import HEADLINE
+
+    path = tmp_path / "m.mtx"
+    scipy.io.mmwrite(str(path), generate(MatrixSpec("uniform", 500, 400, 6.0, seed=2)))
+    r = CliRunner().invoke(app, ["tune", str(path), "--op", "spmv", "--trials", "2", "--json",
+                                 "--out", str(tmp_path / "best.json")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["model"].endswith("AutoSparseNet-concat-spmv") and doc["measured"] == 2
+    times = doc["times_s"]
+    assert {"ours", "torch", "scipy"} <= set(times) and all(t > 0 for t in times.values())
+    best = min((b for b in HEADLINE if b in times), key=lambda b: times[b])
+    assert doc["best_baseline"] == best
+    assert doc["speedup_over_best_baseline"] == pytest.approx(times[best] / times["ours"])
+    assert SuperSchedule.from_json(doc["config"]).op == "spmv"
+    assert json.loads((tmp_path / "best.json").read_text())["config"] == doc["config"]
+
+
+def test_cli_check_json(tmp_path) -> None:
+    from autosearch.cli.sparse import app
+
+    r = CliRunner().invoke(app, ["check", "--ops", "spmv", "--n", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)["ops"]["spmv"]
+    assert rep["match"] + rep["not_applicable"] == 3 and rep["wrong"] == []
