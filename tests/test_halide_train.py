@@ -90,12 +90,56 @@ def test_every_step_sees_one_pipeline(monkeypatch):
     batches = group_samples(samples)
     assert [b.pipeline_id for b in batches] == [11, 22, 33] and all(b.size == 4 for b in batches)
     seen = []
-    orig = Adams2019Trainer.step
+    orig = Adams2019Trainer._step
 
-    def spy(self, net, opt, batch, rng=None):
-        seen.append(batch.pipeline_id)
-        return orig(self, net, opt, batch, rng)
+    def spy(self, net, opt, ready, rng=None):
+        seen.append(ready.batch.pipeline_id)
+        return orig(self, net, opt, ready, rng)
 
-    monkeypatch.setattr(Adams2019Trainer, "step", spy)
+    monkeypatch.setattr(Adams2019Trainer, "_step", spy)
     Adams2019Trainer(epochs=2, num_cores=CORES).fit(Weights.baseline(), batches)
     assert seen == [11, 22, 33, 11, 22, 33]
+
+
+def test_adam_is_halides_update_over_several_steps():
+    """Our ADAM = cost_model_generator.cpp's: m, v smoothed, both bias-corrected at timestep t,
+    eps added after the square root; three steps, so the per-step correction is exercised."""
+    from autosearch.models.adams2019 import Adam
+
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(size=(5, 3)).astype(np.float32)
+    grads = [rng.normal(size=(5, 3)).astype(np.float32) for _ in range(3)]
+    p = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+    opt = Adam([p], lr=0.01, betas=(0.9, 0.999), eps=1e-5)
+    w, m, v = w0.astype(np.float64), np.zeros((5, 3)), np.zeros((5, 3))
+    for t, g in enumerate(grads):
+        p.grad = torch.from_numpy(g)
+        opt.step()
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g.astype(np.float64) ** 2
+        w = w - 0.01 * m / (1 - 0.9 ** (t + 1)) / (np.sqrt(v / (1 - 0.999 ** (t + 1))) + 1e-5)
+        np.testing.assert_allclose(p.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_fit_builds_each_groups_tensors_once_and_restores_torch_threads(monkeypatch):
+    import autosearch.models.adams2019 as m
+
+    batches = [_batch(pid, seed=pid) for pid in (1, 2, 3)]
+    calls, threads_seen = [], []
+    orig_prepare, orig_step = m.prepare_schedules, Adams2019Trainer._step
+
+    def counting(sf, cores):
+        calls.append(1)
+        return orig_prepare(sf, cores)
+
+    def spy(self, net, opt, ready, rng=None):
+        threads_seen.append(torch.get_num_threads())
+        return orig_step(self, net, opt, ready, rng)
+
+    monkeypatch.setattr(m, "prepare_schedules", counting)
+    monkeypatch.setattr(Adams2019Trainer, "_step", spy)
+    before = torch.get_num_threads()
+    want = 1 if before != 1 else 2
+    Adams2019Trainer(epochs=5, num_cores=CORES, threads=want).fit(Weights.baseline(), batches)
+    assert len(calls) == 3  # once per group, not once per step (15)
+    assert set(threads_seen) == {want} and torch.get_num_threads() == before

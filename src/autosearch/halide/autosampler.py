@@ -209,8 +209,9 @@ def retrain_cost_model(
     wp = Path(weight_path)
     if wp.suffix != ".weights":
         raise InputError(f"weight_path {wp} must end in '.weights' (Adams2019 treats anything else as a directory)")
+    n_threads = int(threads or os.cpu_count() or 1)
     trainer = Adams2019Trainer(
-        learning_rate, train_iters, num_cores=int(threads or os.cpu_count() or 1), seed=seed, progress=progress
+        learning_rate, train_iters, num_cores=n_threads, seed=seed, progress=progress, threads=n_threads
     )
     trainer._check()
     base_spec = None if gen_path == "random" else resolve_pipeline(gen_path, pipeline_params)

@@ -90,7 +90,9 @@ def _retrain(samples: Path, batch_size: int, threads: int, lr: float, seed: int)
     groups = group_samples(load_from_dir(samples), min_schedules=2)
     if not groups:
         return Weights.baseline(), time.perf_counter() - t0
-    res = Adams2019Trainer(lr, int(batch_size), num_cores=threads, seed=seed).fit(Weights.baseline(), groups)
+    res = Adams2019Trainer(lr, int(batch_size), num_cores=threads, seed=seed, threads=threads).fit(
+        Weights.baseline(), groups
+    )
     return res.weights, time.perf_counter() - t0
 
 

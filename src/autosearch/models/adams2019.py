@@ -51,20 +51,24 @@ from autosearch.training.metrics import group_metrics, mean_metrics
 __all__ = [
     "BUFFER_SHAPES",
     "EXTRACTOR",
+    "Adam",
     "Adams2019Model",
     "Adams2019Net",
     "Adams2019Trainer",
     "PipelineBatch",
+    "PreparedSchedules",
     "TrainResult",
     "adams2019_loss",
     "batches_from_dataset",
     "calibration_factor",
+    "cost_terms",
     "evaluate",
     "fast_log",
     "group_samples",
     "halide_ordering_rate",
     "ordering_score",
     "predict_group",
+    "prepare_schedules",
     "reference_index",
 ]
 
@@ -178,21 +182,6 @@ class Adams2019Net(nn.Module):
         """The six buffers as float32 arrays (copies)."""
         return {n: getattr(self, n).detach().cpu().numpy().astype(np.float32) for n in BUFFER_SHAPES}
 
-    def coefficients(
-        self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The network part: (conv1_stage2 pre-activation, relu1), both (N, S, 32)."""
-        pf = pipeline_features.to(torch.float32)
-        sf = schedule_features.to(torch.float32)
-        squashed = torch.sigmoid(self.head1_filter)  # (8, 40, 7)
-        head1_conv = self.head1_bias + torch.einsum("cxy,sxy->sc", squashed, pf)  # (S, 8)
-        normalized = fast_log(sf + 1)  # (N, S, 39)
-        head2_conv = self.head2_bias + torch.einsum("cr,nsr->nsc", self.head2_filter, normalized)
-        head2_relu = torch.relu(head2_conv)  # (N, S, 24)
-        stage1 = self.conv1_bias + head1_conv @ self.conv1_filter[:, :HEAD1_CHANNELS].T  # (S, 32)
-        stage2 = stage1.unsqueeze(0) + head2_relu @ self.conv1_filter[:, HEAD1_CHANNELS:].T  # (N, S, 32)
-        return stage2, torch.relu(stage2)
-
     def forward(
         self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor, num_cores: int | None = None
     ) -> torch.Tensor:
@@ -202,111 +191,146 @@ class Adams2019Net(nn.Module):
     def forward_with_coefficients(
         self, pipeline_features: torch.Tensor, schedule_features: torch.Tensor, num_cores: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        stage2, relu1 = self.coefficients(pipeline_features, schedule_features)
-        sf = schedule_features.to(torch.float32)
-        f = [sf[..., i] for i in range(sf.shape[-1])]  # each (N, S)
-        (
-            num_realizations,
-            num_productions,
-            _pcpr,
-            _pcpp,
-            _pct,
-            _pcm,
-            _ile,
-            _iple,
-            _ule,
-            inner_parallelism,
-            outer_parallelism,
-            bytes_at_realization,
-            bytes_at_production,
-            _bar,
-            _ibreal,
-            _ibprod,
-            _ibroot,
-            inlined_calls,
-            unique_bytes_read_per_realization,
-            unique_lines_read_per_realization,
-            _abrpr,
-            working_set,
-            vector_size,
-            _nvs,
-            num_vectors,
-            num_scalars,
-            scalar_loads_per_vector,
-            vector_loads_per_vector,
-            scalar_loads_per_scalar,
-            bytes_at_task,
-            innermost_bytes_at_task,
-            unique_bytes_read_per_vector,
-            unique_lines_read_per_vector,
-            unique_bytes_read_per_task,
-            unique_lines_read_per_task,
-            _wsat,
-            _wsap,
-            _wsar,
-            _wsaroot,
-        ) = f
-        r = [relu1[..., i] for i in range(relu1.shape[-1])]
-        cores = float(self.num_cores if num_cores is None else num_cores)
-        one = torch.tensor(1.0, dtype=torch.float32)
-        zero = torch.tensor(0.0, dtype=torch.float32)
+        """(predicted runtimes (N,), conv1_stage2 pre-activation (N, S, 32))."""
+        cores = self.num_cores if num_cores is None else num_cores
+        return self.forward_prepared(pipeline_features, prepare_schedules(schedule_features, cores))
 
-        compute_cost = torch.where(
-            inlined_calls == 0,
-            vector_size * num_vectors * r[0] + num_scalars * r[1],
-            vector_size * num_vectors * r[2] + num_scalars * r[3],
-        )
-        num_tasks = torch.maximum(one, inner_parallelism * outer_parallelism)
-        tasks_per_core = num_tasks / cores
-        idle_core_wastage = torch.ceil(tasks_per_core) / torch.maximum(one, tasks_per_core)
-        compute_cost = compute_cost * idle_core_wastage
-
-        load_cost = (
-            num_realizations * unique_lines_read_per_realization * r[5]
-            + num_realizations * unique_bytes_read_per_realization * r[6]
-            + num_vectors * scalar_loads_per_vector * r[7]
-            + num_scalars * scalar_loads_per_scalar * r[8]
-            + num_vectors * vector_loads_per_vector * r[9]
-            + num_scalars * unique_bytes_read_per_vector * r[10]
-            + num_vectors * unique_bytes_read_per_vector * r[11]
-            + num_scalars * unique_lines_read_per_vector * r[12]
-            + num_vectors * unique_lines_read_per_vector * r[13]
-            + num_tasks * unique_bytes_read_per_task * r[14]
-            + num_tasks * unique_lines_read_per_task * r[15]
-        )
-
-        lines_written_per_realization = inner_parallelism * (
-            bytes_at_task / torch.maximum(one, innermost_bytes_at_task)
-        )
-        is_output = (torch.arange(sf.shape[1]) == 0).unsqueeze(0)  # stage w == 0
-        alpha = torch.where(inner_parallelism > 1, r[16], torch.where(is_output, r[17], r[18]))
-        beta = torch.where(inner_parallelism > 1, r[19], torch.where(is_output, r[20], r[21]))
-        store_cost = num_realizations * (lines_written_per_realization * alpha + bytes_at_realization * beta)
-
-        cost_of_false_sharing = torch.where(
-            inner_parallelism > 1,
-            r[22] * (num_vectors + num_scalars) / torch.maximum(one, innermost_bytes_at_task),
-            zero,
-        )
-        store_cost = store_cost + cost_of_false_sharing
-        max_threads_hitting_same_page_fault = torch.minimum(
-            inner_parallelism, 4096 / torch.maximum(one, innermost_bytes_at_task)
-        )
-        cost_of_page_faults = (
-            bytes_at_production * max_threads_hitting_same_page_fault * inner_parallelism * outer_parallelism * r[23]
-        )
-        store_cost = store_cost + cost_of_page_faults
-        cost_of_malloc = r[24] * num_realizations
-        cost_of_parallel_launches = num_productions * torch.where(inner_parallelism > 1, r[25], zero)
-        cost_of_parallel_tasks = num_productions * (inner_parallelism - 1) * r[26]
-        cost_of_parallelism = cost_of_parallel_tasks + cost_of_parallel_launches
-        cost_of_working_set = working_set * r[27]
-        store_cost = store_cost * 2  # Halide's FIXME: the trained weights count stores twice
-
-        cost = compute_cost + store_cost + load_cost + cost_of_malloc + cost_of_parallelism + cost_of_working_set
-        cost = cost + 0.0 * relu1.sum(-1)  # Halide adds 0 * every coefficient (NaN/inf propagate)
-        runtime_per_stage = cost * torch.tensor(1e-9, dtype=torch.float32)
+    def forward_prepared(
+        self, pipeline_features: torch.Tensor, prepared: PreparedSchedules
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The forward pass on schedule features already turned into their weight-free parts
+        (`prepare_schedules`): the trainer builds those once, not once per step."""
+        pf = pipeline_features.to(torch.float32)
+        squashed = torch.sigmoid(self.head1_filter)  # (8, 40, 7)
+        head1_conv = self.head1_bias + (squashed.reshape(HEAD1_CHANNELS, -1) @ pf.reshape(pf.shape[0], -1).T).T
+        head2_relu = torch.relu(self.head2_bias + prepared.normalized @ self.head2_filter.T)  # (N, S, 24)
+        stage1 = self.conv1_bias + head1_conv @ self.conv1_filter[:, :HEAD1_CHANNELS].T  # (S, 32)
+        stage2 = stage1.unsqueeze(0) + head2_relu @ self.conv1_filter[:, HEAD1_CHANNELS:].T  # (N, S, 32)
+        # every cost term is one relu'd coefficient times a feature-only factor (cost_terms);
+        # 0 x an inf/NaN coefficient still propagates, as Halide's `+ 0 * coefficient` does
+        runtime_per_stage = (torch.relu(stage2) * prepared.terms).sum(-1)
         return runtime_per_stage.sum(-1), stage2
+
+
+@dataclass
+class PreparedSchedules:
+    """What the forward pass needs of N schedules' features, with no weight in it: computed once
+    per batch of training (Halide's generator recomputes it every step; it never changes)."""
+
+    normalized: torch.Tensor  # (N, S, 39) fast_log(features + 1), head2's input
+    terms: torch.Tensor  # (N, S, 32) x 1e-9: runtime = sum over stages and k of relu(coefficient k) * terms[k]
+
+
+def prepare_schedules(schedule_features: torch.Tensor, num_cores: int) -> PreparedSchedules:
+    """`fast_log(features + 1)` and `cost_terms`, for `Adams2019Net.forward_prepared`."""
+    sf = schedule_features.to(torch.float32)
+    return PreparedSchedules(fast_log(sf + 1), cost_terms(sf, num_cores) * torch.tensor(1e-9, dtype=torch.float32))
+
+
+def cost_terms(schedule_features: torch.Tensor, num_cores: int) -> torch.Tensor:
+    """The hand-designed cost model of `cost_model_generator.cpp`, written as 32 feature-only
+    factors, one per coefficient: stage cost = sum_k relu(coefficient k) * factor k. Halide's model
+    is linear in the relu'd coefficients (its `select`s pick a coefficient by a feature-only
+    condition), so this is the same function; only the float summation order differs (~1e-7)."""
+    sf = schedule_features.to(torch.float32)
+    (
+        num_realizations,
+        num_productions,
+        _pcpr,
+        _pcpp,
+        _pct,
+        _pcm,
+        _ile,
+        _iple,
+        _ule,
+        inner_parallelism,
+        outer_parallelism,
+        bytes_at_realization,
+        bytes_at_production,
+        _bar,
+        _ibreal,
+        _ibprod,
+        _ibroot,
+        inlined_calls,
+        unique_bytes_read_per_realization,
+        unique_lines_read_per_realization,
+        _abrpr,
+        working_set,
+        vector_size,
+        _nvs,
+        num_vectors,
+        num_scalars,
+        scalar_loads_per_vector,
+        vector_loads_per_vector,
+        scalar_loads_per_scalar,
+        bytes_at_task,
+        innermost_bytes_at_task,
+        unique_bytes_read_per_vector,
+        unique_lines_read_per_vector,
+        unique_bytes_read_per_task,
+        unique_lines_read_per_task,
+        _wsat,
+        _wsap,
+        _wsar,
+        _wsaroot,
+    ) = (sf[..., i] for i in range(sf.shape[-1]))
+    one = torch.tensor(1.0, dtype=torch.float32)
+    zero = torch.zeros_like(num_realizations)
+    cores = float(num_cores)
+
+    # compute: coefficient 0/1 for stages without inlined calls, 2/3 with, times the idle-core waste
+    num_tasks = torch.maximum(one, inner_parallelism * outer_parallelism)
+    tasks_per_core = num_tasks / cores
+    idle_core_wastage = torch.ceil(tasks_per_core) / torch.maximum(one, tasks_per_core)
+    not_inlined = (inlined_calls == 0).to(torch.float32)
+    vector_work = vector_size * num_vectors * idle_core_wastage
+    scalar_work = num_scalars * idle_core_wastage
+    # stores (Halide's FIXME: the trained weights count every store cost twice)
+    parallel = (inner_parallelism > 1).to(torch.float32)
+    is_output = (torch.arange(sf.shape[1]) == 0).to(torch.float32).unsqueeze(0)  # stage w == 0
+    serial_output, serial_inner = (1 - parallel) * is_output, (1 - parallel) * (1 - is_output)
+    lines_written_per_realization = inner_parallelism * (bytes_at_task / torch.maximum(one, innermost_bytes_at_task))
+    lines_term = 2 * num_realizations * lines_written_per_realization
+    bytes_term = 2 * num_realizations * bytes_at_realization
+    max_threads_hitting_same_page_fault = torch.minimum(
+        inner_parallelism, 4096 / torch.maximum(one, innermost_bytes_at_task)
+    )
+    terms = [
+        vector_work * not_inlined,  # 0
+        scalar_work * not_inlined,  # 1
+        vector_work * (1 - not_inlined),  # 2
+        scalar_work * (1 - not_inlined),  # 3
+        zero,  # 4: unused
+        num_realizations * unique_lines_read_per_realization,  # 5: loads
+        num_realizations * unique_bytes_read_per_realization,  # 6
+        num_vectors * scalar_loads_per_vector,  # 7
+        num_scalars * scalar_loads_per_scalar,  # 8
+        num_vectors * vector_loads_per_vector,  # 9
+        num_scalars * unique_bytes_read_per_vector,  # 10
+        num_vectors * unique_bytes_read_per_vector,  # 11
+        num_scalars * unique_lines_read_per_vector,  # 12
+        num_vectors * unique_lines_read_per_vector,  # 13
+        num_tasks * unique_bytes_read_per_task,  # 14
+        num_tasks * unique_lines_read_per_task,  # 15
+        lines_term * parallel,  # 16: alpha, parallel stage
+        lines_term * serial_output,  # 17: alpha, serial output
+        lines_term * serial_inner,  # 18: alpha, serial other stage
+        bytes_term * parallel,  # 19: beta
+        bytes_term * serial_output,  # 20
+        bytes_term * serial_inner,  # 21
+        2 * parallel * (num_vectors + num_scalars) / torch.maximum(one, innermost_bytes_at_task),  # 22: false sharing
+        2  # 23: page faults
+        * bytes_at_production
+        * max_threads_hitting_same_page_fault
+        * inner_parallelism
+        * outer_parallelism,
+        num_realizations,  # 24: malloc
+        num_productions * parallel,  # 25: parallel launches
+        num_productions * (inner_parallelism - 1),  # 26: parallel tasks
+        working_set,  # 27
+    ]
+    terms += [zero] * (32 - len(terms))  # 28-31: unused
+    return torch.stack(terms, dim=-1)
 
 
 def reference_index(true_runtimes: torch.Tensor) -> int:
@@ -467,8 +491,64 @@ class TrainResult:
     last_weights: Any = None  # the last epoch's weights (= weights unless selection kept another)
 
 
+class Adam:
+    """ADAM as `torch.optim.Adam` computes it (no amsgrad, no weight decay), in a dozen lines.
+
+    Why not torch's: its constructor imports `torch._dynamo` (~3 s, once per process: longer than
+    a whole retrain of an autotune batch) and its step has ~0.2 ms of Python per call."""
+
+    def __init__(
+        self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
+        self.params, self.lr, self.betas, self.eps = params, float(lr), betas, float(eps)
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+        self.t = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        bc1, bc2_sqrt = 1 - b1**self.t, math.sqrt(1 - b2**self.t)
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            g = p.grad
+            m.lerp_(g, 1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            p.addcdiv_(m, (v.sqrt() / bc2_sqrt).add_(self.eps), value=-self.lr / bc1)
+
+
+@dataclass
+class _Ready:
+    """One training batch with its weight-free tensors built once (not once per epoch)."""
+
+    batch: PipelineBatch
+    prepared: PreparedSchedules
+    runtimes: torch.Tensor
+    reference: int
+
+    @classmethod
+    def of(cls, batch: PipelineBatch, num_cores: int) -> _Ready:
+        rt = batch.runtimes_ms.to(torch.float32)
+        return cls(batch, prepare_schedules(batch.schedule_features, num_cores), rt, reference_index(rt))
+
+    @property
+    def size(self) -> int:
+        return int(self.runtimes.shape[0])
+
+
 class Adams2019Trainer:
-    """ADAM on the Adams2019 loss, one step per pipeline group per epoch (retrain_cost_model)."""
+    """ADAM on the Adams2019 loss, one step per pipeline group per epoch (retrain_cost_model).
+
+    Speed: each group's weight-free tensors (log features, cost-term factors) are built once per
+    `fit`, so an epoch is one small forward/backward per group and no per-sample Python; `threads`
+    sets torch's intra-op threads for the fit (restored after; None keeps torch's setting).
+    """
 
     def __init__(
         self,
@@ -482,8 +562,10 @@ class Adams2019Trainer:
         calibrate: bool = False,
         select: str = "last",
         min_improvement: float = 0.0,
+        threads: int | None = None,
     ) -> None:
         self.learning_rate = learning_rate
+        self.threads = threads
         self.epochs = epochs
         self.num_cores = num_cores
         self.min_schedules = min_schedules
@@ -506,28 +588,33 @@ class Adams2019Trainer:
             raise InputError(f"num_cores must be >= 1, got {self.num_cores!r}")
         if self.select not in ("last", "best_valid"):
             raise InputError(f"select must be 'last' or 'best_valid', got {self.select!r}")
+        if self.threads is not None and int(self.threads) < 1:
+            raise InputError(f"threads must be >= 1, got {self.threads!r}")
 
-    def make_optimizer(self, net: Adams2019Net) -> torch.optim.Optimizer:
-        return torch.optim.Adam(net.parameters(), lr=self.learning_rate, betas=(0.9, 0.999), eps=1e-5)
+    def make_optimizer(self, net: Adams2019Net) -> Adam:
+        return Adam(list(net.parameters()), lr=self.learning_rate, betas=(0.9, 0.999), eps=1e-5)
 
-    def step(
-        self, net: Adams2019Net, opt: torch.optim.Optimizer, batch: PipelineBatch, rng: random.Random | None = None
-    ) -> float:
+    def step(self, net: Adams2019Net, opt: Adam, batch: PipelineBatch, rng: random.Random | None = None) -> float:
         """One ADAM step on one pipeline's batch; returns the loss before the step."""
-        sf, rt = batch.schedule_features, batch.runtimes_ms
-        if batch.size > MAX_BATCH:
-            first = (rng or random.Random(0)).randrange(batch.size - MAX_BATCH)
-            sf, rt = sf[first : first + MAX_BATCH], rt[first : first + MAX_BATCH]
+        return self._step(net, opt, _Ready.of(batch, self.num_cores), rng)
+
+    def _step(self, net: Adams2019Net, opt: Adam, r: _Ready, rng: random.Random | None) -> float:
+        prepared, rt = r.prepared, r.runtimes
+        ref: int | None = r.reference
+        if r.size > MAX_BATCH:  # Halide's random window of at most 1024 schedules
+            first = (rng or random.Random(0)).randrange(r.size - MAX_BATCH)
+            window = slice(first, first + MAX_BATCH)
+            prepared = PreparedSchedules(prepared.normalized[window], prepared.terms[window])
+            rt, ref = rt[window], None
         opt.zero_grad()
-        pred, stage2 = net.forward_with_coefficients(batch.pipeline_features, sf, self.num_cores)
-        loss = adams2019_loss(pred, stage2, rt)
-        if not torch.isfinite(loss):
-            raise InputError(
-                f"pipeline_id {batch.pipeline_id}: the loss is {loss.item()} (non-finite features or weights)"
-            )
+        pred, stage2 = net.forward_prepared(r.batch.pipeline_features, prepared)
+        loss = adams2019_loss(pred, stage2, rt, ref)
+        value = float(loss.item())
+        if not math.isfinite(value):
+            raise InputError(f"pipeline_id {r.batch.pipeline_id}: the loss is {value} (non-finite features or weights)")
         loss.backward()
         opt.step()
-        return float(loss.item())
+        return value
 
     def fit(
         self, weights: P, batches: Sequence[PipelineBatch], valid: Sequence[PipelineBatch] | None = None
@@ -576,9 +663,13 @@ class Adams2019Trainer:
             progress = Progress(transient=True)
             progress.start()
             task = progress.add_task("training Adams2019", total=int(self.epochs))
+        saved_threads = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(int(self.threads))
         try:
+            ready = [_Ready.of(b, self.num_cores) for b in batches]
             for epoch in range(1, int(self.epochs) + 1):
-                ls = [self.step(net, opt, b, rng) for b in batches]
+                ls = [self._step(net, opt, r, rng) for r in ready]
                 losses.append(float(np.mean(ls)))
                 if valid:
                     scores.append(ordering_score(net, valid, self.num_cores))
@@ -587,6 +678,7 @@ class Adams2019Trainer:
                 if progress is not None:
                     progress.advance(task)
         finally:
+            torch.set_num_threads(saved_threads)
             if progress is not None:
                 progress.stop()
         last = _like(weights, net)
