@@ -18,17 +18,154 @@
 5. Ordering accuracy of the weight sets on a batch of samples of every held-out pipeline.
 
 Not a test: it takes many minutes. The command in bench/README.md ("## Halide retrain").
+
+`--trainer-speed` measures only the trainers, side by side: Halide's `adams2019_retrain_cost_model`
+and ours (`Adams2019Trainer`) on the same samples (pipelines with >= 8 schedules, as Halide's tool
+keeps), the same epochs, learning rate, starting weights (stock) and thread count (HL_NUM_THREADS
+for Halide's tool, torch threads for ours), `--speed-repeats` runs each, interleaved; median
+seconds, samples/s (schedules x epochs / s) and the first/last epoch loss. Ours is timed twice: the
+`fit` call in a warm process (what the autotune loop pays per batch) and a fresh process doing the
+imports and the fit (what one `autosearch halide retrain --batches 0` pays; Halide's tool is a
+fresh process every time). Samples: `--samples DIR[,DIR...]` (e.g. an autotune run's
+`samples/` folders) or `--train-pipelines` random pipelines sampled into `--out-dir`.
+
+    .venv/bin/python bench/halide_retrain.py --trainer-speed --samples /tmp/halide_apps/harris/samples \
+        --epochs 50 --threads 1 --speed-repeats 5
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import re
 import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+_OURS_FRESH = """
+import sys, time, json
+t0 = time.perf_counter()
+from autosearch.backends.halide.sample_io import load_from_dir
+from autosearch.backends.halide.weights import Weights
+from autosearch.models.adams2019 import Adams2019Trainer, group_samples
+cfg = json.loads(sys.argv[1])
+groups = group_samples([s for d in cfg["dirs"] for s in load_from_dir(d)], min_schedules=8)
+t1 = time.perf_counter()
+res = Adams2019Trainer(cfg["lr"], cfg["epochs"], num_cores=32, threads=cfg["threads"]).fit(Weights.baseline(), groups)
+t2 = time.perf_counter()
+print(json.dumps({"total_s": t2 - t0, "fit_s": t2 - t1}))
+"""
+
+
+def trainer_speed(dirs: list[Path], epochs: int, lr: float, threads: int, repeats: int) -> dict:
+    """Halide's retrain tool vs our trainer, same samples / epochs / rate / threads, interleaved."""
+    import json
+
+    import torch
+
+    from autosearch.backends.halide.sample_io import load_from_dir
+    from autosearch.backends.halide.toolchain import tool_path
+    from autosearch.backends.halide.weights import Weights
+    from autosearch.models.adams2019 import Adams2019Trainer, group_samples
+
+    samples = [s for d in dirs for s in load_from_dir(d)]
+    groups = group_samples(samples, min_schedules=8)  # Halide's tool skips pipelines with < 8 schedules
+    if not groups:
+        raise SystemExit(f"no pipeline with >= 8 distinct schedules in {', '.join(map(str, dirs))}")
+    n = sum(g.size for g in groups)
+    files = [str(s.path) for s in samples]
+    out: dict = {"schedules": n, "pipelines": len(groups), "files": len(files), "epochs": epochs, "threads": threads}
+    halide_s, warm_s, fresh_s = [], [], []
+    halide_losses: list[float] = []
+    ours_losses: list[float] = []
+    trainer = Adams2019Trainer(lr, epochs, num_cores=32, threads=threads)
+    Adams2019Trainer(lr, 1, num_cores=32, threads=threads).fit(Weights.baseline(), groups[:1])  # warm-up
+    env = dict(os.environ, HL_NUM_THREADS=str(threads))
+    cfg = json.dumps({"dirs": [str(d) for d in dirs], "lr": lr, "epochs": epochs, "threads": threads})
+    with tempfile.TemporaryDirectory() as tmp:
+        init = Path(tmp) / "init.weights"
+        Weights.baseline().save(init)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            proc = subprocess.run(
+                [
+                    str(tool_path("adams2019_retrain_cost_model")),
+                    f"--epochs={epochs}",
+                    f"--rates={lr}",
+                    f"--initial_weights={init}",
+                    f"--weights_out={Path(tmp) / 'out.weights'}",
+                    "--num_cores=32",
+                    f"--best_benchmark={Path(tmp) / 'b.txt'}",
+                    f"--best_schedule={Path(tmp) / 'b.h'}",
+                ],
+                input="\n".join(files) + "\n",
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+            halide_s.append(time.perf_counter() - t)
+            if proc.returncode:
+                raise SystemExit(f"adams2019_retrain_cost_model failed ({proc.returncode}): {proc.stdout[-300:]}")
+            halide_losses = [float(x) for x in re.findall(r"Loss: ([0-9.eE+-]+)", proc.stdout)]
+            saved = torch.get_num_threads()
+            t = time.perf_counter()
+            res = trainer.fit(Weights.baseline(), groups)
+            warm_s.append(time.perf_counter() - t)
+            assert torch.get_num_threads() == saved
+            ours_losses = res.losses
+            fresh = subprocess.run([sys.executable, "-c", _OURS_FRESH, cfg], capture_output=True, text=True, check=True)
+            fresh_s.append(json.loads(fresh.stdout.strip().splitlines()[-1])["total_s"])
+    med = {k: statistics.median(v) for k, v in (("halide", halide_s), ("warm", warm_s), ("fresh", fresh_s))}
+    out.update(
+        halide_s=halide_s,
+        ours_warm_s=warm_s,
+        ours_fresh_process_s=fresh_s,
+        halide_samples_per_s=n * epochs / med["halide"],
+        ours_samples_per_s=n * epochs / med["warm"],
+        ours_fresh_samples_per_s=n * epochs / med["fresh"],
+        halide_first_loss=halide_losses[0] if halide_losses else None,
+        halide_last_loss=halide_losses[-1] if halide_losses else None,
+        ours_first_loss=ours_losses[0],
+        ours_last_loss=ours_losses[-1],
+    )
+    return out
+
+
+def print_trainer_speed(sp: dict) -> None:
+    print()
+    print(
+        f"trainers on {sp['schedules']} schedules of {sp['pipelines']} pipelines, {sp['epochs']} epochs, "
+        f"{sp['threads']} thread(s), median of {len(sp['halide_s'])} interleaved runs"
+    )
+    print("| trainer | median s | samples/s | first-epoch loss | last-epoch loss |")
+    print("|---|---|---|---|---|")
+    hl_last = sp["halide_last_loss"]
+    rows = [
+        ("Halide adams2019_retrain_cost_model (process)", "halide_s", "halide_samples_per_s", "halide"),
+        ("ours, Adams2019Trainer.fit (warm process)", "ours_warm_s", "ours_samples_per_s", "ours"),
+        ("ours, fresh process (imports + load + fit)", "ours_fresh_process_s", "ours_fresh_samples_per_s", "ours"),
+    ]
+    for label, times, rate, who in rows:
+        print(
+            f"| {label} | {statistics.median(sp[times]):.3f} | {sp[rate]:.0f} | "
+            f"{sp[f'{who}_first_loss']:.4g} | {sp[f'{who}_last_loss']:.4g} |"
+        )
+    ratio = sp["ours_samples_per_s"] / sp["halide_samples_per_s"]
+    loss_ok = hl_last is None or sp["ours_last_loss"] <= hl_last * 1.0001
+    print(
+        f"SUMMARY trainer samples/s ours/halide = {ratio:.2f} (fresh process: "
+        f"{sp['ours_fresh_samples_per_s'] / sp['halide_samples_per_s']:.2f}); last-epoch loss ours {sp['ours_last_loss']:.4g} "
+        f"vs halide {hl_last if hl_last is None else f'{hl_last:.4g}'}; goal >= 1.0 at equal or lower loss: "
+        f"{'met' if ratio >= 1.0 and loss_ok else 'not met'}"
+    )
 
 
 def main() -> None:
@@ -79,7 +216,13 @@ def main() -> None:
     )
     ap.add_argument("--out-dir", default="bench_halide_out")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trainer-speed", action="store_true", help="only time Halide's retrain tool against ours")
+    ap.add_argument("--samples", default="", help="--trainer-speed: sample folders (comma-separated) to train on")
+    ap.add_argument("--speed-repeats", type=int, default=5, help="--trainer-speed: interleaved runs of each trainer")
     args = ap.parse_args()
+    if args.trainer_speed:
+        run_trainer_speed(args)
+        return
 
     from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
     from autosearch.backends.halide.pipelines import resolve_pipeline
@@ -365,6 +508,30 @@ def main() -> None:
         f"SUMMARY retrained/stock geomean runtime ratio = {g:.3f} ({(1 / g - 1) * 100:+.1f}% speed) "
         f"over {len(ratios)} held-out random pipelines; goal <= 0.909 (10% faster): {'met' if g <= 1 / 1.1 else 'not met'}"
     )
+
+
+def run_trainer_speed(args: argparse.Namespace) -> None:
+    """`--trainer-speed`: sample random pipelines unless --samples names folders, then time both."""
+    import json
+
+    if args.samples:
+        dirs = [Path(d) for d in args.samples.split(",") if d]
+    else:
+        from autosearch.backends.halide.pipelines import resolve_pipeline
+        from autosearch.halide.autosampler import sample_batch
+
+        out = Path(args.out_dir)
+        dirs = [out / "speed_samples"]
+        if not dirs[0].is_dir():
+            rp = {"max_stages": args.max_stages, "sizes": [int(v) for v in args.sizes.split(",")]}
+            rp.update(channels=[int(v) for v in args.channels.split(",")], max_elems=args.max_elems)
+            for i in range(args.train_pipelines):
+                spec = resolve_pipeline("random", {**rp, "seed": 1000 + args.seed * 100000 + i})
+                sample_batch(spec, dirs[0], batch_size=args.batch_size, threads=args.threads, repeats=1, beam_size=1)
+    sp = trainer_speed(dirs, args.epochs, args.lr, args.threads, args.speed_repeats)
+    print_trainer_speed(sp)
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(args.out_dir) / "trainer_speed.json").write_text(json.dumps(sp, indent=1) + "\n")
 
 
 if __name__ == "__main__":
