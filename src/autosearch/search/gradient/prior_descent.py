@@ -1,0 +1,216 @@
+"""Gradient search (Felix) on the shipped prior: Adam on the `tlp` score of relaxed decision vectors.
+
+Why: `--search gradient`'s own knob-feature MLP does not carry to operators it has not seen
+(issue 48: 946 us where the decision search on the prefix prior found 337 us in the same 32
+trials), while the prefix prior is the model that transfers. `prior_tokens.RelaxedTokens` writes
+the prior's input as a function of a sketch's relaxed knobs, so its score can be descended.
+
+One round (`PriorGradientSearch.propose(n)`), per sketch (`DecisionSpace`, the decision search's
+sketches: the design spaces and the compute locations of a few uniform draws):
+1. `screen` uniform vectors and mutants of the sketch's fastest measured ones are scored from
+   the prior's tables (`score_space`: tens of thousands a second);
+2. on the `descend_sketches` sketches with the best scores (and every sketch holding one of the
+   run's four fastest schedules), `starts` descents begin: half from the best-scored vectors of
+   step 1, the rest from uniform ones; each tile knob is z with log2 factors log2(E) softmax(z)
+   (Felix: the product stays the loop's extent), each categorical knob a softmax over its
+   candidates (`descend`);
+3. Adam on -score + penalty x (innermost factor over its limit)^2 for `steps` steps; at every
+   checkpoint each point is rounded to the nearest valid factorisation (log space) and most
+   likely choice, the rounded vectors deduplicated and scored exactly;
+4. the round's picks are the best-scored of steps 1-3, spread over loop structures and covering
+   the sketches in the first round as the decision search does (its `_spread`, `_cover_sketches`),
+   with an `eps_greedy` share of uniform vectors; they are replayed, post-processed and built.
+The prior is fine-tuned on the run's measurements by the tuning loop (the adapter's incremental
+update, as for the decision search), so later descents follow the updated score; measured
+schedules become the next rounds' starting points (`DecisionSearch.adopt`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from autosearch.errors import InputError
+from autosearch.search.decision_search import DecisionSearch, _cover_sketches, _spread
+from autosearch.search.gradient.prior_tokens import RelaxedTokens, check_prior, prior_scores
+
+__all__ = ["DescentOptions", "PriorGradientSearch", "descend"]
+
+
+@dataclass(frozen=True)
+class DescentOptions:
+    """How each round descends (see the module docstring)."""
+
+    starts: int = 32  #: descents per descended sketch
+    steps: int = 40  #: Adam steps per descent
+    lr: float = 0.1
+    checkpoints: tuple[int, ...] = (10, 20, 30)  #: steps at which points are also rounded (and the last)
+    penalty: float = 10.0  #: weight of the squared innermost-limit excess (log2 units)
+    noise: float = 0.3  #: scale of the random offset of a start's logits (descents from one start differ)
+    screen: int = 256  #: uniform vectors scored per sketch per round (step 1)
+    descend_sketches: int = 8  #: sketches descended per round, by their best screened score
+
+    def validate(self) -> None:
+        if self.starts < 1 or self.steps < 1 or self.screen < 1 or self.descend_sketches < 1:
+            raise InputError("gradient search: starts, steps, screen and descend_sketches must be >= 1")
+        if not (self.lr > 0 and self.penalty >= 0 and self.noise >= 0):
+            raise InputError("gradient search: lr must be > 0, penalty and noise >= 0")
+
+
+def descend(
+    relaxed: RelaxedTokens, nets: list[Any], starts: np.ndarray, opts: DescentOptions, generator: torch.Generator
+) -> np.ndarray:
+    """Unique rounded decision vectors (m, knobs) met by Adam runs on the networks' mean score
+    from each of `starts` (n, knobs), rounded at every checkpoint and at the last step."""
+    space = relaxed.space
+    starts = space.validate(starts)
+    u0, p0 = relaxed.integral(starts)
+    params: list[torch.Tensor] = []
+    tile_z: dict[int, tuple[torch.Tensor, float]] = {}
+    cat_w: dict[int, torch.Tensor] = {}
+    for j in relaxed.tile_knobs:
+        total = relaxed.log2_extent[j]
+        if len(space.knobs[j].options) < 2 or total <= 0:
+            continue  # nothing to move: the knob stays at its start
+        start = u0[j]
+        assert start is not None
+        share = start / total
+        z = torch.log(share + 0.05) + opts.noise * torch.randn(share.shape, generator=generator, dtype=torch.float64)
+        tile_z[j] = (z.requires_grad_(True), total)
+        params.append(z)
+    for j in relaxed.cat_knobs:
+        if len(space.knobs[j].options) < 2:
+            continue
+        w = 2.0 * p0[j] - 1.0 + opts.noise * torch.randn(p0[j].shape, generator=generator, dtype=torch.float64)  # type: ignore[union-attr,operator]
+        cat_w[j] = w.requires_grad_(True)
+        params.append(w)
+    if not params:
+        return np.unique(starts, axis=0)
+    for net in nets:
+        net.eval()
+    opt = torch.optim.Adam(params, lr=opts.lr)
+    found: list[np.ndarray] = []
+    for step in range(1, opts.steps + 1):
+        u = list(u0)
+        p = list(p0)
+        for j, (z, total) in tile_z.items():
+            u[j] = torch.softmax(z, 1) * total
+        for j, w in cat_w.items():
+            p[j] = torch.softmax(w, 1)
+        score = prior_scores(nets, relaxed.tokens(u, p))
+        loss = -score.sum() + opts.penalty * relaxed.violation(u).sum()
+        grads = torch.autograd.grad(loss, params)  # the networks' own weights get no gradient
+        for prm, g in zip(params, grads):
+            prm.grad = torch.nan_to_num(g)
+        opt.step()
+        if step in opts.checkpoints or step == opts.steps:
+            with torch.no_grad():
+                for j, (z, total) in tile_z.items():
+                    u[j] = torch.softmax(z, 1) * total
+                for j, w in cat_w.items():
+                    p[j] = torch.softmax(w, 1)
+            found.append(relaxed.round(u, p))
+    return np.unique(np.concatenate(found), axis=0)
+
+
+class PriorGradientSearch(DecisionSearch):
+    """The decision search's sketches, bookkeeping and building, with candidates from gradient
+    descent on the prior's score (module docstring). Takes what `DecisionSearch` takes, plus
+    `options` (`DescentOptions`)."""
+
+    def __init__(
+        self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any, options: Any = None
+    ) -> None:
+        super().__init__(context, spaces, draws, adapter, settings)
+        check_prior(adapter.model)
+        self.options = options if options is not None else DescentOptions()
+        self.options.validate()
+        self.generator = torch.Generator().manual_seed(int(settings.seed))
+        self._relaxed: dict[int, RelaxedTokens] = {}
+        self.last_search_seconds = 0.0
+        self.descended: list[int] = []  # rounded vectors the descents gave, per round (after dedupe)
+
+    def relaxed(self, s: int) -> RelaxedTokens:
+        """The sketch's tokens as a function of relaxed knobs (made once per sketch)."""
+        hit = self._relaxed.get(s)
+        if hit is None:
+            hit = self._relaxed[s] = RelaxedTokens(self.sketches[s], self._ir)
+        return hit
+
+    def propose(self, n: int) -> list[Any]:
+        """Up to n new candidates: the best-scored of the screened and the descended vectors of
+        every sketch, spread over loop structures, and an `eps_greedy` share of random ones."""
+        if n <= 0:
+            return []
+        t0 = time.perf_counter()
+        self._scored.clear()  # the model was fine-tuned since the last round
+        opts = self.options
+        screened: list[tuple[np.ndarray, np.ndarray]] = []
+        for s, space in enumerate(self.sketches):
+            x = np.unique(self._initial_screen(s, space), axis=0)
+            screened.append((x, self._score(s, x)))
+        # the sketches to descend: the best screened scores, and those of the run's fastest schedules
+        order = sorted(range(len(self.sketches)), key=lambda s: -float(screened[s][1].max()))
+        chosen = list(dict.fromkeys([*order[: opts.descend_sketches], *(s for _, s, _ in self.best[:4])]))
+        pool: list[tuple[float, int, np.ndarray, bytes]] = []
+        descended = 0
+        nets = list(self.adapter.model.nets)
+        with _threads(self.adapter.score_threads):
+            for s in chosen:
+                x, scores = screened[s]
+                starts = self._starts(s, x, scores)
+                found = descend(self.relaxed(s), nets, starts, opts, self.generator)
+                descended += len(found)
+                screened[s] = (np.concatenate([x, found]), np.concatenate([scores, self._score(s, found)]))
+        self.descended.append(descended)
+        for s, (x, scores) in enumerate(screened):
+            shapes = self.sketches[s].structure(x)
+            pool += [(float(sc), s, v, shape.tobytes()) for sc, v, shape in zip(scores, x, shapes)]
+        pool.sort(key=lambda t: -t[0])
+        n_random = round(self.settings.eps_greedy * n)
+        ordered = _spread(pool, max(1, math.ceil(n / 8)))
+        if not self.tried:  # the first round covers the sketches before the prior's top
+            ordered = _cover_sketches(pool, max(1, n // 2), ordered)
+        out = self._build(ordered, n - n_random)
+        if len(out) < n:
+            out += self._build(self._random_vectors(), n - len(out))
+        self.last_search_seconds = time.perf_counter() - t0
+        return out
+
+    def _initial_screen(self, s: int, space: Any) -> np.ndarray:
+        """Step 1's vectors: uniform ones and mutants of the sketch's fastest measured ones."""
+        elites = [v for _, si, v in self.best if si == s][:16]
+        pop = space.sample(self.options.screen, self.rng)
+        if elites:
+            e = np.stack(elites)
+            pop = np.concatenate([pop, e, space.mutate(np.repeat(e, 4, axis=0), self.rng)])
+        return pop
+
+    def _starts(self, s: int, x: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """The descents' starting points: the sketch's fastest measured vectors, then the
+        best-scored screened ones up to half, the rest uniform."""
+        k = self.options.starts
+        elites = [v for _, si, v in self.best if si == s][: max(1, k // 4)]
+        top = x[np.argsort(-scores, kind="stable")[: max(0, k // 2 - len(elites))]]
+        rand = self.sketches[s].sample(max(0, k - len(elites) - len(top)), self.rng)
+        parts = [np.stack(elites)] if elites else []
+        return np.concatenate([*parts, top, rand])[:k]
+
+
+class _threads:
+    """torch on `n` threads inside the block (the descent runs while nothing else of the run does)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.old = max(1, int(n)), 0
+
+    def __enter__(self) -> None:
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.set_num_threads(self.old)
