@@ -58,3 +58,17 @@ def test_adams2019_schedules_an_app():
     res = autoschedule_and_benchmark(spec, [{"parallelism": 1, "beam_size": 1}], threads=1, repeats=1)[0]
     assert res.status == "ok", res.error
     assert "harris" in res.schedule_source and res.latencies
+
+
+def test_halide_runs_on_one_thread_per_physical_core_by_default():
+    import os
+
+    import psutil
+
+    from autosearch.backends.halide.toolchain import default_threads
+
+    n = default_threads()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert 1 <= n <= min(psutil.cpu_count(logical=False) or n, usable)
+    if usable == os.cpu_count():  # the whole machine: every physical core
+        assert n == (psutil.cpu_count(logical=False) or n)

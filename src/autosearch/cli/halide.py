@@ -31,7 +31,7 @@ PIPELINE_ARG = typer.Argument(
 )
 PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
 THREADS_OPT = typer.Option(
-    None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: all cores."
+    None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: one per physical core."
 )
 JSON_OPT = typer.Option(False, "--json", help="Print a JSON summary.")
 
@@ -177,13 +177,13 @@ def schedule(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Print the schedule Adams2019 picks for a pipeline (optionally timed)."""
-    import os
 
     from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
     from autosearch.backends.halide.pipelines import resolve_pipeline
+    from autosearch.backends.halide.toolchain import default_threads
 
     spec = resolve_pipeline(pipeline, parse_params(param))
-    n = int(threads or os.cpu_count() or 1)
+    n = int(threads or default_threads())
     p: dict[str, Any] = {"parallelism": n, "beam_size": beam_size}
     if weights:
         p["weights_path"] = str(weights)

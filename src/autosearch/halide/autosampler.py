@@ -39,7 +39,7 @@ from autosearch.backends.halide.sampling import (
     next_batch_id,
 )
 from autosearch.backends.halide.sampling import sample_batch as _sample_batch
-from autosearch.backends.halide.toolchain import device_fingerprint, target_json
+from autosearch.backends.halide.toolchain import default_threads, device_fingerprint, target_json
 from autosearch.backends.halide.weights import Weights, validate_weights_file
 from autosearch.errors import AutosearchError, InputError
 from autosearch.models.adams2019 import Adams2019Trainer, evaluate, group_samples
@@ -132,7 +132,7 @@ def sample_batch(
         box.update(results=results, files=files, target=target)
 
     rep = _sample_batch(spec, samples_dir, record=record, **kw)
-    threads = int(kw.get("threads") or os.cpu_count() or 1)
+    threads = int(kw.get("threads") or default_threads())
     _write_store(
         store,
         spec,
@@ -209,7 +209,7 @@ def retrain_cost_model(
     wp = Path(weight_path)
     if wp.suffix != ".weights":
         raise InputError(f"weight_path {wp} must end in '.weights' (Adams2019 treats anything else as a directory)")
-    n_threads = int(threads or os.cpu_count() or 1)
+    n_threads = int(threads or default_threads())
     trainer = Adams2019Trainer(
         learning_rate, train_iters, num_cores=n_threads, seed=seed, progress=progress, threads=n_threads
     )

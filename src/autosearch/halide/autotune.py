@@ -33,6 +33,7 @@ from autosearch.backends.halide.autoschedule import autoschedule_and_benchmark
 from autosearch.backends.halide.pipelines import PipelineSpec, resolve_pipeline
 from autosearch.backends.halide.sample_io import load_from_dir
 from autosearch.backends.halide.sampling import batch_params, check_name, describe_pipeline
+from autosearch.backends.halide.toolchain import default_threads
 from autosearch.backends.halide.weights import Weights
 from autosearch.errors import AutosearchError, InputError
 from autosearch.halide.autosampler import NoSamplesError, _open_store, sample_batch
@@ -190,7 +191,7 @@ def autotune(
     name = name or spec.label
     check_name(name)
     describe_pipeline(spec)  # a file that raises, crashes or hangs: one error line before anything is written
-    threads = int(threads or os.cpu_count() or 1)
+    threads = int(threads or default_threads())
     out = Path(out_dir)
     samples, wdir = out / "samples", out / "weights"
     samples.mkdir(parents=True, exist_ok=True)

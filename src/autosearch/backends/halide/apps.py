@@ -10,8 +10,10 @@ a numpy array of shape (c, h, w); references take and return numpy arrays in tha
 input is float32 and read through `repeat_edge` where the algorithm reads past its edge, so the
 reference pads with numpy's `edge` mode. `PipelineDef.keepalive` lists intermediate Funcs whose
 inlining would make Halide's *default* schedule compile for minutes (the tests compute them at
-root; autoschedulers ignore the list). `AppInfo.params` are the realistic sizes (a stock
-Adams2019 schedule runs in ~1-100 ms on one core), `AppInfo.small` the sizes of the tests.
+root; autoschedulers ignore the list). `AppInfo.params` are the sizes users run: those of
+Halide's own apps (their generators' estimates: 1536 x 2560 images, nl_means 614 x 1024, a
+conv layer of 5 x 128 x 100 x 80 -> 128, stencil_chain 8 stages, max_filter radius 26; mat_mul
+1024), run on every physical core; `AppInfo.small` the sizes of the numpy reference tests.
 """
 
 from __future__ import annotations
@@ -478,52 +480,52 @@ def _mat_mul_ref(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
 APPS: dict[str, AppInfo] = {
     "bilateral_grid": AppInfo(
         _bilateral_grid,
-        {"width": 1536, "height": 1024, "s_sigma": 8, "r_sigma": 0.1},
+        {"width": 1536, "height": 2560, "s_sigma": 8, "r_sigma": 0.1},
         {"width": 40, "height": 28, "s_sigma": 8, "r_sigma": 0.1},
         _bilateral_grid_ref,
         "edge-aware smoothing through a 3-D histogram grid",
     ),
     "conv_layer": AppInfo(
         _conv_layer_builtin,
-        {"width": 64, "height": 64, "in_channels": 32, "out_channels": 32, "batch": 1},
+        {"width": 100, "height": 80, "in_channels": 128, "out_channels": 128, "batch": 5},
         {"width": 8, "height": 6, "in_channels": 4, "out_channels": 5, "batch": 2},
         _conv_layer_ref,
         "3x3 convolution + bias + ReLU",
     ),
     "harris": AppInfo(
-        _harris, {"width": 1536, "height": 1024}, {"width": 37, "height": 23}, _harris_ref, "Harris corner detector"
+        _harris, {"width": 1536, "height": 2560}, {"width": 37, "height": 23}, _harris_ref, "Harris corner detector"
     ),
     "iir_blur": AppInfo(
         _iir_blur,
-        {"width": 1024, "height": 768, "channels": 3, "alpha": 0.1},
+        {"width": 1536, "height": 2560, "channels": 3, "alpha": 0.1},
         {"width": 19, "height": 13, "channels": 2, "alpha": 0.1},
         _iir_blur_ref,
         "first-order recursive blur, both directions, both axes",
     ),
-    "mat_mul": AppInfo(_matmul_builtin, {"n": 512}, {"n": 24}, _mat_mul_ref, "dense matrix multiply"),
+    "mat_mul": AppInfo(_matmul_builtin, {"n": 1024}, {"n": 24}, _mat_mul_ref, "dense matrix multiply"),
     "max_filter": AppInfo(
         _max_filter,
-        {"width": 1024, "height": 768, "channels": 3, "radius": 8},
+        {"width": 1536, "height": 2560, "channels": 3, "radius": 26},
         {"width": 30, "height": 20, "channels": 2, "radius": 3},
         _max_filter_ref,
         "square max filter",
     ),
     "nl_means": AppInfo(
         _nl_means,
-        {"width": 384, "height": 256, "patch_radius": 3, "search_radius": 3, "sigma": 0.12},
+        {"width": 614, "height": 1024, "patch_radius": 3, "search_radius": 3, "sigma": 0.12},
         {"width": 21, "height": 15, "patch_radius": 1, "search_radius": 2, "sigma": 0.5},
         _nl_means_ref,
         "non-local means denoising",
     ),
     "stencil_chain": AppInfo(
         _stencil_chain,
-        {"width": 1024, "height": 1024, "stages": 8},
+        {"width": 1536, "height": 2560, "stages": 8},
         {"width": 33, "height": 21, "stages": 3},
         _stencil_chain_ref,
         "a chain of 5x5 stencils",
     ),
     "unsharp": AppInfo(
-        _unsharp_builtin, {"width": 1536, "height": 1024}, {"width": 35, "height": 22}, _unsharp_ref, "unsharp mask"
+        _unsharp_builtin, {"width": 1536, "height": 2560}, {"width": 35, "height": 22}, _unsharp_ref, "unsharp mask"
     ),
 }
 

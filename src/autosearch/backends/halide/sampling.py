@@ -31,6 +31,7 @@ from autosearch.backends.halide.autoschedule import (
 )
 from autosearch.backends.halide.pipelines import PipelineSpec, build_pipeline
 from autosearch.backends.halide.sample_io import write_sample
+from autosearch.backends.halide.toolchain import default_threads
 from autosearch.backends.halide.weights import validate_weights_file
 from autosearch.errors import InputError
 
@@ -158,7 +159,7 @@ def sample_batch(
     if int(batch_size) < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size!r}")
     check_name(name)
-    threads = int(threads or os.cpu_count() or 1)
+    threads = int(threads or default_threads())
     wpath = str(validate_weights_file(weights_path)) if weights_path else None
     describe_pipeline(spec)  # fails early, with one line, on a broken pipeline
     samples_dir = Path(samples_dir)

@@ -18,6 +18,7 @@ from autosearch.errors import InputError
 __all__ = [
     "ADAMS2019_PLUGIN",
     "AUTOSCHEDULER_PLUGINS",
+    "default_threads",
     "device_fingerprint",
     "halide_root",
     "load_adams2019",
@@ -35,6 +36,24 @@ AUTOSCHEDULER_PLUGINS: dict[str, str] = {
     "Li2018": "libautoschedule_li2018.so",
     "Anderson2021": "libautoschedule_anderson2021.so",
 }
+
+
+def default_threads() -> int:
+    """Halide's thread pool as users run it: one thread per physical core this process may use
+    (hyper-threads share a core's vector units, so Halide apps gain little from them)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or 1
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False) or usable
+    except ImportError:
+        physical = usable
+    logical = os.cpu_count() or usable
+    per_core = max(1, logical // max(1, physical))  # hardware threads per core
+    return max(1, min(physical, usable // per_core if usable >= per_core else usable))
 
 
 @lru_cache(maxsize=1)
