@@ -60,15 +60,16 @@ def test_adams2019_schedules_an_app():
     assert "harris" in res.schedule_source and res.latencies
 
 
-def test_halide_runs_on_one_thread_per_physical_core_by_default():
+@pytest.mark.parametrize(("affinity", "expect"), [(range(8), 4), (range(4), 2), (range(1), 1)])
+def test_halide_runs_on_one_thread_per_physical_core_by_default(monkeypatch, affinity, expect):
+    """A machine of 4 cores x 2 hyper-threads: Halide gets one thread per core this process may use."""
     import os
 
     import psutil
 
     from autosearch.backends.halide.toolchain import default_threads
 
-    n = default_threads()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert 1 <= n <= min(psutil.cpu_count(logical=False) or n, usable)
-    if usable == os.cpu_count():  # the whole machine: every physical core
-        assert n == (psutil.cpu_count(logical=False) or n)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(affinity), raising=False)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 8 if logical else 4)
+    assert default_threads() == expect
