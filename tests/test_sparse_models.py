@@ -94,3 +94,12 @@ def test_split_holds_out_whole_matrices_and_a_family() -> None:
     assert all(g.family == "uniform" for g in train)
     assert {g.family for g in test} == {"blockdiag", "uniform"}
     assert not {g.matrix_hash for g in train} & {g.matrix_hash for g in test}
+
+
+def test_split_holds_out_several_whole_families() -> None:
+    groups = _groups(12)
+    for g in groups[:4]:  # a third family: the bench holds out two whole families at once
+        g.family = "community"
+    train, test = split_groups(groups, holdout_family=("community", "blockdiag"), test_share=0.0, seed=0)
+    assert {g.family for g in train} == {"uniform"} and train
+    assert {g.key for g in test} == {g.key for g in groups if g.family in ("community", "blockdiag")}

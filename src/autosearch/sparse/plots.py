@@ -77,7 +77,8 @@ def _search(res: dict[str, Any], out: Path) -> list[Path]:
     labels = [f"{r['op']}:{r['matrix'][:18]}" for r in rows]
     x = np.arange(len(rows))
     ax.bar(x - 0.2, [r["model_search"]["seconds"] for r in rows], 0.4, label="with cost model")
-    ax.bar(x + 0.2, [r["random_search"]["seconds"] for r in rows], 0.4, label="random (no model)")
+    if all(r.get("random_search") for r in rows):  # bench/sparse.py --no-random leaves it out
+        ax.bar(x + 0.2, [r["random_search"]["seconds"] for r in rows], 0.4, label="random (no model)")
     ax.set_xticks(x, labels, rotation=60, fontsize=6, ha="right")
     ax.set_ylabel("search seconds")
     ax.legend()
@@ -90,9 +91,11 @@ def _search(res: dict[str, Any], out: Path) -> list[Path]:
     for key, lab in (("model_search", "with cost model"), ("random_search", "random")):
         curves = []
         for r in rows:
+            if not r.get(key):
+                continue
             best = np.asarray([h["best"] for h in r[key]["history"]], dtype=float)
             if best.size and np.isfinite(best[-1]):
-                final = min(r["model_search"]["best_latency"], r["random_search"]["best_latency"])
+                final = min(r[k]["best_latency"] for k in ("model_search", "random_search") if r.get(k))
                 curves.append(np.pad(final / best, (0, max(0, 20 - best.size)), mode="edge")[:20])
         if curves:
             ax.plot(np.arange(1, 21), np.nanmean(curves, axis=0), label=lab)

@@ -12,7 +12,7 @@ import contextlib
 import copy
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,15 +93,20 @@ def tensors_for(g: Group, embedding_token: bool, cache_dir: Path | None = None) 
 
 
 def split_groups(
-    groups: list[Group], holdout_family: str | None = "community", test_share: float = 0.2, seed: int = 0
+    groups: list[Group],
+    holdout_family: str | Sequence[str] | None = "community",
+    test_share: float = 0.2,
+    seed: int = 0,
 ) -> tuple[list[Group], list[Group]]:
-    """(train, test): the held-out family entirely, plus `test_share` of the other matrices (by matrix)."""
+    """(train, test): the held-out family (or families) entirely, plus `test_share` of the other
+    matrices (by matrix)."""
+    held = {holdout_family} if isinstance(holdout_family, str) else set(holdout_family or ())
     rng = np.random.default_rng(seed)
-    mats = sorted({g.matrix_hash for g in groups if g.family != holdout_family})
+    mats = sorted({g.matrix_hash for g in groups if g.family not in held})
     n_test = round(test_share * len(mats))
     test_mats = set(rng.permutation(mats)[:n_test].tolist()) if mats else set()
-    test = [g for g in groups if g.family == holdout_family or g.matrix_hash in test_mats]
-    train = [g for g in groups if not (g.family == holdout_family or g.matrix_hash in test_mats)]
+    test = [g for g in groups if g.family in held or g.matrix_hash in test_mats]
+    train = [g for g in groups if not (g.family in held or g.matrix_hash in test_mats)]
     return train, test
 
 
