@@ -178,7 +178,7 @@ def retrain_cost_model(
     gen_path: str,
     demo_name: str,
     batch_num: int,
-    batch_size: int = 16,
+    batch_size: int = 32,
     samples_dir: str = "./default_samples",
     weight_path: str = "./random_init.weights",
     learning_rate: float = 0.001,

@@ -127,7 +127,8 @@ class CandidateResult:
     featurization: bytes = b""
     latencies: list[float] = field(default_factory=list)  # seconds, one per round
     error: str = ""
-    compile_s: float = 0.0
+    compile_s: float = 0.0  # JIT compilation
+    schedule_s: float = 0.0  # building the Funcs and running the autoscheduler
 
     @property
     def runtime_s(self) -> float:
@@ -209,8 +210,9 @@ class _Session:
         elif kind == "start_run":
             self.phase, self.current = "run", msg[1]
         elif kind == "built":
-            _, i, source, feat, compile_s = msg
-            results[i].schedule_source, results[i].featurization, results[i].compile_s = source, feat, compile_s
+            _, i, source, feat, compile_s, schedule_s = msg
+            results[i].schedule_source, results[i].featurization = source, feat
+            results[i].compile_s, results[i].schedule_s = compile_s, schedule_s
             results[i].status, results[i].error = ("ok", "") if self.benchmark else ("ok", "not benchmarked")
         elif kind == "build_failed":
             results[msg[1]].status, results[msg[1]].error = "build_error", msg[2]

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,13 +132,16 @@ class BatchReport:
     beam_ms: float | None  # the beam-search schedule (sample 0)
     sample_files: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    schedule_s: float = 0.0  # autoscheduling, summed over the batch's candidates
+    compile_s: float = 0.0  # JIT compilation, summed
+    benchmark_s: float = 0.0  # wall time of the whole batch less the two above
 
 
 def sample_batch(
     spec: PipelineSpec,
     samples_dir: str | os.PathLike[str] = "./default_samples",
     *,
-    batch_size: int = 16,
+    batch_size: int = 32,
     batch_id: int | None = None,
     weights_path: str | os.PathLike[str] | None = None,
     threads: int | None = None,
@@ -184,6 +188,7 @@ def sample_batch(
         if bar is not None:
             bar.advance(task)
 
+    t_batch = time.perf_counter()
     try:
         results = autoschedule_and_benchmark(
             spec,
@@ -198,6 +203,7 @@ def sample_batch(
     finally:
         if bar is not None:
             bar.stop()
+    wall_s = time.perf_counter() - t_batch
     pid = spec.pipeline_id()
     files: dict[int, str] = {}
     errors = []
@@ -215,6 +221,7 @@ def sample_batch(
     if record is not None:
         record(results, files, target)
     ok = [r for r in results if r.status == "ok"]
+    schedule_s, compile_s = sum(r.schedule_s for r in results), sum(r.compile_s for r in results)
     return BatchReport(
         batch_id=bid,
         pipeline=name,
@@ -226,4 +233,7 @@ def sample_batch(
         beam_ms=results[0].runtime_s * 1000.0 if results and results[0].status == "ok" else None,
         sample_files=[files[i] for i in sorted(files)],
         errors=errors,
+        schedule_s=schedule_s,
+        compile_s=compile_s,
+        benchmark_s=max(0.0, wall_s - schedule_s - compile_s),
     )

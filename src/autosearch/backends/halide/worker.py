@@ -116,23 +116,26 @@ def _build_one(
     compile_: bool,
     autoscheduler: str = "Adams2019",
     library: str = "",
-) -> tuple[Any, str, bytes, float]:
+) -> tuple[Any, str, bytes, float, float]:
+    """(built candidate or None, schedule source, featurization, JIT compile s, autoschedule s)."""
     import halide as hl
 
     from autosearch.backends.halide.pipelines import build_pipeline
     from autosearch.backends.halide.toolchain import load_autoscheduler
 
     load_autoscheduler(autoscheduler)
+    t0 = time.perf_counter()
     defn = build_pipeline(spec)  # fresh Funcs for every schedule
     pipe = defn.pipeline()
     target = hl.Target(target_str)
     res = pipe.apply_autoscheduler(target, hl.AutoschedulerParams(autoscheduler, params))
     source, feat = str(res.schedule_source), bytes(res.featurization)
+    schedule_s = time.perf_counter() - t0
     if library:  # also write the scheduled pipeline as a static library + header (prefix.a, prefix.h)
         name = os.path.basename(library)
         pipe.compile_to_static_library(library, [param for param, _ in defn.inputs], name, target)
     if not compile_:
-        return None, source, feat, 0.0
+        return None, source, feat, 0.0, schedule_s
     t0 = time.perf_counter()
     pipe.compile_jit(target)
     compile_s = time.perf_counter() - t0
@@ -146,7 +149,7 @@ def _build_one(
         arrays.append(arr)
         buffers.append(buf)
     outputs = [hl.Buffer(f.type(), list(shape)) for f, shape in zip(defn.outputs, defn.output_shapes)]
-    return _Built(pipe, arrays, buffers, outputs, defn), source, feat, compile_s
+    return _Built(pipe, arrays, buffers, outputs, defn), source, feat, compile_s, schedule_s
 
 
 def _err(exc: BaseException) -> str:
@@ -161,11 +164,13 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
     for idx, params, autoscheduler, library in job["cands"]:
         send(("start_build", idx))
         try:
-            b, source, feat, compile_s = _build_one(spec, job["target"], params, compile_, autoscheduler, library)
+            b, source, feat, compile_s, schedule_s = _build_one(
+                spec, job["target"], params, compile_, autoscheduler, library
+            )
         except Exception as exc:
             send(("build_failed", idx, _err(exc)))
             continue
-        send(("built", idx, source, feat, compile_s))
+        send(("built", idx, source, feat, compile_s, schedule_s))
         if b is not None:
             send(("start_run", idx))
             try:
