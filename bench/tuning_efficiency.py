@@ -12,14 +12,12 @@ the geometric-mean ratio TVM-XGB / ours at each budget (> 1: ours found faster s
 trials and wall seconds ours needs to reach TVM-XGB's best at the largest budget, and each
 workload's tuned speed relative to PyTorch on the same CPU and threads.
 
-A model is a `--model` value, optionally with `@trust`, `@control` or `@stall` for the exploration modes
-(`--explore trust|control|stall`) and `~gradient` or `~portfolio` for the search (`--search`): e.g.
-`pretrained+xgb@control`, `pretrained+xgb~portfolio`; `%POPxITERS` sets that arm's evolutionary
+A model is a `--model` value, optionally with `@control` for the exploration mode
+(`--explore control`) and `~gradient` or `~decision` for the search (`--search`): e.g.
+`pretrained+xgb@control`, `pretrained-prefix~decision`; `%POPxITERS` sets that arm's evolutionary
 population and genetic iterations (`--population`, `--genetic-iters` set every other arm's), e.g.
 `pretrained+xgb%1024x4`; `^K` screens K uniform draws for the first round (`--screen K`), e.g.
-`pretrained+xgb@control^512`, and `^K:S` takes a share S of every later round from the same
-draws re-ranked (`--rescreen S`), e.g. `pretrained+xgb^512:0.5`, and `^K/W` spreads the screened
-picks over unlike schedules (`--screen-spread W`), e.g. `pretrained+xgb^512/0.5`; `#N` fits the
+`pretrained+xgb@control^512`; `#N` fits the
 online model once N results are measured (`--online-warmup N`), e.g. `pretrained+xgb^512#16`, and
 `&G` sets how fast the blend weight follows the held-back accuracies (`make_cost_model(online_gain=)`,
 1 by default), e.g. `pretrained+xgb^512&2` (quote the list: `&` is a shell operator).
@@ -81,22 +79,15 @@ def _seconds_to_reach(history: list[dict], target: float) -> float | None:
     return next((h.get("t") for h in history if h["trial"] == n), None)
 
 
-def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float, float, int, float, int, int]:
-    """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen, --rescreen,
-    --screen-spread, --online-warmup, the online blend's gain, --confirm, --sketch-moves) of a
-    benchmark model name
-    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN[:RESCREEN][/SPREAD]][#WARMUP][&GAIN][!CONFIRM][*MOVES]`, such as
-    `pretrained+xgb@trust`, `pretrained+xgb~portfolio`, `pretrained+xgb%1024x4`,
-    `pretrained+xgb@control^512`, `pretrained+xgb^512:0.5`, `pretrained+xgb^512/0.5`,
-    `pretrained+xgb^512#16&2`, `pretrained-prefix~decision!8` or `pretrained-prefix~decision*2`.
-    Without `!`, no trials confirm the best (TVM's own loop has no such step); without `*`, no
-    sketch moves."""
-    model, star, moves = model.partition("*")
-    if star and not moves.isdigit():
-        raise SystemExit(f"error: {moves!r} after '*' is not a number of sketch moves a round (e.g. 2)")
-    model, bang, confirm = model.partition("!")
-    if bang and not (confirm.isdigit() and int(confirm) >= 4 and int(confirm) % 2 == 0):
-        raise SystemExit(f"error: {confirm!r} after '!' is not an even number of trials >= 4 (e.g. 8)")
+def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, int, float]:
+    """(--model, --explore, --search, (--population, --genetic-iters) or None, --screen,
+    --online-warmup, the online blend's gain) of a benchmark model name
+    `MODEL[@EXPLORE][~SEARCH][%POPxITERS][^SCREEN][#WARMUP][&GAIN]`, such as
+    `pretrained+xgb@control`, `pretrained-prefix~decision`, `pretrained+xgb%1024x4`,
+    `pretrained+xgb@control^512` or `pretrained+xgb^512#16&2`. (The arms of options that measured
+    no better and were removed, issue 46, are refused: `!N`, `*N`, `^K:S`, `^K/W`.)"""
+    if "!" in model or "*" in model or any(c in model.partition("^")[2] for c in ":/"):
+        raise SystemExit(f"error: {model!r}: --confirm, --sketch-moves, --rescreen and --screen-spread were removed")
     model, amp, gain = model.partition("&")
     try:
         online_gain = float(gain) if amp else 1.0
@@ -108,18 +99,8 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
     if hash_ and not (warm.isdigit() and int(warm) >= 2):
         raise SystemExit(f"error: {warm!r} after '#' is not a number of results >= 2 (e.g. 16)")
     model, _, scr = model.partition("^")
-    scr, _, spread = scr.partition("/")
-    scr, _, share = scr.partition(":")
     if scr and not scr.isdigit():
         raise SystemExit(f"error: {scr!r} after '^' is not a number of draws (e.g. 512)")
-    try:
-        rescreen = float(share or 0)
-    except ValueError:
-        raise SystemExit(f"error: {share!r} after ':' is not a share of a round (e.g. 0.5)") from None
-    try:
-        screen_spread = float(spread or 0)
-    except ValueError:
-        raise SystemExit(f"error: {spread!r} after '/' is not a spread weight (e.g. 0.5)") from None
     model, _, pop = model.partition("%")
     rest, _, search = model.partition("~")
     spec, _, explore = rest.partition("@")
@@ -136,12 +117,8 @@ def _spec(model: str) -> tuple[str, str, str, tuple[int, int] | None, int, float
         search or "evolutionary",
         size,
         int(scr or 0),
-        rescreen,
-        screen_spread,
         warmup,
         online_gain,
-        int(confirm or 0),
-        int(moves or 0),
     )
 
 
@@ -238,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 for model in models:
                     if (wl.name, seed, model) in done:
                         continue
-                    spec, explore, search, size, screen, rescreen, spread, warmup, gain, confirm, moves = _spec(model)
+                    spec, explore, search, size, screen, warmup, gain = _spec(model)
                     population, genetic_iters = size or (args.population, args.genetic_iters)
                     s = TuneSettings(
                         trials=trials_of[model],
@@ -248,10 +225,6 @@ def main(argv: list[str] | None = None) -> int:
                         genetic_num_iters=genetic_iters,
                         seed=seed,
                         screen=screen,
-                        rescreen=rescreen,
-                        screen_spread=spread,
-                        confirm=confirm,
-                        sketch_moves=moves,
                     )
                     tm = make_cost_model(spec, seed=seed, explore=explore, online_warmup=warmup, online_gain=gain)
                     best_at: dict[str, str] = {}

@@ -93,18 +93,15 @@ def tune(
         "auto",
         "--search",
         help="auto (decision with a trace-prefix-tokens prior on a CPU, else evolutionary), evolutionary "
-        "(MetaSchedule's), gradient (relaxed knobs, Adam), portfolio (both, each round split by which has been "
-        "finding the fastest schedules) or decision (decision vectors scored without building schedules; needs a "
-        "model trained on trace-prefix-tokens:v2).",
+        "(MetaSchedule's), gradient (relaxed knobs, Adam) or decision (decision vectors scored without building "
+        "schedules; needs a model trained on trace-prefix-tokens:v2).",
     ),
     explore: str = typer.Option(
         "auto",
         "--explore",
         help="auto: control where the model never saw the target's device (none under the decision search), "
-        "else none; none; trust: a trained "
-        "model's weight follows how well it ordered the last rounds; control: a share of each round comes from a random-scored search, and the model's accuracy on those sets the share; "
-        "stall: random-scored picks only once 2 rounds in a row found no 1% faster schedule (1/8 of a round, "
-        "doubling per further stalled round, at most 1/2).",
+        "else none; none; control: a share of each round comes from a random-scored search, and the model's "
+        "accuracy on those sets the share.",
     ),
     screen: int = typer.Option(
         512,
@@ -113,35 +110,11 @@ def tune(
         "design space, not the evolutionary search's (0: off; ignored by models fitted on the run alone and by "
         "the decision search, which scores thousands of draws itself).",
     ),
-    rescreen: float = typer.Option(
-        0.0,
-        "--rescreen",
-        help="Share of every later round's picks taken from the screened draws not yet measured, re-ranked "
-        "by the model as it learned since (with --screen/4 fresh draws a round); the rest from the evolution.",
-    ),
-    screen_spread: float = typer.Option(
-        0.0,
-        "--screen-spread",
-        help="Spread the screened picks over unlike schedules: each next pick trades this weight x the share "
-        "of its decisions equal to an earlier pick's against its rank (0: the model's top picks).",
-    ),
     online_warmup: int = typer.Option(
         16,
         "--online-warmup",
         help="With PRIOR+KIND (e.g. pretrained+xgb): results measured before the online model is first "
         "fitted and blended in.",
-    ),
-    confirm: int = typer.Option(
-        0,
-        "--confirm",
-        help="The budget's last N trials (even, >= 4) measure the fastest N/2 schedules twice more, and the best "
-        "is the one with the lowest median over all its repeats (one measurement can be lucky); 0: off.",
-    ),
-    sketch_moves: int = typer.Option(
-        0,
-        "--sketch-moves",
-        help="Decision search: new sketches a round, each a measured elite with its compute location moved "
-        "(MetaSchedule's MutateComputeLocation); 0: only the sketches found before the first round.",
     ),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
@@ -161,15 +134,9 @@ def tune(
         population=population,
         genetic_num_iters=genetic_iters,
         seed=seed,
-        retrain_fraction=retrain_fraction,
         search=search,
         screen=screen,
-        rescreen=rescreen,
-        screen_spread=screen_spread,
-        confirm=confirm,
-        sketch_moves=sketch_moves,
     )
-    settings.validate()
     wl = resolve_workload_spec(workload, module)
     tgt = parse_target(target)
     model = model or default_model(tgt)
@@ -186,9 +153,7 @@ def tune(
     out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
     if not json_out:
         err.print(
-            f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials"
-            + (f" (the last {settings.confirm} confirm the best)" if settings.confirm else "")
-            + f", {trials_per_round} per round -> {db}"
+            f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}"
         )
     with Store(db) as store:
         r = run_tune(
@@ -265,14 +230,14 @@ def tune_model(
     explore: str = typer.Option(
         "control",
         "--explore",
-        help="auto, none, trust, control or stall (see `tune --help`). Default control: a network's tasks get few "
+        help="auto, none or control (see `tune --help`). Default control: a network's tasks get few "
         "trials each, and random controls recover the tasks where the prior is wrong (docs/tuning.md).",
     ),
     search: str = typer.Option(
         "evolutionary",
         "--search",
         help="As for `tune`: evolutionary (MetaSchedule's), decision (decision vectors scored without building "
-        "schedules; needs a trace-prefix-tokens prior such as pretrained-prefix), gradient, portfolio or auto.",
+        "schedules; needs a trace-prefix-tokens prior such as pretrained-prefix), gradient or auto.",
     ),
     warm_start: bool = typer.Option(
         True, "--warm-start/--no-warm-start", help="Start every task from the store's best schedules of it."
@@ -304,7 +269,6 @@ def tune_model(
         seed=seed,
         search=search,
     )
-    settings.validate()
     tgt = parse_target(target)
     with Store(db) as store:
         tm = make_cost_model(model, seed=seed, explore=explore, search=search)  # a bad --model fails before the import

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.search.explore import EXPLORE_MODES, ControlGate, StallTracker, TrustGate
+from autosearch.search.explore import EXPLORE_MODES, ControlGate
 
 __all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
@@ -105,7 +105,6 @@ class ModelAdapter:
         online_warmup: int = 16,
         online_gain: float = 1.0,
         explore: str = "none",
-        trust0: float = 0.3,
     ) -> None:
         if model is None and kind is None:
             raise InputError("ModelAdapter needs a trained model or a model kind to train from scratch")
@@ -145,13 +144,7 @@ class ModelAdapter:
         self.online_weight = 0.0
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
         self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
-        self.gate: TrustGate | ControlGate | None = None
-        if explore == "trust":
-            self.gate = TrustGate(trust0=trust0, seed=seed)
-        elif explore == "control":
-            self.gate = ControlGate()
-        #: `explore="stall"`: random controls only once the run's best stops improving.
-        self.stall = StallTracker() if explore == "stall" else None
+        self.gate = ControlGate() if explore == "control" else None
         #: What the model reads, computed for MetaSchedule candidates (search.featurize); set by
         #: `make_cost_model`. Default: PerStoreFeature.
         self.extractor: tuple[str, str] = ("per-store-feature", "tvm-0.27")
@@ -174,24 +167,15 @@ class ModelAdapter:
         return sum(len(g.lats) for g in self.groups.values())
 
     def n_controls(self, n: int) -> int:
-        """How many of a round of `n` should be random controls (`explore="control"` or `"stall"`
-        with a trained model)."""
-        if isinstance(self.gate, ControlGate) and self.model is not None:
+        """How many of a round of `n` should be random controls (`explore="control"` with a trained model)."""
+        if self.gate is not None and self.model is not None:
             return self.gate.controls(n)
-        if self.stall is not None and self.model is not None:
-            return self.stall.controls(n)
         return 0
 
     @property
     def explore_state(self) -> float | None:
-        """What the gate decided for the next round: the trust, or the control share."""
-        if isinstance(self.gate, TrustGate):
-            return self.gate.trust
-        if isinstance(self.gate, ControlGate):
-            return self.gate.share
-        if self.stall is not None:
-            return self.stall.share()
-        return None
+        """What the gate decided for the next round: the control share."""
+        return self.gate.share if self.gate is not None else None
 
     def should_retrain(self) -> bool:
         """The adaptive rule: enough new results relative to what the model was trained on."""
@@ -200,9 +184,8 @@ class ModelAdapter:
 
     # -- scoring -----------------------------------------------------------------------------
     def score(self, feats: Sequence[np.ndarray]) -> np.ndarray:
-        """float64 score per candidate (higher = faster); always finite. With `explore="trust"`,
-        the model's scores are blended with noise by how much the evidence says to trust it; with
-        `"control"`, the ensemble's spread adds an upper-confidence bonus."""
+        """float64 score per candidate (higher = faster); always finite. With `explore="control"`,
+        the ensemble's spread adds an upper-confidence bonus."""
         n = len(feats)
         if n == 0:
             return np.zeros(0, dtype=np.float64)
@@ -218,7 +201,7 @@ class ModelAdapter:
 
             with self._section("predict"):
                 spread = np.asarray(members(FeatureBatch.from_list(list(feats))), dtype=np.float64).std(axis=0)
-        return self._acquire(scores, spread)
+        return self.gate.acquire(scores, spread)
 
     def score_space(self, space: Any, x: np.ndarray) -> np.ndarray:
         """`score` of decision vectors `x` of a `features.decision_space.DecisionSpace`. A model
@@ -233,13 +216,7 @@ class ModelAdapter:
         scores = self._blend(members.mean(axis=0), online)
         if self.gate is None:
             return scores
-        return self._acquire(scores, members.std(axis=0) if len(members) > 1 else None)
-
-    def _acquire(self, scores: np.ndarray, spread: np.ndarray | None) -> np.ndarray:
-        assert self.gate is not None
-        if isinstance(self.gate, ControlGate):
-            return self.gate.acquire(scores, spread)
-        return self.gate.mix(scores, spread)
+        return self.gate.acquire(scores, members.std(axis=0) if len(members) > 1 else None)
 
     def model_scores(self, feats: Sequence[np.ndarray]) -> np.ndarray:
         """The prior's (or the prior + online blend's) scores, finite, without exploration."""
@@ -290,12 +267,8 @@ class ModelAdapter:
         ctrl = [False] * len(feats) if controls is None else [bool(c) for c in controls]
         if len(ctrl) != len(feats):
             raise InputError(f"{len(feats)} feature matrices but {len(ctrl)} control flags")
-        if isinstance(self.gate, TrustGate) and self.model is not None and len(feats):
-            self._judge(group, feats, latencies)
-        elif isinstance(self.gate, ControlGate) and self.model is not None and any(ctrl):
+        if self.gate is not None and self.model is not None and any(ctrl):
             self._judge_controls(group, feats, latencies, ctrl)
-        if self.stall is not None:
-            self.stall.observe(latencies)
         for f, lat, c in zip(feats, latencies, ctrl):
             ok = lat is not None and np.isfinite(lat) and lat > 0
             for store in (self.groups, self.pending):
@@ -309,20 +282,6 @@ class ModelAdapter:
         with self._section("update"):
             self._retrain()
         return True
-
-    def _judge(self, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None]) -> None:
-        """Give the trust gate this round's results, scored before the model learns them, against
-        up to 48 earlier results of the group (sampled once per round)."""
-        old = self.groups.get(group)
-        idx = np.arange(len(old.lats)) if old is not None else np.zeros(0, np.int64)
-        if idx.size > 48:
-            idx = self.rng.choice(idx, 48, replace=False)
-        old_feats = [old.feats[i] for i in idx] if old is not None else []
-        old_lats = [old.lats[i] for i in idx] if old is not None else []
-        scores = self.model_scores([*feats, *old_feats])
-        new = [True] * len(feats) + [False] * len(old_feats)
-        assert isinstance(self.gate, TrustGate)
-        self.gate.judge(scores, [*latencies, *old_lats], new)
 
     def _judge_controls(
         self, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None], ctrl: list[bool]
@@ -339,7 +298,7 @@ class ModelAdapter:
         old_lats = [old.lats[i] for i in idx] if old is not None else []
         items, lats = [*new_feats, *old_feats], [*new_lats, *old_lats]
         new = [True] * len(new_feats) + [False] * len(old_feats)
-        assert isinstance(self.gate, ControlGate)
+        assert self.gate is not None
         self.gate.judge(self.model_scores(items), lats, new)
         if self.online_model is not None:  # prior and online model, each alone, on the same controls
             from autosearch.training.batch import FeatureBatch
@@ -383,7 +342,7 @@ class ModelAdapter:
         biased sample: a prior wrong about the fast region can order its favourites well)."""
         from autosearch.training.metrics import pairwise_accuracy
 
-        if isinstance(self.gate, ControlGate):
+        if self.gate is not None:
             a, b = self.gate.scorer_accuracy("prior"), self.gate.scorer_accuracy("online")
             if a is not None and b is not None:
                 self.held_back.append((a, b))

@@ -13,22 +13,18 @@ share of the picks are random vectors, and at most an eighth of a round's picks 
 structure (`_spread`); the first round starts with every sketch's best-scored vector
 (`_cover_sketches`, at most half the round). The `tlp` prior is
 fine-tuned on the run's measurements (the adapter's incremental update), so a structure it
-ranked high and that measured slow sinks in the next round's scores. Measured schedules the search
-did not propose (random controls, warm-start seeds) are read back into sketch and vector
-(`adopt`) and become parents like its own.
+ranked high and that measured slow sinks in the next round's scores. Warm-start seeds (the store's
+best schedules of the workload) are read back into sketch and vector (`adopt`) and become parents
+like its own picks; random controls (`--explore control`) train the model but are not parents
+(as parents they measured no better: bench/README.md, "Controls that become parents of the
+decision search").
 
 Sketches: one `DecisionSpace` per design space and compute location. A compute location is no
 knob (it changes the loop structure), so the spaces come from the design spaces and from a few
 uniform draws (`RandomDraws`), which sample compute locations as MetaSchedule does. Those draws
-miss most locations (a depthwise conv has ~45 sketches, softmax hundreds), and TVM-XGB's fastest
-schedules at 256 trials sat in sketches the search never had (4 of 6 benchmark workloads,
-bench/README.md). So once the run's best has not improved for `_STALL_ROUNDS` rounds, up to
-`sketch_moves` new sketches a round come from MetaSchedule's own `MutateComputeLocation` applied
-to measured elites (the fastest of each design space first), each seeded with the elite's
-decisions; a new sketch's best-scored vector is measured in that round (`_grow`), and it then
-competes like any other. Off by default: moves from the second round found 1.06x slower
-schedules at 64 trials, and moves once stalled were level with the default at 256 trials
-(re-measured, bench/README.md "Sketch moves once the search stalls").
+miss most locations (a depthwise conv has ~45 sketches, softmax hundreds); new sketches moved from
+measured elites by MetaSchedule's `MutateComputeLocation` measured no better (bench/README.md,
+"Sketch moves once the search stalls") and are gone.
 """
 
 from __future__ import annotations
@@ -50,10 +46,6 @@ _SKETCH_DRAWS = 32
 _PER_STRUCTURE = 1 / 8
 #: The most of the first round's picks spent on covering the sketches (`_cover_sketches`).
 _SKETCH_COVER = 1 / 2
-#: Mutation attempts per new sketch wanted (`_grow`): a move can land on a sketch already held.
-_MOVE_TRIES = 3
-#: Rounds without a 1% better best after which sketch moves start (`_grow`).
-_STALL_ROUNDS = 2
 
 
 def check_decision_model(adapter: Any) -> None:
@@ -97,10 +89,6 @@ class DecisionSearch:
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
-        self.moves = max(0, int(settings.sketch_moves))
-        self._mutator: Any = None  # MetaSchedule's MutateComputeLocation, made on the first move
-        self._seeds: dict[int, np.ndarray] = {}  # each sketch added by a move -> the moved elite's vector in it
-        self.stall = 0  # rounds since the run's best last improved by 1%
         self._scored: dict[tuple[int, bytes], float] = {}  # this round's scores (the model is fixed within a round)
 
     def _add_sketch(self, text: Any) -> int | None:
@@ -134,8 +122,6 @@ class DecisionSearch:
         if n <= 0:
             return []
         self._scored.clear()  # the model was fine-tuned since the last round
-        stalled = bool(self.best) and self.moves > 0 and self.stall >= _STALL_ROUNDS
-        fresh = self._grow(min(self.moves, max(1, n // 4))) if stalled else set()
         pool: list[tuple[float, int, np.ndarray, bytes]] = []
         for s, space in enumerate(self.sketches):
             pop = self._evolve(s, space)
@@ -147,32 +133,26 @@ class DecisionSearch:
         order = _spread(pool, max(1, math.ceil(_PER_STRUCTURE * n)))
         if not self.tried:  # nothing proposed yet: the first round covers the sketches before the prior's top
             order = _cover_sketches(pool, max(1, int(_SKETCH_COVER * n)), order)
-        elif fresh:  # sketches grown this round: each one's best-scored vector first
-            order = _cover_sketches([p for p in pool if p[1] in fresh], len(fresh), order)
         out = self._build(order, n - n_random)
         if len(out) < n:
             out += self._build(self._random_vectors(), n - len(out))
         return out
 
     def notify(self, candidates: list[Any], measured: list[Any]) -> None:
-        """Measured results of a round: the fastest become the next rounds' parents, whether the
-        search proposed them or not (random controls)."""
+        """Measured results of a round: the fastest of the search's own picks become the next
+        rounds' parents; a schedule it did not propose (a random control) does not."""
+        own = [(c, r) for c, r in zip(candidates, measured) if id(c) in self._origin]
         self.adopt(
-            candidates,
-            [float(np.median(r.latencies)) if r.status == "ok" and r.latencies else None for r in measured],
+            [c for c, _ in own],
+            [float(np.median(r.latencies)) if r.status == "ok" and r.latencies else None for _, r in own],
         )
 
     def adopt(self, candidates: list[Any], latencies: list[float | None]) -> None:
         """Measured schedules (latency in seconds, None: failed) join the parents. One the search
-        did not propose (a random control, a warm-start seed from the store) is read back into its
-        sketch and vector (`_place`; a sketch not held yet is added).
-
-        Why: the prior ranked TVM-XGB's fastest schedules low in their own sketches (bench/README.md):
-        the search alone never measures near them, but a control that lands near one is evidence
-        against the prior, and as a parent its neighbourhood is searched, not only trained on."""
+        did not propose (a warm-start seed from the store) is read back into its sketch and vector
+        (`_place`; a sketch not held yet is added): a second run starts where the first ended."""
         from autosearch.backends.tvm.space import trace_json
 
-        before = self.best[0][0] if self.best else math.inf
         for c, lat in zip(candidates, latencies):
             origin = self._origin.pop(id(c), None)
             if lat is None or not math.isfinite(lat):
@@ -186,49 +166,8 @@ class DecisionSearch:
             self.best.append((lat, origin[0], origin[1]))
         self.best.sort(key=lambda t: t[0])
         del self.best[64:]
-        self.stall = 0 if self.best and self.best[0][0] < 0.99 * before else self.stall + 1
 
     # -- the search ------------------------------------------------------------------------------
-    def _grow(self, k: int) -> set[int]:
-        """Up to k new sketches, each a measured elite with its compute location moved by
-        MetaSchedule's `MutateComputeLocation` (a legal location, drawn at random); the fastest
-        elite of each design space first, then the run's fastest. Returns the new sketches."""
-        from tvm.s_tir import Schedule
-        from tvm.s_tir.meta_schedule import _ffi_api
-        from tvm.s_tir.meta_schedule.mutator import MutateComputeLocation
-        from tvm.s_tir.schedule import Trace
-
-        from autosearch.backends.tvm.space import trace_json
-
-        if self._mutator is None:
-            self._mutator = MutateComputeLocation()
-            self._mutator._initialize_with_tune_context(self.context)
-        firsts: dict[str, tuple[int, np.ndarray]] = {}
-        for _, s, v in self.best:  # sorted fastest first
-            firsts.setdefault(repr(self.sketches[s].instructions), (s, v))
-        parents = list(firsts.values()) + [(s, v) for _, s, v in self.best[:k]]
-        new: set[int] = set()
-        for attempt in range(_MOVE_TRIES * k):
-            if len(new) >= k:
-                break
-            s, v = parents[attempt % len(parents)]
-            try:
-                sch = Schedule(self.context.mod)
-                Trace.apply_json_to_schedule(self.sketches[s].trace(v), sch)
-                # the FFI call takes a seed (`Mutator.apply` draws one at random): a run repeats
-                moved = _ffi_api.MutatorApply(self._mutator, sch.trace, int(self.rng.integers(1, 2**31 - 1)))
-                if moved is None:  # no compute location to move in this sketch
-                    continue
-                out = Schedule(self.context.mod)
-                moved.apply_to_schedule(out, remove_postproc=True)
-            except Exception:  # a move the sketch cannot replay: try another
-                continue
-            i = self._add_sketch(trace_json(out))
-            if i is not None:
-                self._seeds[i] = self.sketches[i].current.copy()
-                new.add(i)
-        return new
-
     def _score(self, s: int, x: np.ndarray) -> np.ndarray:
         """Scores of vectors `x` of sketch `s`; each distinct vector is scored once a round.
 
@@ -259,8 +198,6 @@ class DecisionSearch:
     def _initial(self, s: int, space: Any) -> np.ndarray:
         """Random vectors, and one- and two-knob mutants of the sketch's fastest measured ones."""
         elites = [v for _, si, v in self.best if si == s][:16]
-        if not elites and s in self._seeds:  # a grown sketch not measured yet: the moved elite
-            elites = [self._seeds[s]]
         pop = space.sample(self.population, self.rng)
         if elites:
             e = np.repeat(np.stack(elites), max(1, self.population // (4 * len(elites))), axis=0)

@@ -1,38 +1,22 @@
-"""Exploration that follows the evidence: how far to trust the cost model, decided by what it got right.
+"""Exploration that follows the evidence: random controls, and how many, decided by what the model got right.
 
 A pretrained prior is right about some operators and badly wrong about others, and nothing tells
-which before measuring. So every round, before the model learns from the new measurements, we ask
-how well it *had* ordered them (pairwise accuracy on results it never saw). That accuracy sets the
-trust `t` in [0, 1] used for the next rounds' scores:
-
-    score = t * (z(model) + kappa * z(ensemble spread)) + (1 - t) * noise
-
-- a prior that orders fresh results no better than chance (accuracy <= `floor`) gets t = 0: the
-  search samples the design space like random search (what TVM-XGB's random warm-up does well);
-- a prior that orders them well (accuracy >= `floor + span`) gets t = 1: pure exploitation plus an
-  upper-confidence bonus where the ensemble's members disagree;
-- before any evidence, t = `trust0`, so the first round covers the space and still leans on the prior.
-
-`StallTracker` (`--explore stall`, and the gradient search's widening) asks the plainest question:
-is the run still finding faster schedules? A search led by a model converges on the model's
-optimum; where the model is wrong there, every further round measures the same neighbourhood
-(measured: at 256 trials the prior + online model stopped at 98.6 us on a depthwise conv where
-TVM-XGB, random for its first 100 trials, reached 75.5). After `patience` rounds in which the best
-improved by less than `tol`, a share of every round is spent on random schedules, doubling with
-each further stalled round up to `cap`, and back to nothing once a round improves the best. While
-the search keeps improving it costs nothing, which is where the controls below cost the most.
-
-`ControlGate` (`--explore control`) asks the same question of *random* schedules instead: a share
-of every round is drawn uniformly from the design space (the controls), and the model's pairwise
+which before measuring. `ControlGate` (`--explore control`) asks *random* schedules: a share of
+every round is drawn uniformly from the design space (the controls), and the model's pairwise
 accuracy on them, scored before it learns them, is an unbiased estimate of how well it orders the
 space. A round's model picks are its own favourites' neighbourhood, so a prior that is wrong about
-the fast region can still order them well and pass the trust test (measured on a depthwise conv:
-accuracy 0.7-0.9 on its picks, 0.60 on the whole space). The controls' accuracy sets the next
-round's control share: `high` when the model orders random schedules like chance, `low` when it
-orders them well. The controls also feed the run's online model and the evolutionary population,
-which is how TVM's XGBModel finds the fast region its random warm-up samples.
+the fast region can still order them well (measured on a depthwise conv: accuracy 0.7-0.9 on its
+picks, 0.60 on the whole space). The controls' accuracy sets the next round's control share:
+`high` when the model orders random schedules like chance, `low` when it orders them well. The
+controls also feed the run's online model and the evolutionary population, which is how TVM's
+XGBModel finds the fast region its random warm-up samples.
 
-Pure NumPy, testable without TVM; `search.adapter.ModelAdapter` owns one.
+`StallTracker` asks the plainest question: is the run still finding faster schedules? After
+`patience` rounds in which the best improved by less than `tol`, a share of every round is spent
+on random starts, doubling with each further stalled round up to `cap`, and back to nothing once a
+round improves the best (the gradient search's widening, search/gradient/optimize.py).
+
+Pure NumPy, testable without TVM; `search.adapter.ModelAdapter` owns the gate.
 """
 
 from __future__ import annotations
@@ -46,10 +30,10 @@ from numpy.typing import ArrayLike
 
 from autosearch.errors import InputError
 
-__all__ = ["EXPLORE_MODES", "ControlGate", "StallTracker", "TrustGate", "zscore"]
+__all__ = ["EXPLORE_MODES", "ControlGate", "StallTracker", "zscore"]
 
-#: `--explore` values: "none" (scores as the model gives them), "trust", "control" and "stall" (this module).
-EXPLORE_MODES = ("none", "trust", "control", "stall")
+#: `--explore` values past `auto`: "none" (scores as the model gives them) and "control" (this module).
+EXPLORE_MODES = ("none", "control")
 
 
 def _pair_counts(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> tuple[int, int]:
@@ -59,12 +43,6 @@ def _pair_counts(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> tuple[int, 
     dl = np.sign(lat[None, :] - lat[:, None])  # +1 where i is faster than j
     mask = np.triu(np.ones(ds.shape, bool), 1) & (dl != 0) & (new[:, None] | new[None, :])
     return int(np.sum(ds[mask] == dl[mask])), int(mask.sum())
-
-
-def _pairwise_with_new(s: np.ndarray, lat: np.ndarray, new: np.ndarray) -> float | None:
-    """Share of pairs (at least one of them new, different latencies) that `s` orders like the latencies."""
-    right, total = _pair_counts(s, lat, new)
-    return right / total if total else None
 
 
 def _finite_latencies(latencies: Sequence[float | None]) -> np.ndarray:
@@ -80,63 +58,6 @@ def zscore(x: np.ndarray) -> np.ndarray:
     mu, sd = float(x[ok].mean()), float(x[ok].std())
     z = (x - mu) / (sd if sd > 1e-12 else 1.0)
     return np.where(ok, z, z[ok].min() - 1.0 if ok.any() else 0.0)
-
-
-@dataclass
-class TrustGate:
-    """Trust in the model, from its pairwise accuracy on each round's unseen results."""
-
-    trust0: float = 0.3
-    floor: float = 0.5
-    span: float = 0.2
-    window: int = 3
-    kappa: float = 0.5
-    seed: int = 0
-    evidence: list[float] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.trust0 <= 1.0:
-            raise InputError(f"trust0 must be within [0, 1], got {self.trust0}")
-        if self.span <= 0 or self.window < 1 or self.kappa < 0:
-            raise InputError("TrustGate needs span > 0, window >= 1 and kappa >= 0")
-        self._rng = np.random.default_rng(self.seed)
-
-    @property
-    def trust(self) -> float:
-        if not self.evidence:
-            return self.trust0
-        acc = float(np.mean(self.evidence[-self.window :]))
-        return float(np.clip((acc - self.floor) / self.span, 0.0, 1.0))
-
-    def judge(
-        self, scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool] | None = None
-    ) -> float | None:
-        """Record how well `scores` (made before the model saw the `new` results) ordered them.
-
-        With `new`, only pairs that involve a new result count, and the others may be earlier
-        measurements: a round's picks are the model's own favourites, so ordering them among
-        themselves says little; ordering them against what was measured before (random picks
-        included) says whether its favourites really are faster."""
-        lat = _finite_latencies(latencies)
-        fresh = np.ones(lat.shape, bool) if new is None else np.asarray(new, dtype=bool)
-        ok = np.isfinite(lat) & (lat > 0)
-        if (ok & fresh).sum() < 2 or ok.sum() < 3:
-            return None  # too few successes to say anything
-        acc = _pairwise_with_new(np.asarray(scores, dtype=np.float64)[ok], lat[ok], fresh[ok])
-        if acc is None:
-            return None
-        self.evidence.append(acc)
-        return acc
-
-    def mix(self, scores: np.ndarray, spread: np.ndarray | None = None) -> np.ndarray:
-        """Scores for the search: trusted model (+ uncertainty bonus) blended with fresh noise."""
-        t = self.trust
-        z = zscore(scores)
-        if spread is not None and self.kappa > 0:
-            z = z + self.kappa * zscore(spread)
-        if t >= 1.0:
-            return z
-        return t * z + (1.0 - t) * self._rng.standard_normal(z.shape[0])
 
 
 def _measured_pairs(scores: ArrayLike, latencies: Sequence[float | None], new: Sequence[bool]) -> tuple[int, int]:
@@ -231,7 +152,7 @@ class ControlGate:
 
 @dataclass
 class StallTracker:
-    """Rounds in a row without a better best, and the share of random schedules that follows.
+    """Rounds in a row without a better best, and the share of random starts that follows.
 
     patience: stalled rounds before any widening (0: never widen);
     start: the share in the first widened round; it doubles with every further stalled round;
@@ -273,7 +194,3 @@ class StallTracker:
             return base
         k = self.stalled - self.patience
         return max(base, min(self.cap, self.start * 2.0**k))
-
-    def controls(self, n: int) -> int:
-        """How many of a round of `n` candidates are random (never the whole round)."""
-        return 0 if n < 2 else int(min(n - 1, round(self.share() * n)))

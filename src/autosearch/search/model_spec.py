@@ -21,6 +21,7 @@ __all__ = [
     "MODEL_CHOICES",
     "PRETRAINED",
     "TuneModel",
+    "auto_search",
     "default_model",
     "knows_device",
     "make_cost_model",
@@ -51,32 +52,32 @@ def default_model(target: Any = None) -> str:
 @dataclass
 class TuneModel:
     """What a `--model` value resolves to: MetaSchedule's cost model, our adapter (None for TVM's
-    own models), and the label written to results and to every record's source."""
+    own models), the label written to results and to every record's source, and `search`, what
+    `--search auto` runs with this model on the target it was made for (`auto_search`, decided
+    once here)."""
 
     cost_model: Any
     adapter: Any
     label: str
+    search: str = "evolutionary"
 
 
-def _decision_search(search: str, extractor: Any, target: Any) -> bool:
-    """Whether `search` runs the decision search for a model reading `extractor` on `target`."""
+def auto_search(extractor: Any, target: Any) -> str:
+    """What `--search auto` (tune's default) runs for a trained model reading `extractor` on
+    `target` (None: this machine's CPU, as `default_model` takes it): the decision search where the
+    model reads `trace-prefix-tokens` and the target is a CPU (it scores many times more candidates
+    than the evolutionary search, bench/README.md "The decision search as tune's default"),
+    MetaSchedule's evolutionary search for every other model and target."""
     from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
 
-    if search != "auto":
-        return search == "decision"
-    return tuple(extractor or ()) == PREFIX_EXTRACTOR and target is not None and target.kind.name == "llvm"
+    cpu = target is None or target.kind.name == "llvm"
+    return "decision" if tuple(extractor or ()) == PREFIX_EXTRACTOR and cpu else "evolutionary"
 
 
-def resolve_search(search: str, model: TuneModel, target: Any) -> str:
-    """`--search auto` (tune's default): the decision search where the model is a trained prior
-    that reads `trace-prefix-tokens` and the target is a CPU (it scores many times more candidates
-    than the evolutionary search, bench/README.md "The decision search as tune's default"),
-    MetaSchedule's evolutionary search for every other model and target. Other values are kept."""
-    if search != "auto":
-        return search
-    adapter = model.adapter
-    trained = adapter is not None and adapter.model is not None
-    return "decision" if trained and _decision_search(search, adapter.extractor, target) else "evolutionary"
+def resolve_search(search: str, model: TuneModel) -> str:
+    """The search `search` names for `model`: `auto` is what the model was made for
+    (`TuneModel.search`); other values are kept."""
+    return model.search if search == "auto" else search
 
 
 def make_cost_model(
@@ -95,8 +96,8 @@ def make_cost_model(
     """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
     trained model that never saw that device says so (one warning line, unless `warn` is False).
 
-    `explore="trust"` or `"control"` (search/explore.py) lets a trained prior lead the search only as
-    far as it proves right on the run's own measurements; it does nothing for TVM's own models.
+    `explore="control"` (search/explore.py) lets a trained prior lead the search only as far as it
+    proves right on random controls; it does nothing for TVM's own models.
     `"auto"` is `"control"` where the prior never saw `target`'s device and `"none"` elsewhere: on
     a CPU the prior never saw, its picks led the search astray (AMD Zen 3, six workloads: controls
     found 1.24x faster schedules at 64 trials, three seeds), while where it is right the controls cost trials.
@@ -147,11 +148,13 @@ def make_cost_model(
     extractor, featurize = featurizer_for(model, target)
     if extractor == EXTRACTOR:
         check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
+    auto = auto_search(extractor, target)
+    decision = (auto if search == "auto" else search) == "decision"
     if target is not None and warn:
-        warn_unknown_device(model, target, decision=_decision_search(search, extractor, target))
+        warn_unknown_device(model, target, decision=decision)
     if explore == "auto":
         new_device = target is not None and knows_device(model, target) is False
-        explore = "control" if new_device and not _decision_search(search, extractor, target) else "none"
+        explore = "control" if new_device and not decision else "none"
     adapter = ModelAdapter(
         model,
         seed=seed,
@@ -163,7 +166,7 @@ def make_cost_model(
         explore=explore,
     )
     adapter.extractor, adapter.featurize = extractor, featurize
-    return TuneModel(ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label)
+    return TuneModel(ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label, auto)
 
 
 def _device_of(target_json: str) -> tuple[str, str, int]:

@@ -1,6 +1,6 @@
 """Where a tuning round's candidates come from: MetaSchedule's evolutionary search, gradient search,
-both side by side (`PortfolioSource`), or an evolutionary search over decision vectors
-(`DecisionSource`, for models that read `trace-prefix-tokens`).
+or an evolutionary search over decision vectors (`DecisionSource`, for models that read
+`trace-prefix-tokens`).
 
 All are `CandidateSource`s: `propose(n)` returns up to n new candidates, `draw(k)` up to k
 schedules sampled uniformly from the design space (the random controls of `--explore control`),
@@ -22,13 +22,9 @@ __all__ = [
     "DecisionSource",
     "EvolutionarySource",
     "GradientSource",
-    "PortfolioSource",
     "RandomDraws",
-    "ScreenPool",
-    "decision_signature",
     "make_source",
-    "portfolio_share",
-    "spread_picks",
+    "screen_picks",
 ]
 
 
@@ -141,89 +137,26 @@ class RandomDraws:
         return out
 
 
-class ScreenPool:
-    """Uniform draws from the design space that the model ranks, kept across rounds (`--screen K`,
-    `--rescreen S`).
+def screen_picks(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
+    """The n best-scored of k uniform draws from the design space (`--screen K`); the picks are
+    marked seen (never proposed again), the rest stay open to the search.
 
     Why: the prior was trained on uniform samples of MetaSchedule's design spaces, and it orders
     such samples well even on operators and CPUs it never saw (bench/online_replay.py: top-1 0.73
     among random schedules of held-out families on a Zen 3). The evolutionary search, led by the
-    same scores, climbs to schedules unlike any it was trained on, where it can be badly wrong, and
-    where the prior is right it stays near what the model already liked (on a Zen 4, the prior's
-    own CPU, the rounds after a screened first round rarely found anything faster). The first
-    round takes the model's best of K draws; a later round may take a share of its picks from the
-    same pool, re-ranked by the model as it has learned since (the prior + online blend), with
-    K/4 fresh draws added each time. The draws' features are cached, so re-ranking costs a
-    prediction, not a lowering."""
+    same scores, climbs to schedules unlike any it was trained on, where it can be badly wrong
+    (bench/README.md, "A first round screened by the prior")."""
+    import numpy as np
 
-    def __init__(self, draws: RandomDraws, spread: float = 0.0) -> None:
-        self.draws, self.spread = draws, spread
-        self._pool: dict[int, Any] = {}  # structural hash -> candidate, in the order drawn
-
-    @property
-    def pool(self) -> list[Any]:
-        """The draws neither picked nor measured so far."""
-        return list(self._pool.values())
-
-    def pick(self, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
-        """The n best-scored of the pool's unmeasured draws after adding up to k fresh ones; the
-        picks are marked seen (never proposed again), the rest stay open to the search."""
-        import numpy as np
-
-        seen = self.draws.seen
-        self._pool = {h: c for h, c in self._pool.items() if h not in seen}  # measured since: out
-        for h, c in self.draws.draw_keyed(k, mark=False).items():
-            self._pool.setdefault(h, c)
-        if n <= 0 or not self._pool:
-            return []
-        keys = list(self._pool)
-        if len(keys) > n:
-            s = np.asarray(score([self._pool[h] for h in keys]), dtype=np.float64)
-            order = [int(i) for i in np.argsort(-s, kind="stable")]
-            if self.spread > 0:  # best first, then each next one unlike those already picked
-                ranked = [self._pool[keys[i]] for i in order]
-                order = [order[j] for j in spread_picks(ranked, n, self.spread)]
-            keys = [keys[i] for i in order[:n]]
-        picks = [self._pool.pop(h) for h in keys]
-        seen.update(keys)
-        return picks
-
-
-def decision_signature(candidate: Any) -> frozenset[tuple[int, str]]:
-    """(instruction index, sampled value) of every decision in a candidate's trace: two schedules
-    of one sketch agree where these agree."""
-    trace = candidate.sch.trace
-    decisions = trace.decisions
-    return frozenset((i, str(decisions[inst])) for i, inst in enumerate(trace.insts) if inst in decisions)
-
-
-def spread_picks(ranked: list[Any], n: int, weight: float) -> list[int]:
-    """Indices of n of the best-first `ranked` candidates: greedily the one with the best
-    (1 - rank share) - weight x (largest share of decisions it has in common with a pick so far).
-
-    Why (`--screen-spread`): the prior's best-scored draws can all share a decision it is wrong
-    about (on a Zen 4 it gave a depthwise conv's innermost channel tile 32 in 307 of 368 measured
-    schedules, while every fast one had 16), and the online model, fitted on those picks, never
-    learns otherwise. Spreading the first round over unlike schedules gives it the contrast."""
-    if n >= len(ranked):
-        return list(range(len(ranked)))
-    sigs = [decision_signature(c) for c in ranked]
-    size = [max(len(x), 1) for x in sigs]
-    m = len(ranked)
-    picked = [0]
-    overlap = [0.0] * m  # largest share of decisions in common with any pick so far
-    while len(picked) < n:
-        last = sigs[picked[-1]]
-        best, best_value = -1, float("-inf")
-        for i in range(m):
-            if i in picked:
-                continue
-            overlap[i] = max(overlap[i], len(sigs[i] & last) / max(size[i], len(last), 1))
-            value = (1.0 - i / m) - weight * overlap[i]
-            if value > best_value:
-                best, best_value = i, value
-        picked.append(best)
-    return picked
+    pool = draws.draw_keyed(k, mark=False)
+    if n <= 0 or not pool:
+        return []
+    keys = list(pool)
+    if len(keys) > n:
+        s = np.asarray(score([pool[h] for h in keys]), dtype=np.float64)
+        keys = [keys[int(i)] for i in np.argsort(-s, kind="stable")[:n]]
+    draws.seen.update(keys)
+    return [pool[h] for h in keys]
 
 
 def _runner_results(measured: list[Any]) -> list[Any]:
@@ -440,10 +373,6 @@ class GradientSource(_OwnSearchSource):
         self.search.observe(candidates, [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured])
 
 
-#: The searches a portfolio runs side by side (`PortfolioSource.origin` values).
-PORTFOLIO_MEMBERS = ("evolutionary", "gradient")
-
-
 class DecisionSource(_OwnSearchSource):
     """Evolutionary search over decision vectors, scored without building schedules (search/decision_search)."""
 
@@ -468,110 +397,27 @@ class DecisionSource(_OwnSearchSource):
         self.search.notify(candidates, measured)
 
 
-def portfolio_share(origins: list[str], latencies: list[float | None], *, floor: float = 0.25) -> float:
-    """Share of the next round for the gradient search, from who proposed the run's fastest schedules.
-
-    Of the measured picks (`origins` "gradient" / "evolutionary", None latency = failed), the top
-    quarter (at least 4) is counted per search; the share is the Beta(1, 1) posterior mean of
-    "the gradient search supplies a top schedule", kept within [floor, 1 - floor] so the search
-    that is behind keeps a foothold (the two learn from each other's results and can change places).
-    """
-    ok = sorted((lat, o) for o, lat in zip(origins, latencies) if lat is not None and o in PORTFOLIO_MEMBERS)
-    top = ok[: max(4, len(ok) // 4)]
-    g = sum(1 for _, o in top if o == "gradient")
-    share = (g + 1) / (len(top) + 2)
-    return min(max(share, floor), 1.0 - floor)
-
-
-class PortfolioSource:
-    """Evolutionary search ranked by the tuning model *and* gradient search ranked by its own
-    differentiable model, sharing every measurement.
-
-    The two models read different features (lowered-program PerStoreFeature vs. expressions of the
-    sketch's knobs) and are wrong about different operators, and nothing says beforehand which is
-    right about this one. So each round is split between them by `portfolio_share` (half each at
-    first), and each learns from both searches' results: MetaSchedule's database (which the
-    evolution mutates from) and the gradient search's starting points both include the other's
-    finds. `origin` tells which search proposed a candidate.
-    """
-
-    kind = "portfolio"
-
-    def __init__(self, evolutionary: EvolutionarySource, gradient: GradientSource) -> None:
-        self.evo, self.grad = evolutionary, gradient
-        self.grad.draws = self.evo.draws  # one "seen in this run" for both
-        self.context = self.evo.context
-        self.origin: dict[int, str] = {}
-        self._origins: list[str] = []
-        self._latencies: list[float | None] = []
-
-    def share(self) -> float:
-        return portfolio_share(self._origins, self._latencies)
-
-    def propose(self, n: int) -> list[Any]:
-        self.origin = {}  # this round's only: ids of freed candidates are reused
-        if n <= 0:
-            return []
-        k = min(n, max(1, round(n * self.share()))) if n > 1 else 0
-        picks = [(c, "gradient") for c in self.grad.propose(k)]
-        picks += [(c, "evolutionary") for c in self.evo.propose(n - len(picks))]
-        if len(picks) < n:  # one search ran dry: the other fills the round
-            picks += [(c, "gradient") for c in self.grad.propose(n - len(picks))]
-        for c, o in picks:
-            self.origin[id(c)] = o
-        return [c for c, _ in picks]
-
-    def draw(self, k: int) -> list[Any]:
-        return self.evo.draw(k)
-
-    def runner_results(self, measured: list[Any]) -> list[Any]:
-        return _runner_results(measured)
-
-    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
-        pairs = self.evo.seed(rows)
-        self.grad.search.observe([c for _, c in pairs], [r.median for r, _ in pairs])
-        return pairs
-
-    def notify(self, candidates: list[Any], measured: list[Any]) -> None:
-        import numpy as np
-
-        self.evo.notify(candidates, measured)
-        self.grad.notify(candidates, measured)
-        for c, r in zip(candidates, measured):
-            o = self.origin.get(id(c))
-            if o is not None:
-                self._origins.append(o)
-                self._latencies.append(float(np.median(r.latencies)) if r.status == "ok" and r.latencies else None)
-
-    def close(self) -> None:
-        self.evo.close()
-
-
 def make_source(workload: Any, target: Any, model: Any, settings: Any, *, console: Any = None) -> CandidateSource:
-    """The settings' search strategy (`auto` resolved by `model_spec.resolve_search`); a sketch
+    """The settings' search strategy (`auto`: `TuneModel.search`); a sketch
     gradient search cannot relax falls back to evolutionary search alone, with the reason, and so
     does a workload the decision search cannot read where `auto` chose it."""
     from autosearch.search.model_spec import resolve_search
 
-    search = resolve_search(settings.search, model, target)
-    if search in ("gradient", "portfolio"):
+    search = resolve_search(settings.search, model)
+    if search == "gradient":
         from autosearch.search.gradient import relax_reason
 
-        evo = EvolutionarySource(workload, target, model, settings) if search == "portfolio" else None
-        ctx, spaces = (evo.context, evo.spaces) if evo is not None else _design_space(workload, target, settings, None)
+        ctx, spaces = _design_space(workload, target, settings, None)
         reason = relax_reason(spaces)
         if reason is None:
             try:
-                grad = GradientSource(ctx, spaces, model, settings)
-                return PortfolioSource(evo, grad) if evo is not None else grad
+                return GradientSource(ctx, spaces, model, settings)
             except AutosearchError as exc:  # a structure only reading the replays can refuse
                 reason = one_line(exc)
         if console is not None:
             console.print(
                 f"[yellow]gradient search cannot relax {workload.name}: {reason}; using evolutionary search[/]"
             )
-        if evo is not None:
-            return evo
     if search == "decision":
         try:
             return DecisionSource(workload, target, model, settings)

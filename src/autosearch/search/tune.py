@@ -39,7 +39,7 @@ from autosearch.search.results import TuneResult, save_result
 __all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "default_schedule", "measure_untuned", "tune"]
 
 #: Search strategies `tune` can drive.
-SEARCHES = ("auto", "evolutionary", "gradient", "portfolio", "decision")
+SEARCHES = ("auto", "evolutionary", "gradient", "decision")
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -54,13 +54,12 @@ class TuneSettings:
     genetic_num_iters: int = 3
     init_measured_ratio: float = 0.2
     seed: int = 0
-    retrain_fraction: float = 0.2
     #: "evolutionary" (MetaSchedule's, the default), "gradient" (Felix-style, search/gradient),
-    #: "portfolio" (both, each round split by which has been finding the fastest schedules) or
     #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model),
-    #: or "auto" (`tune`'s CLI default: decision where the model reads trace-prefix-tokens and the
-    #: target is a CPU, else evolutionary; `model_spec.resolve_search`; a workload the decision
-    #: search cannot read falls back to evolutionary: `strategy.make_source`).
+    #: or "auto" (`tune`'s CLI default: what `TuneModel.search` says, decided once by
+    #: `model_spec.make_cost_model`: decision where the model reads trace-prefix-tokens and the
+    #: target is a CPU, else evolutionary; a workload the decision search cannot read falls back to
+    #: evolutionary).
     search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
@@ -73,33 +72,15 @@ class TuneSettings:
     #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it.
     fixed_spaces: bool = False
     #: The first round's picks are the cost model's best of this many uniform draws from the
-    #: design space instead of the evolutionary search's (`strategy.ScreenPool`); 0 = off. Only with
+    #: design space instead of the evolutionary search's (`strategy.screen_picks`); 0 = off. Only with
     #: a trained model (a prior): a model fitted on the run alone scores at random before it.
     #: `tune`'s CLI default is 512 (bench/README.md, "A first round screened by the prior");
     #: `tune-model` leaves it off (a network's many tasks would each pay the draws), and the
     #: decision search ignores it (it scores thousands of uniform draws itself every round).
     screen: int = 0
-    #: Share of every later round's model-picked trials taken from the screened draws not yet
-    #: measured, re-ranked by the model as it has learned since, with `screen / 4` fresh draws
-    #: added each round (`strategy.ScreenPool`); the rest come from the evolutionary search as
-    #: before. 0 = off; needs `screen`.
-    rescreen: float = 0.0
-    #: The screened picks are spread over unlike schedules: each next pick is the draw with the
-    #: best (1 - rank share) - spread x (share of its decisions equal to a pick's so far)
-    #: (`strategy.spread_picks`); 0 = the model's top n.
-    screen_spread: float = 0.0
-    #: The budget's last `confirm` trials measure the run's fastest schedules again instead of new
-    #: ones (the `confirm // 2` fastest, twice each, in a shuffled order), and the run's best is
-    #: the one with the lowest median over all its repeats; 0 = off. Why: a run's best is the
-    #: minimum of many noisy measurements, and a search that measures many near-equal schedules
-    #: picks the luckiest one (measured: the decision search's bests measured 16% slower when
-    #: measured again, TVM-XGB's 5%). Off by default: 8 of 64 trials spent on it found schedules
-    #: only 1.017x faster, re-measured (bench/README.md, "Confirming the best").
-    confirm: int = 0
-    #: The decision search adds up to this many sketches a round once its best has stalled for two
-    #: rounds, each a measured elite with its compute location moved by MetaSchedule's
-    #: MutateComputeLocation (`decision_search.DecisionSearch._grow`); 0 = the first round's sketches only.
-    sketch_moves: int = 0
+
+    def __post_init__(self) -> None:
+        self.validate()  # once, where the settings are made: a bad value fails before any work
 
     def validate(self) -> None:
         if self.trials_per_round < 1:
@@ -120,19 +101,8 @@ class TuneSettings:
             raise InputError(f"--search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
         if self.screen < 0:
             raise InputError(f"--screen must be >= 0 (0 = off), got {self.screen}")
-        if not 0.0 <= self.rescreen <= 1.0:
-            raise InputError(f"--rescreen must be within [0, 1], got {self.rescreen}")
-        if self.screen_spread < 0:
-            raise InputError(f"--screen-spread must be >= 0 (0 = off), got {self.screen_spread}")
         if self.population < self.trials_per_round:
             raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
-        if self.sketch_moves < 0:
-            raise InputError(f"--sketch-moves must be >= 0 (0 = off), got {self.sketch_moves}")
-        if self.confirm and not (4 <= self.confirm < self.trials and self.confirm % 2 == 0):
-            raise InputError(
-                f"--confirm must be 0 or an even number of trials from 4 to below --trials {self.trials}, "
-                f"got {self.confirm}"
-            )
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -253,7 +223,6 @@ class TuneRun:
 
         if not isinstance(model, TuneModel):
             raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
-        settings.validate()
         _check_device(target)
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
@@ -289,10 +258,6 @@ class TuneRun:
 
         #: Gradient search ranks with its own differentiable model: the TuneModel's would learn for nothing.
         self.model_learns = not isinstance(self.source, GradientSource)
-        self._pool: Any = None  # the screened draws (`strategy.ScreenPool`), from the first round on
-        self.reserve = settings.confirm  # trials kept back for confirming the best (`TuneSettings.confirm`)
-        #: Each schedule measured ok in this run (or warm-started): its repeats and the trial it was first measured.
-        self.repeats: dict[str, tuple[list[float], int]] = {}
 
     def warm_start(self, store: Any, k: int = 16) -> int:
         """Give the search the store's `k` best schedules of this workload on this target; returns
@@ -309,8 +274,6 @@ class TuneRun:
             self.model.adapter.observe(self.group, feats, [r.median for r, _ in pairs])
         best = pairs[0][0]  # the fastest that replays (rows are fastest first)
         self.result.best_latency, self.result.best_trace, self.result.best_trial = best.median, best.schedule, 0
-        for r, _ in pairs:
-            self.repeats.setdefault(r.schedule, (list(r.latencies), 0))
         return len(pairs)
 
     @property
@@ -323,59 +286,37 @@ class TuneRun:
             self.done = True
             self.result.stop_reason = self.result.stop_reason or "budget reached"
             return False
-        if self.trials_left <= self.reserve and self._confirm():
-            return True
-        n = min(self.settings.trials_per_round, self.trials_left - self.reserve)
+        n = min(self.settings.trials_per_round, self.trials_left)
         k = self.model.adapter.n_controls(n) if self.model.adapter is not None and self.model_learns else 0
         with self.timer.section("search"), interrupts.deferred():
             picks = self._screened(n - k)
             if picks is None:
                 picks = self.source.propose(n - k)
-            elif len(picks) < n - k:  # a later round's screened share: the evolution gives the rest
-                picks += self.source.propose(n - k - len(picks))
             controls = self.source.draw(k) if k else []
         if not picks and not controls:
             self.done = True
             self.result.stop_reason = "search space exhausted"
-            self.reserve = min(self.reserve, self.trials_left)
-            return self.reserve > 0 and self._confirm()
+            return False
         _round(self, picks + controls, [False] * len(picks) + [True] * len(controls))
         return True
 
-    def _confirm(self) -> bool:
-        """Spend the reserved trials measuring the run's fastest schedules again (`TuneSettings.confirm`);
-        False, with the reserve given back to the search, where fewer than two were measured."""
-        k, self.reserve = self.reserve // 2, 0
-        fastest = sorted(self.repeats, key=lambda t: float(np.median(self.repeats[t][0])))[:k]
-        if len(fastest) < 2:
-            return False
-        _confirm_round(self, fastest)
-        return True
-
     def _screened(self, n: int) -> list[Any] | None:
-        """This round's picks from the screened draws (`strategy.ScreenPool`): all of the first
-        round's, `rescreen` of a later round's; None where screening is off or cannot score.
+        """The first round's picks from the screened draws (`strategy.screen_picks`); None in later
+        rounds and where screening is off or cannot score.
         Scored by the model alone, without the exploration bonus: the uniform draws are the
         exploration."""
         from autosearch.features.per_store import extract_features
-        from autosearch.search.strategy import ScreenPool
+        from autosearch.search.strategy import screen_picks
 
         adapter, draws, st = self.model.adapter, getattr(self.source, "draws", None), self.settings
-        first = not self.result.history
-        if st.screen <= n or n <= 0 or not self.model_learns or draws is None or self.source.kind == "decision":
+        if self.result.history or st.screen <= n or n <= 0 or not self.model_learns or draws is None:
             return None
-        if adapter is None or adapter.model is None or (not first and self._pool is None):
-            return None
-        m = n if first else round(st.rescreen * n)
-        if m <= 0:
+        if self.source.kind == "decision" or adapter is None or adapter.model is None:
             return None
         featurize = adapter.featurize or extract_features
         ctx = self.source.context
         with self.timer.section("search:screen"):
-            if first:
-                self._pool = ScreenPool(draws, st.screen_spread)
-            k = st.screen if first else st.screen // 4
-            return self._pool.pick(m, k, lambda cands: adapter.model_scores(featurize(ctx, cands)))
+            return screen_picks(draws, n, st.screen, lambda cands: adapter.model_scores(featurize(ctx, cands)))
 
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted) and the time breakdown."""
@@ -415,7 +356,6 @@ def tune(
     from rich.console import Console
 
     settings = settings or TuneSettings()
-    settings.validate()
     if out_dir is not None:
         check_out_dir(out_dir)
     console = console or Console(stderr=True)
@@ -535,69 +475,14 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     explore = round(state, 3) if state is not None else None
     ad = run.model.adapter
     online_w = round(ad.online_weight, 3) if ad is not None and ad.online_model is not None else None
-    origin = getattr(run.source, "origin", {})  # a portfolio: which search proposed each candidate
-    for cand, t, lat, c, r in zip(cands, texts, lats, controls, measured):
+    for t, lat, c in zip(texts, lats, controls):
         result.trials += 1
         if lat is not None:
             result.ok += 1
-            run.repeats.setdefault(t, (list(r.latencies), result.trials))
             if result.best_latency is None or lat < result.best_latency:
                 result.best_latency, result.best_trace, result.best_trial = lat, t, result.trials
-        by = "control" if c else origin.get(id(cand))
+        by = "control" if c else None
         result.history.append(_entry(result, rnd, lat, now, by, explore=explore, control=c, online_weight=online_w))
-
-
-def _confirm_round(run: TuneRun, traces: list[str]) -> None:
-    """Measure each schedule twice more (two shuffled passes), pool the repeats with its first
-    measurement's, and make the one with the lowest pooled median the run's best; the repeats are
-    added to the store's records (`Store.add_repeats`). A schedule that fails now is not chosen."""
-    from autosearch.backends.tvm.target import device_fingerprint
-    from autosearch.features.per_store import candidate_from_trace
-    from autosearch.store import MeasurementRecord
-
-    timer, result = run.timer, run.result
-    rng = np.random.default_rng([run.settings.seed, 0xC0F])
-    order = [int(i) for _ in range(2) for i in rng.permutation(len(traces))]
-    mod = run.source.context.mod
-    with timer.section("build"):  # each schedule built once, its artifact run in both passes
-        distinct = [candidate_from_trace(mod, t) for t in traces]
-        built = run.builder.build(distinct, run.target)
-    with timer.section("run"):
-        measured = run.measurer.run_built([distinct[i] for i in order], [built[i] for i in order])
-    pooled = {i: list(run.repeats[traces[i]][0]) for i in set(order)}
-    failed = {i for i, r in zip(order, measured) if r.status != "ok"}  # ran before, fails now: not a best
-    for i, r in zip(order, measured):
-        if r.status == "ok":
-            pooled[i] += r.latencies
-    medians = {i: float(np.median(v)) for i, v in pooled.items() if i not in failed}
-    if medians:
-        i = min(medians, key=medians.__getitem__)
-        result.best_latency, result.best_trace = medians[i], traces[i]
-        result.best_trial = run.repeats[traces[i]][1]
-    if run.store is not None:
-        with timer.section("store"):
-            device = device_fingerprint(run.target)
-            run.store.add_repeats(
-                [
-                    MeasurementRecord(
-                        workload_key=run.workload.key,
-                        target=result.target,
-                        device=device,
-                        schedule=traces[i],
-                        status=r.status,
-                        latencies=r.latencies,
-                        source=f"tune:{run.model.label}:{result.run_id}",
-                    )
-                    for i, r in zip(order, measured)
-                ]
-            )
-    now = round(timer.elapsed(), 3)
-    rnd = (result.history[-1]["round"] + 1) if result.history else 0
-    for r in measured:
-        result.trials += 1
-        result.ok += r.status == "ok"
-        lat = float(np.median(r.latencies)) if r.status == "ok" else None
-        result.history.append(_entry(result, rnd, lat, now, "confirm"))
 
 
 def _entry(
@@ -611,9 +496,8 @@ def _entry(
     control: bool = False,
     online_weight: float | None = None,
 ) -> dict[str, Any]:
-    """The history entry of the trial just counted: `explore` is the gate's trust or control share
-    after its round, `online_weight` the online model's share of the score (PRIOR+xgb), `by` which
-    search proposed it ("control" for a random control, "confirm" for a re-measurement)."""
+    """The history entry of the trial just counted: `explore` is the control share after its round, `online_weight` the online model's share of the score (PRIOR+xgb), `by` which
+    proposed it ("control" for a random control, None for the search's own pick)."""
     return {
         "trial": result.trials,
         "round": rnd,

@@ -462,34 +462,6 @@ class Store:
                     self._insert_feature(mid, extractor, features[i])  # type: ignore[arg-type]
         return ids
 
-    def add_repeats(self, records: Sequence[MeasurementRecord]) -> int:
-        """Append the repeats of schedules measured again to their stored `ok` records, in one
-        transaction: the stored median is then over every repeat. Returns how many records grew.
-
-        Why: a schedule's one measurement can be lucky (a run's best is the minimum of many noisy
-        ones), and a second measurement of the same schedule is evidence about the same record, not
-        a new record (schedules are unique per workload and target). A record that is not an `ok`
-        one, stored or new, is left alone."""
-        grown = 0
-        with self._write(f"the repeats of {len(records)} records"):
-            for rec in records:
-                if rec.status != "ok":
-                    continue
-                row = self._conn.execute(
-                    "SELECT m.id, m.latencies FROM measurements m JOIN workloads w ON w.id = m.workload_id"
-                    " WHERE w.key=? AND m.target=? AND m.schedule_hash=? AND m.status='ok'",
-                    (rec.workload_key, rec.target, rec.schedule_hash),
-                ).fetchone()
-                if row is None:
-                    continue
-                lats = [float(x) for x in _json_field(row, "latencies", list)] + list(rec.latencies)
-                self._conn.execute(
-                    "UPDATE measurements SET latencies=?, median=? WHERE id=?",
-                    (json.dumps(lats), statistics.median(lats), int(row[0])),
-                )
-                grown += 1
-        return grown
-
     def _insert_feature(self, measurement_id: int, extractor: tuple[str, str], arr: np.ndarray) -> None:
         a = np.ascontiguousarray(arr, dtype=np.float32)
         if a.ndim != 2:
