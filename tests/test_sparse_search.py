@@ -119,6 +119,21 @@ def test_cli_reads_a_compressed_store(tmp_path) -> None:
         del os.environ["XDG_CACHE_HOME"]
     assert r.exit_code == 0, r.output
     assert "spmv" in r.output and "Traceback" not in r.output
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        r = CliRunner().invoke(app, ["eval", str(model), "--db", str(xz), "--ops", "spmv", "--all", "--json"])
+        bad = CliRunner().invoke(app, ["eval", str(model), "--db", str(xz), "--holdout-family", "community,nope"])
+        tr = CliRunner().invoke(app, ["train", str(tmp_path / "t"), "--db", str(xz), "--op", "spmv", "--model", "WACONet",
+                                      "--epochs", "1", "--holdout-family", "", "--json"])  # fmt: skip
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)["ops"]["spmv"]
+    assert rep["groups"] == 2 and 0.0 <= rep["top1"] <= 1.0
+    assert bad.exit_code == 2 and "unknown family ['nope']" in bad.output
+    assert tr.exit_code == 0, tr.output
+    doc = json.loads(tr.stdout)
+    assert doc["train_groups"] == 2 and len(doc["losses"]) == 1 and (tmp_path / "t" / "config.json").is_file()
 
 
 def _mtx(path, header: str, size: str, lines: list[str]):

@@ -47,6 +47,19 @@ def _ops(text: str) -> tuple[str, ...]:
     return ops
 
 
+def _families(text: str) -> tuple[str, ...]:
+    from autosearch.errors import InputError
+    from autosearch.sparse.matrices import FAMILIES
+
+    fams = tuple(f.strip() for f in text.split(",") if f.strip())
+    bad = [f for f in fams if f not in FAMILIES]
+    if bad:
+        raise InputError(
+            f"--holdout-family: unknown famil{'y' if len(bad) == 1 else 'ies'} {bad}; choose from {', '.join(FAMILIES)}"
+        )
+    return fams
+
+
 def _threads(n: Optional[int]) -> None:
     from autosearch.sparse.measure import set_threads, threads
 
@@ -135,7 +148,9 @@ def train(
     layers: int = typer.Option(1, "--layers", help="Transformer layers (1 or 2)."),
     epochs: int = typer.Option(20, "--epochs"),
     seed: int = typer.Option(0, "--seed"),
-    holdout_family: str = typer.Option("community", "--holdout-family", help="Family never trained on ('' = none)."),
+    holdout_family: str = typer.Option(
+        "community", "--holdout-family", help="Families never trained on, comma-separated ('' = none)."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Train a sparse cost model on the store's sparse records (held-out matrices excluded)."""
@@ -149,7 +164,7 @@ def train(
     ops = None if model == "AutoSparseNet_Full" else _ops(op)
     with Store(resolve_db(db), readonly=True) as store:  # a committed .db.xz is unpacked once
         groups = load_groups(store, ops=ops, min_configs=4)
-    tr, te = split_groups(groups, holdout_family or None)
+    tr, te = split_groups(groups, _families(holdout_family))
     hyper: dict[str, object] = {} if model == "WACONet" else {"placement": placement, "layers": layers}
     res = fit(model, tr, None, epochs=epochs, seed=seed, hyper=hyper)
     save_model(res.model, out, {"trained_on": op if ops else "all", "train_groups": len(tr), "epochs": epochs,
@@ -171,7 +186,7 @@ def eval_(
     model_dir: Path = typer.Argument(..., help="A directory written by `autosearch sparse train`."),
     db: Path = DB_OPT,
     op: str = typer.Option("spmv,spmm,sddmm", "--ops", help="Operators to evaluate on."),
-    holdout_family: str = typer.Option("community", "--holdout-family"),
+    holdout_family: str = typer.Option("community", "--holdout-family", help="Held-out families, comma-separated."),
     all_groups: bool = typer.Option(False, "--all", help="Evaluate on every group, not only the held-out ones."),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -185,7 +200,7 @@ def eval_(
     m, _cfg = load_model(model_dir)
     with Store(resolve_db(db), readonly=True) as store:  # a committed .db.xz is unpacked once
         groups = load_groups(store, ops=_ops(op), min_configs=4)
-    test = groups if all_groups else split_groups(groups, holdout_family or None)[1]
+    test = groups if all_groups else split_groups(groups, _families(holdout_family))[1]
     rows = {}
     for o in _ops(op):
         gs = [g for g in test if g.op == o]
