@@ -128,9 +128,9 @@ def prepare_mkl(mb: MatrixBench) -> Contender | None:
     h = mkl.MklCsr(mb.a, mb.dense)
     if mb.op == "spmv":
         x, y = np.ascontiguousarray(mb.x), np.zeros(mb.a.shape[0], np.float32)
-        return Contender("mkl", lambda: h.mv(x, y), lambda: y, h.inspect_s, LIBRARY["mkl"], [h])
+        return Contender("mkl", h.bind(x, y), lambda: y, h.inspect_s, LIBRARY["mkl"], [h, x, y])
     b, c = np.ascontiguousarray(mb.B), np.zeros((mb.a.shape[0], mb.dense), np.float32)
-    return Contender("mkl", lambda: h.mm(b, c), lambda: c, h.inspect_s, LIBRARY["mkl"], [h])
+    return Contender("mkl", h.bind(b, c), lambda: c, h.inspect_s, LIBRARY["mkl"], [h, b, c])
 
 
 def prepare_torch(mb: MatrixBench) -> Contender | None:
@@ -166,17 +166,13 @@ def prepare_torch(mb: MatrixBench) -> Contender | None:
 
         res = lambda: out.values().numpy()  # noqa: E731 - a one-line closure is clearest here
 
-    def call() -> None:
-        with torch.no_grad():
-            fn()
-
-    try:
+    try:  # no tensor requires grad, so the call needs no no_grad() context (one less per-call cost)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            call()
+            fn()
     except (RuntimeError, NotImplementedError):
         return None
-    return Contender("torch", call, res, prep, LIBRARY["torch"], [t])
+    return Contender("torch", fn, res, prep, LIBRARY["torch"], [t])
 
 
 def prepare_scipy(mb: MatrixBench, chunk: int = 16384) -> Contender:
