@@ -64,8 +64,9 @@ print(json.dumps({"total_s": t2 - t0, "fit_s": t2 - t1}))
 """
 
 
-def trainer_speed(dirs: list[Path], epochs: int, lr: float, threads: int, repeats: int) -> dict:
-    """Halide's retrain tool vs our trainer, same samples / epochs / rate / threads, interleaved."""
+def trainer_speed(dirs: list[Path], epochs: int, lr: float, threads: int, repeats: int, torch_threads: int = 1) -> dict:
+    """Halide's retrain tool (HL_NUM_THREADS=threads) vs our trainer (`torch_threads`; 1 is what the
+    autotune loop uses), same samples / epochs / rate / start, interleaved."""
     import json
 
     import torch
@@ -81,14 +82,21 @@ def trainer_speed(dirs: list[Path], epochs: int, lr: float, threads: int, repeat
         raise SystemExit(f"no pipeline with >= 8 distinct schedules in {', '.join(map(str, dirs))}")
     n = sum(g.size for g in groups)
     files = [str(s.path) for s in samples]
-    out: dict = {"schedules": n, "pipelines": len(groups), "files": len(files), "epochs": epochs, "threads": threads}
+    out: dict = {
+        "schedules": n,
+        "pipelines": len(groups),
+        "files": len(files),
+        "epochs": epochs,
+        "threads": threads,
+        "torch_threads": torch_threads,
+    }
     halide_s, warm_s, fresh_s = [], [], []
     halide_losses: list[float] = []
     ours_losses: list[float] = []
-    trainer = Adams2019Trainer(lr, epochs, num_cores=32, threads=threads)
-    Adams2019Trainer(lr, 1, num_cores=32, threads=threads).fit(Weights.baseline(), groups[:1])  # warm-up
+    trainer = Adams2019Trainer(lr, epochs, num_cores=32, threads=torch_threads)
+    Adams2019Trainer(lr, 1, num_cores=32, threads=torch_threads).fit(Weights.baseline(), groups[:1])  # warm-up
     env = dict(os.environ, HL_NUM_THREADS=str(threads))
-    cfg = json.dumps({"dirs": [str(d) for d in dirs], "lr": lr, "epochs": epochs, "threads": threads})
+    cfg = json.dumps({"dirs": [str(d) for d in dirs], "lr": lr, "epochs": epochs, "threads": torch_threads})
     with tempfile.TemporaryDirectory() as tmp:
         init = Path(tmp) / "init.weights"
         Weights.baseline().save(init)
@@ -143,7 +151,8 @@ def print_trainer_speed(sp: dict) -> None:
     print()
     print(
         f"trainers on {sp['schedules']} schedules of {sp['pipelines']} pipelines, {sp['epochs']} epochs, "
-        f"{sp['threads']} thread(s), median of {len(sp['halide_s'])} interleaved runs"
+        f"Halide's tool on {sp['threads']} thread(s), ours on {sp['torch_threads']}, "
+        f"median of {len(sp['halide_s'])} interleaved runs"
     )
     print("| trainer | median s | samples/s | first-epoch loss | last-epoch loss |")
     print("|---|---|---|---|---|")
@@ -219,6 +228,9 @@ def main() -> None:
     ap.add_argument("--trainer-speed", action="store_true", help="only time Halide's retrain tool against ours")
     ap.add_argument("--samples", default="", help="--trainer-speed: sample folders (comma-separated) to train on")
     ap.add_argument("--speed-repeats", type=int, default=5, help="--trainer-speed: interleaved runs of each trainer")
+    ap.add_argument(
+        "--torch-threads", type=int, default=1, help="--trainer-speed: our trainer's threads (the loop's: 1)"
+    )
     args = ap.parse_args()
     if args.trainer_speed:
         run_trainer_speed(args)
@@ -528,7 +540,7 @@ def run_trainer_speed(args: argparse.Namespace) -> None:
             for i in range(args.train_pipelines):
                 spec = resolve_pipeline("random", {**rp, "seed": 1000 + args.seed * 100000 + i})
                 sample_batch(spec, dirs[0], batch_size=args.batch_size, threads=args.threads, repeats=1, beam_size=1)
-    sp = trainer_speed(dirs, args.epochs, args.lr, args.threads, args.speed_repeats)
+    sp = trainer_speed(dirs, args.epochs, args.lr, args.threads, args.speed_repeats, args.torch_threads)
     print_trainer_speed(sp)
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     (Path(args.out_dir) / "trainer_speed.json").write_text(json.dumps(sp, indent=1) + "\n")

@@ -61,6 +61,12 @@ __all__ = [
 ]
 
 
+#: torch threads for retraining Adams2019: one pipeline's batch is small (<= 1024 schedules x its
+#: stages x 39 features), and intra-op threads cost more in barriers than they save (on the shared
+#: 2-core machine: ~170 ms a step with 2 threads, ~1 ms with 1).
+TRAIN_THREADS = 1
+
+
 class NoSamplesError(AutosearchError):
     """A batch produced no successful sample: there is nothing to train on."""
 
@@ -211,7 +217,7 @@ def retrain_cost_model(
         raise InputError(f"weight_path {wp} must end in '.weights' (Adams2019 treats anything else as a directory)")
     n_threads = int(threads or default_threads())
     trainer = Adams2019Trainer(
-        learning_rate, train_iters, num_cores=n_threads, seed=seed, progress=progress, threads=n_threads
+        learning_rate, train_iters, num_cores=n_threads, seed=seed, progress=progress, threads=TRAIN_THREADS
     )
     trainer._check()
     base_spec = None if gen_path == "random" else resolve_pipeline(gen_path, pipeline_params)

@@ -44,7 +44,7 @@ from autosearch.backends.halide.sampling import batch_params, check_name, descri
 from autosearch.backends.halide.toolchain import default_threads
 from autosearch.backends.halide.weights import Weights
 from autosearch.errors import AutosearchError, InputError
-from autosearch.halide.autosampler import NoSamplesError, _open_store, sample_batch
+from autosearch.halide.autosampler import TRAIN_THREADS, NoSamplesError, _open_store, sample_batch
 from autosearch.models.adams2019 import Adams2019Trainer, group_samples
 
 __all__ = [
@@ -114,7 +114,7 @@ def _retrain(
     groups = group_samples(load_from_dir(samples), min_schedules=2)
     if not groups:
         return start, time.perf_counter() - t0
-    res = Adams2019Trainer(lr, int(batch_size), num_cores=threads, seed=seed, threads=threads).fit(start, groups)
+    res = Adams2019Trainer(lr, int(batch_size), num_cores=threads, seed=seed, threads=TRAIN_THREADS).fit(start, groups)
     return res.weights, time.perf_counter() - t0
 
 
