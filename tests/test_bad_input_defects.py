@@ -118,3 +118,65 @@ def test_stats_with_garbage_latencies_names_the_record(tmp_path: Path, garbage: 
         c.execute("UPDATE measurements SET latencies=? WHERE id=?", (garbage, mid))
     line = _error_line(run_cli("db", "stats", "--db", str(db)))
     assert f"measurement {mid} holds latencies {garbage[:40]!r}" in line, line
+
+
+# -- 6. db import: a non-UTF-8 workload file, and a long log read whole -----------------------------
+def test_import_names_the_workload_file_that_is_not_utf8(tmp_path: Path) -> None:
+    wf, rf = tmp_path / "w.json", tmp_path / "r.json"
+    wf.write_bytes(b'["0x1", "caf\xe9"]\n')
+    rf.write_text('[0, [[[], []], [1e-3], {"kind": "llvm"}, []]]\n')
+    line = _error_line(run_cli("db", "import", str(wf), str(rf), "--db", str(tmp_path / "x.db")))
+    assert f"{wf}:1: not UTF-8 text (byte 0xe9" in line and "r.json" not in line, line
+
+
+@pytest.fixture(scope="module")
+def one_workload_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A real MetaSchedule JSONDatabase pair: one workload of tests/data/tiny_tvm.db, its records."""
+    d = tmp_path_factory.mktemp("log")
+    db = _tiny(d)
+    with sqlite3.connect(db) as c:
+        (wid,) = c.execute("SELECT MIN(id) FROM workloads").fetchone()
+        c.execute("DELETE FROM features")
+        c.execute("DELETE FROM measurements WHERE workload_id != ?", (wid,))
+        c.execute("DELETE FROM workloads WHERE id != ?", (wid,))
+    wf, rf = d / "w.json", d / "r.json"
+    assert run_cli("db", "export", str(wf), str(rf), "--db", str(db)).returncode == 0
+    return wf, rf
+
+
+_PEAK = """
+import resource, sys
+from pathlib import Path
+from autosearch.store import Store
+from autosearch.store.metaschedule_json import import_json_database
+w, small, big, d = (Path(a) for a in sys.argv[1:])
+with Store(d / "warm.db") as st:  # every lazy import and TVM's first parse, before the baseline
+    import_json_database(st, w, small)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with Store(d / "big.db") as st:
+    n = import_json_database(st, w, big)
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+print(n.records, grew // 1024)
+"""
+
+
+def test_import_streams_a_long_log(one_workload_log: tuple[Path, Path], tmp_path: Path) -> None:
+    """12 MB of one repeated line: imported once, and the peak memory does not grow with the file
+    (the importer read the whole log into TVM's JSONDatabase: +23 MB of RSS per MB of log)."""
+    import sys
+
+    wf, rf = one_workload_log
+    line = rf.read_text().splitlines()[0] + "\n"
+    small, big = tmp_path / "small.json", tmp_path / "big.json"
+    small.write_text(line)
+    big.write_text(line * (12 * 2**20 // len(line) + 1))
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(wf), str(small), str(big), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records, grew_mb = (int(x) for x in proc.stdout.split())
+    assert records == 1  # the warm-up store is another file: the big log's one distinct record
+    assert grew_mb < 40, f"peak RSS grew {grew_mb} MB importing a 12 MB log"

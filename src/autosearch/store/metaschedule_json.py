@@ -10,9 +10,10 @@ file and line that is wrong, before anything is written to the store.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,22 @@ class TransferCount:
     failed: int = 0
 
 
-def _validate_lines(path: Path, kind: str) -> None:
+def _lines(path: Path, kind: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line, read one line at a time.
+
+    Why one at a time: a tuning log can be gigabytes (a 50 MB one read whole peaked at 1.7 GB).
+    A line that is not UTF-8 or not JSON fails with this file and line."""
     if not path.is_file():
         raise InputError(f"{kind} file {path} does not exist")
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"{path}:{lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                    "nothing was imported"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -50,6 +62,12 @@ def _validate_lines(path: Path, kind: str) -> None:
                 ok = isinstance(obj[0], int) and isinstance(obj[1], list) and len(obj[1]) >= 2
             if not ok:
                 raise InputError(f"{path}:{lineno}: not a MetaSchedule {kind} entry; nothing was imported")
+            yield lineno, obj
+
+
+def _validate_lines(path: Path, kind: str) -> int:
+    """Check every line of a file (streamed) before anything is written; returns how many entries."""
+    return sum(1 for _ in _lines(path, kind))
 
 
 def _bounded_int(text: str) -> int:
@@ -74,6 +92,10 @@ def _key_index() -> dict[str, Any]:
 Featurizer = Callable[[Any, Any, str], Any]
 
 
+#: Records written per transaction while importing.
+_IMPORT_BATCH = 256
+
+
 def import_json_database(
     store: Any,
     workload_file: Path,
@@ -84,51 +106,109 @@ def import_json_database(
 ) -> TransferCount:
     """Add every tuning record to the store (source `import:<file>`); known workloads keep their names.
 
+    Both files are checked line by line first (nothing is written if one line is broken), then
+    the records are read again one line at a time and written `_IMPORT_BATCH` per transaction:
+    memory stays flat however long the log. A schedule the store (or this import) already holds
+    for its workload and target is skipped before it is featurized.
+
     `featurize` (with its `extractor` id) adds features in the same transaction; the store layer
     does not know any extractor itself, so the caller (the CLI) passes one in.
     """
-    from autosearch.workloads.base import structural_key
-
     workload_file, record_file = Path(workload_file), Path(record_file)
-    records = _read_records(workload_file, record_file)
+    n_workloads = _validate_lines(workload_file, "workload")
+    _validate_lines(record_file, "tuning-record")
+    workloads = _read_workloads(workload_file)
     known = _key_index()
     count = TransferCount()
-    seen_workloads: set[str] = set()
+    keys: dict[int, tuple[str, Any]] = {}  # workload line index -> (structural key, PrimFunc)
+    have: dict[tuple[str, str], set[str]] = {}  # (key, target) -> schedule hashes stored or seen
+    devices: dict[str, str] = {}
     batch: list[Any] = []
     feats: list[Any] = []
-    for rec in records:
-        func = _func_of(rec.workload.mod)
-        key = structural_key(func)
-        if key not in seen_workloads:
-            _add_workload(store, key, func, known, workload_file)
-            seen_workloads.add(key)
-            count.workloads += 1
+    with_features = featurize is not None and extractor is not None
+
+    def flush() -> None:
+        if batch:
+            ids = store.add_measurements(batch, feats if with_features else None, extractor if with_features else None)
+            count.records += sum(i is not None for i in ids)
+            batch.clear()
+            feats.clear()
+
+    for lineno, rec, index in _read_records(record_file, workloads, n_workloads):
+        if index not in keys:
+            keys[index] = _workload_key(rec.workload.mod)
+        key, func = keys[index]
         if rec.target is None:
-            raise InputError(f"{record_file}: a record has no target; cannot tell where it was measured")
-        m = _record(rec, key, record_file)
+            raise InputError(f"{record_file}:{lineno}: the record has no target; cannot tell where it was measured")
+        m = _record(rec, key, record_file, devices)
+        group = have.get((key, m.target))
+        if group is None:
+            if not any(k == key for k, _ in have):
+                _add_workload(store, key, func, known, workload_file)
+                count.workloads += 1
+            group = have[(key, m.target)] = store.schedule_hashes(key, m.target)
+        if m.schedule_hash in group:
+            continue
+        group.add(m.schedule_hash)
         batch.append(m)
         count.failed += 0 if m.status == "ok" else 1
         if featurize is not None:
             feats.append(featurize(tvm_mod(func), rec.target, m.schedule))
-    with_features = featurize is not None and extractor is not None
-    ids = store.add_measurements(batch, feats if with_features else None, extractor if with_features else None)
-    count.records = sum(i is not None for i in ids)
+        if len(batch) >= _IMPORT_BATCH:
+            flush()
+    flush()
     return count
 
 
-def _read_records(workload_file: Path, record_file: Path) -> list[Any]:
-    """Every tuning record, read by TVM's own JSONDatabase after each line was validated."""
+def _workload_key(mod: Any) -> tuple[str, Any]:
+    from autosearch.workloads.base import structural_key
+
+    func = _func_of(mod)
+    return structural_key(func), func
+
+
+def _read_workloads(workload_file: Path) -> list[Any]:
+    """The workload file's entries as TVM reads them (one per line; these files are small)."""
+    import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
-    _validate_lines(workload_file, "workload")
-    _validate_lines(record_file, "tuning-record")
-    try:
-        db = ms.database.JSONDatabase(
-            path_workload=str(workload_file), path_tuning_record=str(record_file), allow_missing=False
-        )
-        return list(db.get_all_tuning_records())
-    except Exception as exc:
-        raise InputError(f"TVM cannot read {record_file}: {str(exc).strip().splitlines()[-1]}") from None
+    parse = tvm_ffi.get_global_func("ffi.json.Parse")
+    out = []
+    for lineno, obj in _lines(workload_file, "workload"):
+        try:
+            out.append(ms.database.Workload.from_json(parse(json.dumps(obj))))
+        except Exception as exc:  # TVM's own errors
+            raise InputError(
+                f"TVM cannot read {workload_file}:{lineno}: {one_line(exc, 120)}; nothing was imported"
+            ) from None
+    return out
+
+
+def _read_records(record_file: Path, workloads: list[Any], n_workloads: int) -> Iterator[tuple[int, Any, int]]:
+    """(line number, TVM TuningRecord, workload index) of each record line, one line at a time."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    parse = tvm_ffi.get_global_func("ffi.json.Parse")
+    seen: set[bytes] = set()  # digests of the lines read: a repeated line is the same record
+    for lineno, (index, entry) in _lines(record_file, "tuning-record"):
+        text = json.dumps([index, entry])
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        if digest in seen:
+            continue
+        seen.add(digest)
+        if not 0 <= index < n_workloads:
+            raise InputError(
+                f"{record_file}:{lineno}: workload index {index}, but the workload file has {n_workloads} entries"
+            )
+        try:
+            rec = ms.database.TuningRecord.from_json(parse(json.dumps(entry)), workloads[index])
+        except Exception as exc:  # TVM's own errors
+            raise InputError(
+                f"TVM cannot read {record_file}:{lineno}: {one_line(exc, 120)}; the records before it are imported "
+                "(run again after fixing it: they are skipped)"
+            ) from None
+        yield lineno, rec, index
 
 
 def _add_workload(store: Any, key: str, func: Any, known: dict[str, Any], workload_file: Path) -> None:
@@ -145,18 +225,23 @@ def _add_workload(store: Any, key: str, func: Any, known: dict[str, Any], worklo
     store.add_workload(WorkloadRecord.from_workload(wl))
 
 
-def _record(rec: Any, key: str, record_file: Path) -> Any:
-    """A MeasurementRecord of one MetaSchedule tuning record (a failed run stays a failure)."""
+def _record(rec: Any, key: str, record_file: Path, devices: dict[str, str] | None = None) -> Any:
+    """A MeasurementRecord of one MetaSchedule tuning record (a failed run stays a failure).
+    `devices` caches each target's fingerprint over an import (it asks the OS each time)."""
     from autosearch.backends.tvm.space import to_plain_json
     from autosearch.backends.tvm.target import device_fingerprint
     from autosearch.store.db import MeasurementRecord
 
+    target = str(rec.target)
+    devices = {} if devices is None else devices
+    if target not in devices:
+        devices[target] = device_fingerprint(rec.target)
     secs = [float(x) for x in (rec.run_secs or [])]
     ok = bool(secs) and all(0 < x < FAILED_RUN_SECS for x in secs)
     return MeasurementRecord(
         workload_key=key,
-        target=str(rec.target),
-        device=device_fingerprint(rec.target),
+        target=target,
+        device=devices[target],
         schedule=json.dumps(to_plain_json(rec.trace.as_json()), separators=(",", ":")),
         status="ok" if ok else "run_error",
         latencies=secs if ok else [],
