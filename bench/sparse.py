@@ -262,7 +262,8 @@ def search_one(
     print(
         f"  {op:5s} {spec_name[:36]:36s} nnz {a.nnz:>8d} ours{ms_('ours')} mkl{ms_('mkl')} torch{ms_('torch')} "
         f"scipy{ms_('scipy')} bestfmt{ms_('bestformat')} csr{ms_('default_csr')} ms  x{ratio:.2f} over {base}"
-        f"  ({row['ours']})",
+        f"  ({row['ours']}; conversion {prep.get('ours', math.nan) * 1e3:.1f} ms vs {base} "
+        f"{prep.get(base, math.nan) * 1e3:.1f} ms: break-even after {row['break_even_runs']:.0f} runs)",
         flush=True,
     )
     return row
