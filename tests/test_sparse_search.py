@@ -53,8 +53,11 @@ def test_model_search_measures_the_models_top_pick_first() -> None:
     from autosearch.sparse.search import candidates_for
     from autosearch.sparse.train import predict_configs
 
+    from autosearch.sparse.models import SELECTED, SHIPPED_DIR
+
     path = shipped_model("spmv")
-    assert path is not None and path.name == "AutoSparseNet-concat-spmv"  # chosen by validation top-1
+    chosen = json.loads((SHIPPED_DIR / SELECTED).read_text())["selected"]["spmv"]
+    assert path is not None and path.name == chosen["dir"] and 0 < chosen["valid_top1"] <= 1  # chosen by validation
     model, _ = load_model(path)
     a = generate(MatrixSpec("powerlaw", 400, 400, 5.0, seed=3))
     cands, _ = candidates_for(a, "spmv", 0, 60, np.random.default_rng(5))
@@ -168,7 +171,9 @@ def test_cli_tune_json_uses_the_shipped_model_and_reports_the_ratio(tmp_path) ->
                                  "--out", str(tmp_path / "best.json")])  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["model"].endswith("AutoSparseNet-concat-spmv") and doc["measured"] == 2
+    from autosearch.sparse.models import shipped_model
+
+    assert doc["model"] == str(shipped_model("spmv")) and doc["measured"] == 2  # the shipped model by default
     times = doc["times_s"]
     assert {"ours", "torch", "scipy"} <= set(times) and all(t > 0 for t in times.values())
     best = min((b for b in HEADLINE if b in times), key=lambda b: times[b])
