@@ -49,11 +49,9 @@ def test_model_search_measures_the_models_top_pick_first() -> None:
     """Without seeds, the first configuration measured is the one the (shipped) model ranks best:
     the search follows the model, not the candidate order."""
     from autosearch.sparse.features import matrix_info, pattern_image
-    from autosearch.sparse.models import load_model, shipped_model
+    from autosearch.sparse.models import SELECTED, SHIPPED_DIR, load_model, shipped_model
     from autosearch.sparse.search import candidates_for
     from autosearch.sparse.train import predict_configs
-
-    from autosearch.sparse.models import SELECTED, SHIPPED_DIR
 
     path = shipped_model("spmv")
     chosen = json.loads((SHIPPED_DIR / SELECTED).read_text())["selected"]["spmv"]
