@@ -180,3 +180,46 @@ def test_import_streams_a_long_log(one_workload_log: tuple[Path, Path], tmp_path
     records, grew_mb = (int(x) for x in proc.stdout.split())
     assert records == 1  # the warm-up store is another file: the big log's one distinct record
     assert grew_mb < 40, f"peak RSS grew {grew_mb} MB importing a 12 MB log"
+
+
+# -- 5. eval on a store on read-only media -----------------------------------------------------------
+def _eval_prefix(db: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli("eval", "--model", "pretrained-prefix", "--db", str(db), "--workloads", "C1D", "--json")
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int, list[str]]:
+    return path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in path.parent.iterdir())
+
+
+def test_eval_never_writes_to_the_store(tmp_path: Path) -> None:
+    """The store lacks the model's trace tokens: eval computes them elsewhere (it backfilled them
+    into the store, so it failed on read-only media)."""
+    import json
+
+    db = _tiny(tmp_path)
+    before = _fingerprint(db)
+    proc = _eval_prefix(db)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(json.loads(proc.stdout)["per_group"]) == 4  # the four C1D workloads, scored
+    after = _fingerprint(db)
+    assert after[:2] == before[:2]  # bytes and mtime: SQLite's `mode=ro` read it
+    from autosearch.store import Store
+
+    with Store(db, readonly=True) as st:
+        assert st.missing_features(("trace-prefix-tokens", "v2"))  # still lacks them: nothing written
+
+
+def test_eval_on_read_only_media(tmp_path: Path) -> None:
+    """`chattr +i` on the file and its folder: not even root can write or create a -wal/-shm file."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    db = _tiny(d)
+    if subprocess.run(["chattr", "+i", str(db), str(d)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i (an immutable file stands in for read-only media) is not available here")
+    try:
+        before = _fingerprint(db)
+        proc = _eval_prefix(db)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert _fingerprint(db) == before  # bytes, mtime, and no -wal/-shm file beside it
+    finally:
+        subprocess.run(["chattr", "-i", str(db), str(d)], capture_output=True)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from autosearch.errors import InputError
+from autosearch.errors import AutosearchError, InputError
 from autosearch.training.batch import DEFAULT_EXTRACTOR
 
 __all__ = ["app", "train_command_data"]
@@ -43,13 +43,65 @@ def _fmt(x: Any) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
-def load_model_data(db: str, extractor: tuple[str, str], device: bool = False, **kw: Any) -> Any:
+def load_model_data(
+    db: str, extractor: tuple[str, str], device: bool = False, *, readonly: bool = False, **kw: Any
+) -> Any:
     """`load_dataset` after computing trace tokens the store lacks (traces are stored), with each
-    group's device descriptor appended to its rows when the model reads it (`-p device=true`)."""
-    from autosearch.features.trace_tokens import ensure_features
-    from autosearch.training.dataset import load_dataset, resolve_db
+    group's device descriptor appended to its rows when the model reads it (`-p device=true`).
+
+    `readonly` (eval, report): the store is only ever opened read-only (SQLite `mode=ro`, or
+    `immutable=1` on read-only media); tokens or a device descriptor it lacks are computed in a
+    private temporary copy, deleted after. A `.xz` store is read through its cached copy, which
+    is ours to write."""
+    import tempfile
+
+    from autosearch.training.dataset import resolve_db
 
     path = resolve_db(db)
+    if not readonly or str(db).endswith(".xz") or not _lacks_data(path, extractor, device):
+        return _load_model_data(path, extractor, device, **kw)
+    with tempfile.TemporaryDirectory(prefix="autosearch-") as tmp:
+        copy = str(Path(tmp) / "copy.db")
+        _copy_store(path, copy)
+        err.print(f"{db} lacks {':'.join(extractor)} features: computed in a temporary copy (it is opened read-only)")
+        try:
+            return _load_model_data(copy, extractor, device, **kw)
+        except AutosearchError as exc:  # name the user's store, not the copy
+            raise type(exc)(str(exc).replace(copy, str(db))) from None
+
+
+def _lacks_data(path: str, extractor: tuple[str, str], device: bool) -> bool:
+    """Whether loading would write to the store: trace tokens to compute, or a device to profile."""
+    from autosearch.features.trace_tokens import TOKEN_EXTRACTORS
+    from autosearch.store import Store
+
+    if device:
+        return True
+    key = (extractor[0], extractor[1])
+    if key not in TOKEN_EXTRACTORS:
+        return False
+    with Store(path, readonly=True) as ro:
+        return bool(ro.missing_features(key))
+
+
+def _copy_store(path: str, copy: str) -> None:
+    """A consistent copy of a store read through a read-only connection (SQLite's backup API)."""
+    import sqlite3
+
+    from autosearch.store import Store
+
+    with Store(path, readonly=True) as ro:
+        dst = sqlite3.connect(copy)
+        try:
+            ro._conn.backup(dst)
+        finally:
+            dst.close()
+
+
+def _load_model_data(path: str, extractor: tuple[str, str], device: bool, **kw: Any) -> Any:
+    from autosearch.features.trace_tokens import ensure_features
+    from autosearch.training.dataset import load_dataset
+
     ensure_features(path, extractor)
     ds = load_dataset(path, extractor=extractor, **kw)
     if device:
@@ -319,7 +371,9 @@ def eval_(
         wl, scope = Split.load(model / SPLIT_FILE).test, "held-out workloads of the model's split"
     elif not wl:
         scope = "all workloads"
-    ds = load_model_data(db, m.extractor, bool(getattr(m, "device", False)), target=target, workloads=wl or None)
+    ds = load_model_data(
+        db, m.extractor, bool(getattr(m, "device", False)), readonly=True, target=target, workloads=wl or None
+    )
     res = evaluate(m, ds)
     if json_out:
         emit_json({"model": str(model), "kind": m.kind, **res.to_dict()})
@@ -364,7 +418,11 @@ def report(
         wl = Split.load(first / SPLIT_FILE).test
     extractor = next(iter(models.values()))[1].extractor
     ds = load_model_data(
-        db, extractor, bool(getattr(next(iter(models.values()))[1], "device", False)), workloads=wl or None
+        db,
+        extractor,
+        bool(getattr(next(iter(models.values()))[1], "device", False)),
+        readonly=True,
+        workloads=wl or None,
     )
     histories, means, scores = {}, {}, {}
     for name, (d, m) in models.items():
