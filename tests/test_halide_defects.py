@@ -253,3 +253,64 @@ def test_a_pipeline_file_that_raises_keeps_its_message(tmp_path):
     bad.write_text("def pipeline():\n    raise ValueError('no such size')\n")
     with pytest.raises(InputError, match=r"pipeline\(\) raised ValueError: no such size"):
         describe_pipeline(resolve_pipeline(str(bad)))
+
+
+def test_a_batch_builds_in_parallel_workers_and_measures_every_candidate(monkeypatch):
+    """Issue 50: candidates autoscheduled and compiled in 2 worker processes at once, then
+    measured one at a time; same schedules as one worker builds, every round measured."""
+    import autosearch.backends.halide.autoschedule as aut
+
+    starts = []
+    orig = aut._start_worker
+
+    def counting(job, threads, permit, keep_stdin=False):
+        starts.append((len(job["cands"]), keep_stdin))
+        return orig(job, threads, permit, keep_stdin)
+
+    monkeypatch.setattr(aut, "_start_worker", counting)
+    spec = resolve_pipeline("blur", {"width": 48, "height": 32})
+    params = [{"parallelism": 1, "beam_size": 1, "random_dropout": 50, "random_dropout_seed": s} for s in range(4)]
+    par = autoschedule_and_benchmark(spec, params, threads=1, repeats=3, build_workers=2)
+    assert starts == [(2, True), (2, True)]  # two workers, two candidates each, waiting for "go"
+    one = autoschedule_and_benchmark(spec, params, threads=1, repeats=1)
+    assert all(r.status == "ok" and len(r.latencies) == 3 for r in par)
+    assert [r.featurization for r in par] == [r.featurization for r in one]  # the same schedules
+
+
+def test_a_parallel_build_worker_that_dies_loses_only_its_current_candidate(tmp_path, monkeypatch):
+    import autosearch.backends.halide.autoschedule as aut
+
+    starts = []
+    orig = aut._start_worker
+
+    def counting(job, threads, permit, keep_stdin=False):
+        starts.append(keep_stdin)
+        return orig(job, threads, permit, keep_stdin)
+
+    monkeypatch.setattr(aut, "_start_worker", counting)
+    marker = tmp_path / "crashed_once"
+    crash_once = tmp_path / "crash_once.py"
+    crash_once.write_text(
+        "import ctypes, pathlib\n"
+        "import halide as hl\n"
+        "from autosearch.backends.halide.pipeline_def import PipelineDef\n"
+        f"MARK = pathlib.Path({str(marker)!r})\n"
+        "def pipeline():\n"
+        "    try:\n"
+        "        MARK.touch(exist_ok=False)  # the first build anywhere crashes, no other\n"
+        "        ctypes.string_at(0)\n"
+        "    except FileExistsError:\n"
+        "        pass\n"
+        "    x, y = hl.Var('x'), hl.Var('y')\n"
+        "    inp = hl.ImageParam(hl.Float(32), 2, 'input')\n"
+        "    f = hl.Func('f')\n"
+        "    f[x, y] = inp[x, y] * 2\n"
+        "    return PipelineDef([f], [(32, 32)], [(inp, (32, 32))])\n"
+    )
+    spec = resolve_pipeline(str(crash_once))
+    params = [{"parallelism": 1, "beam_size": 1, "random_dropout": 50, "random_dropout_seed": s} for s in range(4)]
+    res = autoschedule_and_benchmark(spec, params, threads=1, repeats=2, build_workers=2)
+    failed = [r for r in res if r.status != "ok"]
+    assert len(failed) == 1 and failed[0].status == "build_error" and "worker died" in failed[0].error
+    assert all(len(r.latencies) == 2 for r in res if r.status == "ok")
+    assert starts == [True, True, False]  # two parallel workers, then one for the dead one's other candidate

@@ -170,7 +170,13 @@ def choose_best(
         return []
     params = [rebuild_params(p, threads, beam_size) for _, p in picks]
     res = autoschedule_and_benchmark(
-        spec, params, threads=threads, repeats=repeats, min_time_s=min_time_s, per_iter_min=per_iter_min
+        spec,
+        params,
+        threads=threads,
+        repeats=repeats,
+        min_time_s=min_time_s,
+        per_iter_min=per_iter_min,
+        build_workers=default_threads(),
     )
     rows = []
     for (sample_ms, path), prm, r in zip(picks, params, res):

@@ -18,6 +18,7 @@ Python call overhead makes the mean the better choice). Halide's samples use the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,9 +26,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from autosearch.backends.halide.pipelines import PipelineSpec
@@ -146,9 +148,10 @@ def _log_tail(path: str, n: int = 300) -> str:
 
 
 def _start_worker(
-    job: dict[str, Any], threads: int, permit_failed_unroll: bool
+    job: dict[str, Any], threads: int, permit_failed_unroll: bool, keep_stdin: bool = False
 ) -> tuple[subprocess.Popen[bytes], Connection]:
-    """`python -m autosearch.backends.halide.worker` with the job on its stdin."""
+    """`python -m autosearch.backends.halide.worker` with the job on its stdin (kept open for the
+    "go" line when `keep_stdin`)."""
     env = dict(os.environ)
     env["HL_NUM_THREADS"] = str(int(threads))
     env[PARENT_ENV] = str(os.getpid())
@@ -166,14 +169,20 @@ def _start_worker(
         )
     assert proc.stdin is not None and proc.stdout is not None
     try:
-        proc.stdin.write(json.dumps(job).encode())
-        proc.stdin.close()
+        proc.stdin.write(json.dumps(job).encode() + b"\n")
+        if keep_stdin:
+            proc.stdin.flush()
+        else:
+            proc.stdin.close()
     except OSError:
         pass  # the worker died at once: the read below reports it
     return proc, Connection(os.dup(proc.stdout.fileno()))
 
 
 def _stop(proc: subprocess.Popen[bytes], conn: Connection, grace_s: float) -> None:
+    if proc.stdin is not None and not proc.stdin.closed:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
     try:
         proc.wait(grace_s)
     except subprocess.TimeoutExpired:
@@ -256,6 +265,107 @@ def _drive(
             return False
         if sess.apply(msg):
             return True
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    conn: Connection
+    sess: _Session
+    log_path: str
+    last: float = 0.0  # time of its last message
+    measuring: bool = False  # between a start_run and its result (it holds the run lock)
+
+
+def _read(w: _Worker) -> tuple[Any, ...] | None:
+    """The next message of a worker, or None when it died (its current candidate then failed)."""
+    try:
+        msg = decode_message(w.conn.recv_bytes())
+    except (EOFError, OSError):
+        try:
+            code = w.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        w.sess.fail_current(
+            "build_error" if w.sess.phase == "build" else "run_error",
+            f"worker died (exit code {code}) while {w.sess.what()}: {_log_tail(w.log_path)}",
+        )
+        return None
+    w.last = time.monotonic()
+    return msg
+
+
+def _parallel_attempt(
+    jobs: list[dict[str, Any]],
+    results: list[CandidateResult],
+    benchmark: bool,
+    on_event: Callable[[str, int], None] | None,
+    threads: int,
+    permit_failed_unroll: bool,
+    build_timeout_s: float,
+    run_timeout_s: float,
+) -> set[int]:
+    """One worker per job builds its share of the candidates at the same time as the others
+    (autoscheduling and LLVM are single-threaded: Halide's loop compiles a batch in parallel too);
+    once every worker has built, they all get "go" and measure, one measurement at a time (the
+    workers' run lock), so no benchmark runs beside a compile or another benchmark. Returns the
+    candidates of the workers that finished; a worker that died or hung marks its current
+    candidate failed, and its other candidates are left to the caller."""
+    workers: list[_Worker] = []
+    finished: set[int] = set()
+    try:
+        for k, job in enumerate(jobs):
+            proc, conn = _start_worker(job, threads, permit_failed_unroll, keep_stdin=True)
+            sess = _Session(results, benchmark, on_event if k == 0 else None)
+            workers.append(_Worker(proc, conn, sess, job["log_path"], time.monotonic()))
+        building, ready = list(workers), []
+        while building:  # phase 1: build (every worker on its own core)
+            timeout = max(0.0, min(w.last for w in building) + build_timeout_s - time.monotonic())
+            for c in wait([w.conn for w in building], timeout):
+                w = next(x for x in building if x.conn is c)
+                msg = _read(w)
+                if msg is None:
+                    building.remove(w)
+                elif msg[0] == "ready":
+                    building.remove(w)
+                    ready.append(w)
+                elif w.sess.apply(msg):  # done already (nothing of its share built)
+                    building.remove(w)
+                    finished.update(int(i) for i, *_ in jobs[workers.index(w)]["cands"])
+            for w in [x for x in building if time.monotonic() - x.last > build_timeout_s]:
+                w.proc.kill()
+                w.sess.fail_current("timeout", f"no answer within {build_timeout_s:g} s while {w.sess.what()}")
+                building.remove(w)
+        running = []
+        for w in ready:  # phase 2: measure, serialized by the run lock
+            try:
+                assert w.proc.stdin is not None
+                w.proc.stdin.write(b"go\n")
+                w.proc.stdin.close()
+                w.last = time.monotonic()
+                running.append(w)
+            except OSError:
+                pass  # it died: its candidates go back to the caller
+        while running:
+            for c in wait([w.conn for w in running], run_timeout_s):
+                w = next(x for x in running if x.conn is c)
+                msg = _read(w)
+                if msg is None:
+                    running.remove(w)
+                    continue
+                w.measuring = msg[0] == "start_run"
+                if w.sess.apply(msg):
+                    running.remove(w)
+                    finished.update(int(i) for i, *_ in jobs[workers.index(w)]["cands"])
+            now = time.monotonic()
+            for w in [x for x in running if x.measuring and now - x.last > run_timeout_s]:
+                w.proc.kill()
+                w.sess.fail_current("timeout", f"no answer within {run_timeout_s:g} s while running")
+                running.remove(w)
+    finally:
+        for w in workers:
+            _stop(w.proc, w.conn, 10)
+    return finished
 
 
 BUILD_TIMEOUT_ENV = "AUTOSEARCH_HALIDE_BUILD_TIMEOUT"
@@ -343,6 +453,7 @@ def autoschedule_and_benchmark(
     on_event: Callable[[str, int], None] | None = None,
     autoscheduler: str | Sequence[str] = "Adams2019",
     libraries: Sequence[str] | None = None,
+    build_workers: int = 1,
 ) -> list[CandidateResult]:
     """Autoschedule `spec` once per parameter set and (if `benchmark`) time every schedule.
 
@@ -352,6 +463,9 @@ def autoschedule_and_benchmark(
     one for all parameter sets or one per set (so Mullapudi2016, Li2018 and Adams2019 schedules
     can be timed interleaved in one worker); `libraries[i]`, when not empty, is a path prefix
     where candidate i is also written as a static library and header (`prefix.a`, `prefix.h`).
+    `build_workers` > 1 autoschedules and compiles the candidates in that many worker processes
+    at once, then measures them one at a time (see `_parallel_attempt`); if one of those workers
+    dies or hangs, the unfinished candidates are measured again from scratch by one worker.
     """
     if int(threads) < 1:
         raise InputError(f"threads must be >= 1, got {threads!r}")
@@ -368,23 +482,44 @@ def autoschedule_and_benchmark(
     sess = _Session(results, benchmark, on_event)
     pending = list(range(len(results)))  # not failed yet
     log_dir = tempfile.mkdtemp(prefix="autosearch-halide-")
+
+    def job_of(cands: list[int], log_path: str, rounds: int) -> dict[str, Any]:
+        return {
+            "spec": [spec.kind, spec.name, spec.params_json],
+            "target": target,
+            "cands": [(i, validated[i], names[i], str(libs[i] or "")) for i in cands],
+            "rounds": rounds if benchmark else 0,
+            "min_time_s": float(min_time_s),
+            "compile": bool(benchmark),
+            "log_path": log_path,
+            "per_iter_min": bool(per_iter_min),
+        }
+
     try:
+        n_workers = min(int(build_workers), len(pending))
+        if benchmark and n_workers > 1:
+            shares = [pending[k::n_workers] for k in range(n_workers)]  # sample 0 (the beam search) alone-ish
+            jobs = [
+                {
+                    **job_of(share, os.path.join(log_dir, f"parallel{k}.log"), int(repeats)),
+                    "wait_go": True,
+                    "lock_path": os.path.join(log_dir, "run.lock"),
+                }
+                for k, share in enumerate(shares)
+            ]
+            done = _parallel_attempt(
+                jobs, results, benchmark, on_event, threads, permit_failed_unroll, build_timeout, run_timeout_s
+            )
+            pending = [i for i in pending if i not in done and results[i].status in ("pending", "ok")]
+            for i in pending:  # a worker died or hung: its unfinished candidates again, in one worker, below
+                results[i].latencies = []
         attempts = 0
         while pending and attempts <= len(results) + 1:
             attempts += 1
             for i in pending:
                 results[i].latencies = results[i].latencies[: sess.rounds_done]
             log_path = os.path.join(log_dir, f"worker{attempts}.log")
-            job = {
-                "spec": [spec.kind, spec.name, spec.params_json],
-                "target": target,
-                "cands": [(i, validated[i], names[i], str(libs[i] or "")) for i in pending],
-                "rounds": (int(repeats) - sess.rounds_done) if benchmark else 0,
-                "min_time_s": float(min_time_s),
-                "compile": bool(benchmark),
-                "log_path": log_path,
-                "per_iter_min": bool(per_iter_min),
-            }
+            job = job_of(pending, log_path, int(repeats) - sess.rounds_done)
             proc, conn = _start_worker(job, threads, permit_failed_unroll)
             sess.phase, sess.current = "build", -1
             try:

@@ -153,13 +153,16 @@ def sample_batch(
     progress: bool = False,
     min_time_s: float = 0.002,
     per_iter_min: bool = False,
+    build_workers: int | None = None,
 ) -> BatchReport:
     """Autoschedule, benchmark and write one batch of `batch_size` schedules of `spec`.
 
     `min_time_s` and `per_iter_min` are passed to `autoschedule_and_benchmark` (how long one
     measurement lasts; fastest iteration instead of the mean). `record(results, files, target)`
     is called with every candidate (failed ones too) and the sample file of each success, e.g.
-    to write them into the store (`autosearch.halide.autosampler.sample_batch` does)."""
+    to write them into the store (`autosearch.halide.autosampler.sample_batch` does).
+    `build_workers` processes autoschedule and compile the batch at once (default: one per
+    physical core, as Halide's loop compiles a batch in parallel); measuring is one at a time."""
     if int(batch_size) < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size!r}")
     check_name(name)
@@ -199,6 +202,7 @@ def sample_batch(
             min_time_s=min_time_s,
             per_iter_min=per_iter_min,
             on_event=on_event,
+            build_workers=int(build_workers or default_threads()),
         )
     finally:
         if bar is not None:

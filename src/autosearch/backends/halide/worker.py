@@ -5,7 +5,9 @@ Why a module run with `-m` and not a `multiprocessing` spawn: spawn re-imports t
 quick start as users copy it), a `python -` pipe or a notebook killed every worker and no sample
 was written. This process imports only autosearch and Halide.
 
-Protocol: the job arrives as one JSON document on stdin; messages go back as JSON frames over a
+Protocol: the job arrives as one JSON line on stdin (several workers may build one batch in
+parallel: each then says "ready" and waits for a "go" line, and measurements are serialized by an
+`flock` on a shared file, so no benchmark ever runs beside a compile or another benchmark); messages go back as JSON frames over a
 `multiprocessing.connection.Connection` on the original stdout (fd 1 and 2 are then redirected to
 the log file, because Halide prints its warnings there). A job with `"describe": true` only builds
 the pipeline and sends its description: the parent's check of a user's pipeline file, so a file
@@ -181,19 +183,44 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
                 built[idx] = b
             except Exception as exc:
                 send(("run_failed", idx, _err(exc)))
+    if job.get("wait_go"):  # one of several workers that built in parallel: run when all have built
+        send(("ready",))
+        if sys.stdin.buffer.readline().strip() != b"go":
+            return
+    lock = _RunLock(job.get("lock_path") or "")
     order = list(built)
     for r in range(rounds):
         k = r % len(order) if order else 0
         for idx in order[k:] + order[:k]:
-            send(("start_run", idx))
-            try:
-                send(("lat", idx, built[idx].run(built[idx].iters)))
-            except Exception as exc:
-                send(("run_failed", idx, _err(exc)))
-                order.remove(idx)
-                break
+            with lock:  # never two measurements at once, whichever worker holds the candidate
+                send(("start_run", idx))
+                try:
+                    send(("lat", idx, built[idx].run(built[idx].iters)))
+                except Exception as exc:
+                    send(("run_failed", idx, _err(exc)))
+                    order.remove(idx)
+                    break
         send(("round_done", r))
     send(("done",))
+
+
+class _RunLock:
+    """An exclusive `flock` on a file shared by the workers of one batch (no-op without a path)."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if path else -1
+
+    def __enter__(self) -> None:
+        if self.fd >= 0:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 def describe_job(send: Any, job: dict[str, Any]) -> None:
@@ -218,7 +245,7 @@ def describe_job(send: Any, job: dict[str, Any]) -> None:
 def main() -> None:
     """Entry point of the worker process."""
     _die_with_parent(int(os.environ.get(PARENT_ENV, "0") or 0))
-    job = json.loads(sys.stdin.buffer.read())
+    job = json.loads(sys.stdin.buffer.readline())  # one line: stdin stays open for "go" when building in parallel
     conn = Connection(os.dup(1))
     _redirect_output(job["log_path"])
     send = lambda msg: conn.send_bytes(encode_message(msg))  # noqa: E731
