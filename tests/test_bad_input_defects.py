@@ -22,7 +22,7 @@ def _error_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
     """The one `error:` line of a failed command (and that there is no traceback)."""
     assert proc.returncode == code, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("note: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
     return lines[0]
 
@@ -223,3 +223,38 @@ def test_eval_on_read_only_media(tmp_path: Path) -> None:
         assert _fingerprint(db) == before  # bytes, mtime, and no -wal/-shm file beside it
     finally:
         subprocess.run(["chattr", "-i", str(db), str(d)], capture_output=True)
+
+
+# -- 7. a model whose weights are NaN --------------------------------------------------------------
+def _prefix_with_weights(tmp_path: Path, value: float) -> Path:
+    """The shipped pretrained-prefix model with every weight set to `value` (checksum updated)."""
+    import hashlib
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from autosearch.search.model_spec import pretrained_dir
+
+    d = tmp_path / "model"
+    shutil.copytree(pretrained_dir("pretrained-prefix"), d)
+    f = d / "model.safetensors"
+    state = load_file(str(f))
+    save_file({k: torch.full_like(v, value) if v.is_floating_point() else v for k, v in state.items()}, str(f))
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["weights_sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_eval_refuses_a_model_with_nan_weights(tmp_path: Path) -> None:
+    d = _prefix_with_weights(tmp_path, float("nan"))
+    line = _error_line(run_cli("eval", "--model", str(d), "--db", str(_tiny(tmp_path)), "--workloads", "GMM"))
+    assert "tensors hold NaN or infinite weights" in line and "model.safetensors" in line, line
+
+
+def test_eval_refuses_nan_predictions(tmp_path: Path) -> None:
+    """Finite weights so large that every score overflows: the predictions are NaN, not the weights."""
+    d = _prefix_with_weights(tmp_path, 3e38)
+    line = _error_line(run_cli("eval", "--model", str(d), "--db", str(_tiny(tmp_path)), "--workloads", "GMM"))
+    assert "NaN predictions are an error" in line and "batch_matmul/1x128x128x128" in line, line

@@ -63,7 +63,12 @@ def load_model_data(
     with tempfile.TemporaryDirectory(prefix="autosearch-") as tmp:
         copy = str(Path(tmp) / "copy.db")
         _copy_store(path, copy)
-        err.print(f"{db} lacks {':'.join(extractor)} features: computed in a temporary copy (it is opened read-only)")
+        err.print(
+            f"note: {db} lacks {':'.join(extractor)} features: computing them in a temporary copy "
+            "(eval and report never write to the store)",
+            highlight=False,
+            soft_wrap=True,
+        )
         try:
             return _load_model_data(copy, extractor, device, **kw)
         except AutosearchError as exc:  # name the user's store, not the copy
@@ -343,6 +348,19 @@ def _fit_with_progress(
     return report
 
 
+def _check_finite(model: Path, ds: Any, scores: Sequence[Any]) -> None:
+    """A model that predicts NaN (or inf) ranks nothing: its metrics would be noise, so it is an error."""
+    import numpy as np
+
+    for g, sc in zip(ds.groups, scores):
+        bad = int((~np.isfinite(np.asarray(sc, dtype=np.float64))).sum())
+        if bad:
+            raise InputError(
+                f"{model} predicts NaN or infinite scores ({bad} of {len(sc)} candidates of {g.name}): "
+                "NaN predictions are an error (a diverged or damaged model; retrain it)"
+            )
+
+
 @app.command("eval")
 @one_line_errors
 def eval_(
@@ -374,7 +392,8 @@ def eval_(
     ds = load_model_data(
         db, m.extractor, bool(getattr(m, "device", False)), readonly=True, target=target, workloads=wl or None
     )
-    res = evaluate(m, ds)
+    res = evaluate(m, ds, keep_scores=True)
+    _check_finite(model, ds, res.scores)
     if json_out:
         emit_json({"model": str(model), "kind": m.kind, **res.to_dict()})
         return

@@ -156,6 +156,11 @@ def load_members(f: str | os.PathLike[str], members: int, make_net: Callable[[],
         state = load_file(str(f))
     except Exception as exc:  # safetensors raises its own error types for truncated headers/data
         raise InputError(f"{f} is truncated or corrupt: {one_line(exc)}") from None
+    import torch
+
+    broken = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if broken:  # a diverged training saved as is: every prediction would be NaN
+        raise InputError(f"{f}: {len(broken)} of {len(state)} tensors hold NaN or infinite weights ({broken[0]}, ...)")
     if not any(k.startswith("m0.") for k in state):  # written before ensembles: one network
         state = {f"m0.{k}": v for k, v in state.items()}
     nets = []
