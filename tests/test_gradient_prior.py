@@ -146,3 +146,59 @@ def test_descent_raises_the_prior_score_and_rounds_to_schedules_that_build(sketc
         cands.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
     built = build_in_process(cands, host)
     assert all(b.error_msg is None and b.artifact_path for b in built), [b.error_msg for b in built]
+
+
+def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_its_parents(host) -> None:
+    """`--search gradient` with the prefix prior runs the descent on it (not the knob model's search):
+    new, distinct, post-processed schedules, most of them from descents; measured ones (stand-in
+    latencies here) become the next round's starting points and are never proposed again."""
+    from autosearch.backends.tvm.measure import MeasureResult
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.strategy import PriorGradientSource, make_source
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads import get_workload
+
+    model = make_cost_model("pretrained-prefix", target=host, warn=False, search="gradient")
+    settings = TuneSettings(trials=32, search="gradient", seed=0)
+    source = make_source(get_workload("bert/dense/128x768/768"), host, model, settings)
+    assert isinstance(source, PriorGradientSource) and source.kind == "gradient"
+    search = source.search
+    search.options = DescentOptions(starts=8, steps=12, checkpoints=(6,), screen=64, descend_sketches=2)
+    first = source.propose(8)
+    assert len(first) == 8 and len({c.sch.mod.script() for c in first}) == 8
+    assert all('["EnterPostproc"' in trace_json(c.sch) for c in first)
+    assert search.descended[-1] > 0 and search.picked[-1] >= 4  # the descents' vectors lead the round
+    source.notify(first, [MeasureResult("ok", [1e-3 * (i + 1)] * 3) for i in range(8)])
+    assert len(search.best) == 8 and search.best[0][0] == pytest.approx(1e-3)
+    _lat, s, fastest = search.best[0]
+    others = search.sketches[s].sample(32, np.random.default_rng(0))
+    starts = search._starts(s, others, np.zeros(len(others)))
+    assert (starts == fastest).all(axis=1).any()  # the fastest measured vector is a starting point
+    second = source.propose(8)
+    assert len(second) == 8 and not {c.sch.mod.script() for c in first} & {c.sch.mod.script() for c in second}
+
+
+@pytest.mark.slow
+def test_tuning_with_gradient_search_on_the_prior_fine_tunes_it(host) -> None:
+    """A real 16-trial run: the gradient search on the prefix prior measures, and the prior is
+    fine-tuned on the measurements through the tuning loop's update path (as for the decision search)."""
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.strategy import PriorGradientSource
+    from autosearch.search.tune import TuneRun, TuneSettings
+    from autosearch.workloads import get_workload
+
+    model = make_cost_model("pretrained-prefix", target=host, warn=False, search="gradient")
+    run = TuneRun(
+        get_workload("batch_matmul/1x128x128x128"),
+        host,
+        model,
+        TuneSettings(trials=16, trials_per_round=8, search="gradient"),
+    )
+    assert isinstance(run.source, PriorGradientSource)
+    weights = [p.detach().clone() for p in model.adapter.model.nets[0].parameters()]
+    while run.step():
+        pass
+    result = run.finish(baseline=False, reference=False)
+    assert result.search == "gradient" and result.trials == 16 and result.best_latency is not None
+    assert model.adapter.n_retrains >= 1
+    assert any(not torch.equal(a, b) for a, b in zip(weights, model.adapter.model.nets[0].parameters()))

@@ -22,6 +22,7 @@ __all__ = [
     "DecisionSource",
     "EvolutionarySource",
     "GradientSource",
+    "PriorGradientSource",
     "RandomDraws",
     "make_source",
     "screen_picks",
@@ -397,8 +398,26 @@ class DecisionSource(_OwnSearchSource):
         self.search.notify(candidates, measured)
 
 
+class PriorGradientSource(DecisionSource):
+    """Gradient search (Felix) on the tuning model itself, a `tlp` prior over trace-prefix tokens:
+    the decision search's sketches and bookkeeping, candidates from Adam on the prior's score of
+    relaxed decision vectors (search/gradient/prior_descent). The prior learns the run's
+    measurements as under the decision search (the loop's adapter update)."""
+
+    kind = "gradient"
+
+    def __init__(self, workload: Any, target: Any, model: Any, settings: Any) -> None:
+        from autosearch.search.gradient.prior_descent import PriorGradientSearch
+
+        self.context, self.spaces = _design_space(workload, target, settings, None)
+        self.draws = RandomDraws(self.context, self.spaces, settings.seed)
+        self.search = PriorGradientSearch(self.context, self.spaces, self.draws, model.adapter, settings)
+
+
 def make_source(workload: Any, target: Any, model: Any, settings: Any, *, console: Any = None) -> CandidateSource:
-    """The settings' search strategy (`auto`: `TuneModel.search`); a sketch
+    """The settings' search strategy (`auto`: `TuneModel.search`). `gradient` descends the tuning
+    model itself where it is a `tlp` prior over trace-prefix tokens on a CPU (`PriorGradientSource`),
+    else its own knob model (`GradientSource`); a sketch that
     gradient search cannot relax falls back to evolutionary search alone, with the reason, and so
     does a workload the decision search cannot read where `auto` chose it."""
     from autosearch.search.model_spec import resolve_search
@@ -406,7 +425,14 @@ def make_source(workload: Any, target: Any, model: Any, settings: Any, *, consol
     search = resolve_search(settings.search, model)
     if search == "gradient":
         from autosearch.search.gradient import relax_reason
+        from autosearch.search.gradient.prior_tokens import prior_reason
 
+        if prior_reason(model, target) is None:  # the tuning model's own score is descended
+            try:
+                return PriorGradientSource(workload, target, model, settings)
+            except WorkloadError as exc:  # no sketch the decision space reads: the knob model's search may
+                if console is not None:
+                    console.print(f"[yellow]{workload.name}: {one_line(exc)}; gradient search on its knob model[/]")
         ctx, spaces = _design_space(workload, target, settings, None)
         reason = relax_reason(spaces)
         if reason is None:

@@ -9,6 +9,10 @@ data.py       training groups from a store's traces; the relaxable sketches of a
 pretrain.py   pretraining on a store (`python -m autosearch.search.gradient.pretrain`)
 ms_model.py   the same model as a MetaSchedule PyCostModel (evolutionary search with it)
 optimize.py   Adam on the relaxed knobs, rounding, dedup: `GradientSearch` (propose / observe)
+
+On the tuning model itself (a `tlp` prior over trace-prefix tokens, `--model pretrained-prefix`):
+prior_tokens.py   the prefix tokens as a torch function of a sketch's relaxed knobs (exact at integral points)
+prior_descent.py  Adam on the prior's score over the decision search's sketches: `PriorGradientSearch`
 """
 
 from __future__ import annotations

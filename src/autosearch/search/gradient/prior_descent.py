@@ -10,11 +10,12 @@ sketches: the design spaces and the compute locations of a few uniform draws):
 1. `screen` uniform vectors and mutants of the sketch's fastest measured ones are scored from
    the prior's tables (`score_space`: tens of thousands a second);
 2. on the `descend_sketches` sketches with the best scores (and every sketch holding one of the
-   run's four fastest schedules), `starts` descents begin: half from the best-scored vectors of
-   step 1, the rest from uniform ones; each tile knob is z with log2 factors log2(E) softmax(z)
-   (Felix: the product stays the loop's extent), each categorical knob a softmax over its
-   candidates (`descend`);
-3. Adam on -score + penalty x (innermost factor over its limit)^2 for `steps` steps; at every
+   run's four fastest schedules), `starts` descents begin: the sketch's fastest measured vectors,
+   the best-scored vectors of step 1 up to half, the rest uniform ones; each tile knob is z with
+   log2 factors log2(E) softmax(z) (Felix: the product stays the loop's extent), each categorical
+   knob a softmax over its candidates (`descend`);
+3. Adam on -score + penalty x (innermost factor over its limit)^2 for `steps` steps (each step on
+   one ensemble member in turn: `cycle_members`); at every
    checkpoint each point is rounded to the nearest valid factorisation (log space) and most
    likely choice, the rounded vectors deduplicated and scored exactly;
 4. the round's picks are the best-scored of steps 1-3, spread over loop structures and covering
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 
 from autosearch.errors import InputError
-from autosearch.search.decision_search import DecisionSearch, _cover_sketches, _spread
+from autosearch.search.decision_search import _PER_STRUCTURE, _SKETCH_COVER, DecisionSearch, _cover_sketches, _spread
 from autosearch.search.gradient.prior_tokens import RelaxedTokens, check_prior, prior_scores
 
 __all__ = ["DescentOptions", "PriorGradientSearch", "descend"]
@@ -46,14 +47,17 @@ __all__ = ["DescentOptions", "PriorGradientSearch", "descend"]
 class DescentOptions:
     """How each round descends (see the module docstring)."""
 
-    starts: int = 32  #: descents per descended sketch
-    steps: int = 40  #: Adam steps per descent
+    starts: int = 16  #: descents per descended sketch
+    steps: int = 30  #: Adam steps per descent
     lr: float = 0.1
-    checkpoints: tuple[int, ...] = (10, 20, 30)  #: steps at which points are also rounded (and the last)
+    checkpoints: tuple[int, ...] = (10, 20)  #: steps at which points are also rounded (and the last)
     penalty: float = 10.0  #: weight of the squared innermost-limit excess (log2 units)
     noise: float = 0.3  #: scale of the random offset of a start's logits (descents from one start differ)
     screen: int = 256  #: uniform vectors scored per sketch per round (step 1)
-    descend_sketches: int = 8  #: sketches descended per round, by their best screened score
+    descend_sketches: int = 6  #: sketches descended per round, by their best screened score
+    #: each step follows one member of the ensemble in turn (a third of the cost of the mean's
+    #: gradient with three members; the rounded points are ranked by the whole ensemble)
+    cycle_members: bool = True
 
     def validate(self) -> None:
         if self.starts < 1 or self.steps < 1 or self.screen < 1 or self.descend_sketches < 1:
@@ -66,7 +70,8 @@ def descend(
     relaxed: RelaxedTokens, nets: list[Any], starts: np.ndarray, opts: DescentOptions, generator: torch.Generator
 ) -> np.ndarray:
     """Unique rounded decision vectors (m, knobs) met by Adam runs on the networks' mean score
-    from each of `starts` (n, knobs), rounded at every checkpoint and at the last step."""
+    (or each member's in turn: `cycle_members`) from each of `starts` (n, knobs), rounded at
+    every checkpoint and at the last step."""
     space = relaxed.space
     starts = space.validate(starts)
     u0, p0 = relaxed.integral(starts)
@@ -102,7 +107,8 @@ def descend(
             u[j] = torch.softmax(z, 1) * total
         for j, w in cat_w.items():
             p[j] = torch.softmax(w, 1)
-        score = prior_scores(nets, relaxed.tokens(u, p))
+        members = [nets[(step - 1) % len(nets)]] if opts.cycle_members else nets
+        score = prior_scores(members, relaxed.tokens(u, p))
         loss = -score.sum() + opts.penalty * relaxed.violation(u).sum()
         grads = torch.autograd.grad(loss, params)  # the networks' own weights get no gradient
         for prm, g in zip(params, grads):
@@ -134,6 +140,7 @@ class PriorGradientSearch(DecisionSearch):
         self._relaxed: dict[int, RelaxedTokens] = {}
         self.last_search_seconds = 0.0
         self.descended: list[int] = []  # rounded vectors the descents gave, per round (after dedupe)
+        self.picked: list[int] = []  # of each round's picks, how many a descent gave
 
     def relaxed(self, s: int) -> RelaxedTokens:
         """The sketch's tokens as a function of relaxed knobs (made once per sketch)."""
@@ -158,25 +165,26 @@ class PriorGradientSearch(DecisionSearch):
         order = sorted(range(len(self.sketches)), key=lambda s: -float(screened[s][1].max()))
         chosen = list(dict.fromkeys([*order[: opts.descend_sketches], *(s for _, s, _ in self.best[:4])]))
         pool: list[tuple[float, int, np.ndarray, bytes]] = []
-        descended = 0
+        descended: set[tuple[int, bytes]] = set()
         nets = list(self.adapter.model.nets)
         with _threads(self.adapter.score_threads):
             for s in chosen:
                 x, scores = screened[s]
                 starts = self._starts(s, x, scores)
                 found = descend(self.relaxed(s), nets, starts, opts, self.generator)
-                descended += len(found)
+                descended.update((s, v.tobytes()) for v in found)
                 screened[s] = (np.concatenate([x, found]), np.concatenate([scores, self._score(s, found)]))
-        self.descended.append(descended)
+        self.descended.append(len(descended))
         for s, (x, scores) in enumerate(screened):
             shapes = self.sketches[s].structure(x)
             pool += [(float(sc), s, v, shape.tobytes()) for sc, v, shape in zip(scores, x, shapes)]
         pool.sort(key=lambda t: -t[0])
         n_random = round(self.settings.eps_greedy * n)
-        ordered = _spread(pool, max(1, math.ceil(n / 8)))
+        ordered = _spread(pool, max(1, math.ceil(_PER_STRUCTURE * n)))
         if not self.tried:  # the first round covers the sketches before the prior's top
-            ordered = _cover_sketches(pool, max(1, n // 2), ordered)
+            ordered = _cover_sketches(pool, max(1, int(_SKETCH_COVER * n)), ordered)
         out = self._build(ordered, n - n_random)
+        self.picked.append(sum((o[0], o[1].tobytes()) in descended for c in out if (o := self._origin.get(id(c)))))
         if len(out) < n:
             out += self._build(self._random_vectors(), n - len(out))
         self.last_search_seconds = time.perf_counter() - t0

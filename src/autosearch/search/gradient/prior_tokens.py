@@ -44,7 +44,7 @@ from autosearch.features.trace_tokens import (
     parse_ir_blocks,
 )
 
-__all__ = ["RelaxedTokens", "check_prior", "prior_scores"]
+__all__ = ["RelaxedTokens", "check_prior", "prior_reason", "prior_scores"]
 
 
 def check_prior(model: Any) -> None:
@@ -58,6 +58,21 @@ def check_prior(model: Any) -> None:
         )
     if any(getattr(net, "device_width", 0) for net in nets):
         raise InputError("gradient search on the prior cannot score with a tlp model trained with device=true")
+
+
+def prior_reason(model: Any, target: Any = None) -> str | None:
+    """Why `--search gradient` cannot descend the tuning model itself (None when it can): that
+    needs a trained `tlp` prior over trace-prefix tokens (a `TuneModel`'s adapter holding one) and
+    a CPU target (the prefix prior has seen no GPU trace; the decision search runs on CPUs only)."""
+    adapter = getattr(model, "adapter", None)
+    try:
+        check_prior(getattr(adapter, "model", None))
+    except InputError as exc:
+        return str(exc)
+    if tuple(getattr(adapter, "extractor", ()) or ()) != PREFIX_EXTRACTOR:
+        return f"the tuning model does not read {':'.join(PREFIX_EXTRACTOR)}"
+    kind = getattr(getattr(target, "kind", None), "name", "llvm")
+    return None if kind == "llvm" else f"gradient search on the prior runs on CPU targets, not {kind}"
 
 
 def prior_scores(nets: list[Any], tokens: torch.Tensor) -> torch.Tensor:
