@@ -258,3 +258,29 @@ def test_eval_refuses_nan_predictions(tmp_path: Path) -> None:
     d = _prefix_with_weights(tmp_path, 3e38)
     line = _error_line(run_cli("eval", "--model", str(d), "--db", str(_tiny(tmp_path)), "--workloads", "GMM"))
     assert "NaN predictions are an error" in line and "batch_matmul/1x128x128x128" in line, line
+
+
+# -- 8. an LLVM target without num-cores, or with an mcpu LLVM does not know -----------------------
+def test_llvm_target_without_num_cores_gets_this_machines_and_is_searchable() -> None:
+    """MetaSchedule refused `{"kind":"llvm"}` deep inside the search (an internal error of tune and
+    collect): its space is now generated and sampled."""
+    from autosearch.backends.tvm.space import TaskSpace
+    from autosearch.backends.tvm.target import parse_target, physical_cores
+    from autosearch.workloads import get_workload
+
+    for spec in ('{"kind": "llvm"}', "llvm-generic", '{"kind": "cuda", "host": {"kind": "llvm"}}'):
+        t = parse_target(spec)
+        cpu = t if t.kind.name == "llvm" else t.host
+        assert int(cpu.attrs["num-cores"]) == physical_cores(), spec
+    space = TaskSpace(get_workload("softmax/256x256").mod(), parse_target('{"kind": "llvm"}'), seed=0)
+    assert len(space.sample(1, set())) == 1
+
+
+def test_mcpu_llvm_does_not_know_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    for target in ('{"kind": "llvm", "mcpu": "not-a-cpu"}', '{"kind": "llvm", "mcpu": 7}'):
+        proc = run_cli("collect", "-w", "softmax/256x256", "-n", "1", "--target", target, "--db", str(db))
+        line = _error_line(proc)
+        assert "LLVM does not know the CPU" in line and "(mcpu)" in line, line
+    assert not db.exists()
+    assert run_cli("target", "--target", '{"kind": "llvm", "mcpu": "x86-64"}', "--json").returncode == 0

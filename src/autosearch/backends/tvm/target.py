@@ -79,6 +79,28 @@ def _complete_cuda(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+def _complete_llvm(cfg: dict[str, Any]) -> dict[str, Any]:
+    """An LLVM target's `num-cores` (this machine's physical cores where it is not given:
+    MetaSchedule refuses a CPU target without it, deep inside the search) and an `mcpu` checked
+    against LLVM's list for the target's triple: LLVM would otherwise warn, compile for a generic
+    CPU, and the rows would be stored under a CPU name nothing was compiled for."""
+    from tvm.target import codegen
+
+    cfg = dict(cfg)
+    cfg.setdefault("num-cores", physical_cores())
+    mcpu = cfg.get("mcpu")
+    if mcpu == "native":
+        mcpu = cfg["mcpu"] = host_cpu()
+    if mcpu is not None:
+        triple = str(cfg.get("mtriple") or codegen.llvm_get_system_triple())
+        if not isinstance(mcpu, str) or not codegen.llvm_is_valid_cpu(mcpu, triple):
+            raise TargetError(
+                f"LLVM does not know the CPU {mcpu!r} (mcpu) for {triple}; this machine's is {host_cpu()!r} "
+                '(or "native"), and `llc -mcpu=help` lists the others'
+            )
+    return cfg
+
+
 def parse_target(spec: str | dict[str, Any] | None = None):
     """A `tvm.target.Target` from None/"host", a preset name, a tag, or a JSON dict (string or dict).
 
@@ -109,6 +131,8 @@ def parse_target(spec: str | dict[str, Any] | None = None):
             target = tvm.target.Target(spec)
         except Exception as exc:  # TVM raises its own error types
             raise TargetError(f"TVM does not know target {spec!r}: {one_line(exc)}") from None
+        if target.kind.name == "llvm" and ("num-cores" not in target.attrs or "mcpu" in target.attrs):
+            return parse_target(dict(target.export()))  # a tag of an LLVM target: completed as a dict
         if target.kind.name == "cuda" and target.host is None:
             target = tvm.target.Target(target, host=host_target())
         return target
@@ -116,8 +140,10 @@ def parse_target(spec: str | dict[str, Any] | None = None):
         raise TargetError('a target JSON must be an object with a \'kind\' key, e.g. {"kind": "llvm"}')
     cfg = dict(spec)
     host = cfg.pop("host", None)
-    if cfg["kind"] == "llvm" and cfg.get("mcpu") == "native":
-        cfg["mcpu"] = host_cpu()
+    if cfg["kind"] == "llvm":
+        cfg = _complete_llvm(cfg)
+    if isinstance(host, dict) and host.get("kind") == "llvm":
+        host = _complete_llvm(host)
     if cfg["kind"] == "cuda":
         cfg = _complete_cuda(cfg)
         host = host or host_target()
