@@ -160,18 +160,20 @@ def report(rows: list[dict], ks: list[int], speed: dict | None, threads: int) ->
     kmax = ks[-1]
     print()
     print(
-        f"| app | {' | '.join(labels)} | autotuned K={kmax} / stock | autoschedule s | compile s | benchmark s | train s |"
+        f"| app | {' | '.join(labels)} | autotuned K={kmax} / stock | autoschedule s | compile s | benchmark s | "
+        f"train s | sampling wall s |"
     )
-    print("|---" * (len(labels) + 6) + "|")
+    print("|---" * (len(labels) + 7) + "|")
     for r in rows:
         cells = [f"{r['ms'][lab]:.4g}" if lab in r["ms"] else ("fail" if lab in r["errors"] else "-") for lab in labels]
         st, at = r["ms"].get("Adams2019 stock"), r["ms"].get(f"Adams2019 autotune K={kmax}")
         c = r["autotune_cost"].get(kmax) or r["autotune_cost"].get(str(kmax))  # int keys in a run, str from JSON
         ratio = f"{at / st:.3f}" if st and at else "-"
         times = (
-            f"{c['schedule_s']:.0f} | {c['compile_s']:.0f} | {c['benchmark_s']:.0f} | {c['train_s']:.1f}"
+            f"{c['schedule_s']:.0f} | {c['compile_s']:.0f} | {c['benchmark_s']:.0f} | {c['train_s']:.2f}"
+            + f" | {c['sample_s']:.0f}"
             if c
-            else "- | - | - | -"
+            else "- | - | - | - | -"
         )
         print(f"| {r['app']} | {' | '.join(cells)} | {ratio} | {times} |")
     gm, napps = {}, {}
@@ -182,7 +184,7 @@ def report(rows: list[dict], ks: list[int], speed: dict | None, threads: int) ->
     print(
         "| **geomean / Adams2019 stock (apps)** | "
         + " | ".join(f"{gm[lab]:.3f} ({napps[lab]})" for lab in labels)
-        + " | | | | | |"
+        + " | | | | | | |"
     )
     print()
     if speed:

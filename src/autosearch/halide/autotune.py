@@ -71,9 +71,9 @@ class AutotuneBatch:
     best_so_far_ms: float | None
     sample_s: float
     train_s: float  # retraining after this batch (0 for the last one)
-    schedule_s: float = 0.0  # of sample_s: autoscheduling (Adams2019 search), summed over the candidates
-    compile_s: float = 0.0  # of sample_s: JIT compilation, summed
-    benchmark_s: float = 0.0  # of sample_s: the rest (benchmarking, process start-up)
+    schedule_s: float = 0.0  # autoscheduling (Adams2019 search), summed over the candidates (overlapping)
+    compile_s: float = 0.0  # JIT compilation, summed likewise
+    benchmark_s: float = 0.0  # running the candidates, one at a time
 
 
 @dataclass

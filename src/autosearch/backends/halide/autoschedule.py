@@ -131,6 +131,7 @@ class CandidateResult:
     error: str = ""
     compile_s: float = 0.0  # JIT compilation
     schedule_s: float = 0.0  # building the Funcs and running the autoscheduler
+    run_s: float = 0.0  # running it: the warm-up and every measurement (parent's clock)
 
     @property
     def runtime_s(self) -> float:
@@ -201,6 +202,7 @@ class _Session:
     ) -> None:
         self.results, self.benchmark, self.on_event = results, benchmark, on_event
         self.phase, self.current, self.rounds_done = "build", -1, 0
+        self.run_started = 0.0
 
     def what(self) -> str:
         return "autoscheduling/compiling" if self.phase == "build" else "running"
@@ -212,12 +214,18 @@ class _Session:
     def apply(self, msg: tuple[Any, ...]) -> bool:
         """Apply one message; True when the worker reported that it is done."""
         kind, results = msg[0], self.results
+        if self.run_started and kind != "start_run":  # the run of `current` ended with this message
+            results[self.current].run_s += time.monotonic() - self.run_started
+            self.run_started = 0.0
         if kind == "start_build":
             self.phase, self.current = "build", msg[1]
             if self.on_event:
                 self.on_event("build", msg[1])
         elif kind == "start_run":
+            if self.run_started:  # a warm-up run followed straight by the next start
+                results[self.current].run_s += time.monotonic() - self.run_started
             self.phase, self.current = "run", msg[1]
+            self.run_started = time.monotonic()
         elif kind == "built":
             _, i, source, feat, compile_s, schedule_s = msg
             results[i].schedule_source, results[i].featurization = source, feat
@@ -327,6 +335,7 @@ def _parallel_attempt(
                 if msg is None:
                     building.remove(w)
                 elif msg[0] == "ready":
+                    w.sess.apply(msg)  # closes the clock of its last warm-up run
                     building.remove(w)
                     ready.append(w)
                 elif w.sess.apply(msg):  # done already (nothing of its share built)
