@@ -284,3 +284,59 @@ def test_mcpu_llvm_does_not_know_is_refused_before_anything_is_stored(tmp_path: 
         assert "LLVM does not know the CPU" in line and "(mcpu)" in line, line
     assert not db.exists()
     assert run_cli("target", "--target", '{"kind": "llvm", "mcpu": "x86-64"}', "--json").returncode == 0
+
+
+# -- 11. apply: a tampered trace, a target that is not JSON, a GPU target with no GPU -------------
+@pytest.fixture()
+def saved_best(tmp_path: Path) -> Path:
+    """best.json as `tune` saves it (`save_result`), holding the fastest stored schedule of a
+    registry workload in tests/data/tiny_tvm.db."""
+    from autosearch.search.results import TuneResult, save_result
+    from autosearch.store import Store
+    from autosearch.workloads import get_workload
+
+    wl = get_workload("batch_matmul/1x128x128x128")
+    with Store(DATA / "tiny_tvm.db", readonly=True) as st:
+        (target,) = st.targets()
+        (m,) = st.best(wl.key, target)
+    result = TuneResult(wl.name, wl.key, wl.family, "m", target, 0, trials=1, ok=1)
+    result.best_latency, result.best_trace, result.best_trial = m.median, m.schedule, 1
+    return save_result(result, wl, tmp_path / "tuned") / "best.json"
+
+
+def _edit_best(path: Path, **fields: object) -> None:
+    import json
+
+    best = json.loads(path.read_text())
+    best.update(fields)
+    path.write_text(json.dumps(best))
+
+
+def test_apply_refuses_a_tampered_decision(saved_best: Path) -> None:
+    import json
+
+    assert run_cli("apply", str(saved_best), "--no-show").returncode == 0
+    trace = json.loads(saved_best.read_text())["trace"]
+    (tile,) = [d for d in trace[1] if d[1] == [16, 2, 1, 4]]
+    tile[1] = [4, 2, 1, 16]  # another legal tiling: it replays, and is not the measured schedule
+    _edit_best(saved_best, trace=trace)
+    line = _error_line(run_cli("apply", str(saved_best), "--no-show"))
+    assert "does not match its schedule_hash" in line and "refusing to apply it" in line, line
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("{not json", "is not valid JSON"), ("warp-drive", "unknown target"), (7, "must be a string")],
+)
+def test_apply_measure_with_a_bad_saved_target_is_one_line(saved_best: Path, target: object, message: str) -> None:
+    _edit_best(saved_best, target=target)
+    line = _error_line(run_cli("apply", str(saved_best), "--no-show", "--measure"))
+    assert message in line and "best.json" in line, line
+
+
+def test_apply_measure_on_a_gpu_target_without_a_gpu_says_why(saved_best: Path) -> None:
+    tvm = pytest.importorskip("tvm")
+    if tvm.cuda(0).exist:
+        pytest.skip("this machine has a GPU")
+    line = _error_line(run_cli("apply", str(saved_best), "--no-show", "--measure", "--target", "cuda-h100"))
+    assert "target cuda has no device on this machine" in line, line

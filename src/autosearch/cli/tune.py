@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
-from autosearch.errors import InputError
+from autosearch.errors import InputError, TargetError
 
 __all__ = ["app"]
 
@@ -198,7 +197,13 @@ def apply(
     wl, sch = apply_best(best, module=module)
     info: dict[str, Any] = {"workload": wl.name, "workload_key": wl.key, "saved_latency_s": best.get("best_latency_s")}
     if measure:
-        tgt = parse_target(target if target is not None else json.loads(best["target"]) if best.get("target") else None)
+        saved = best.get("target")
+        if target is None and saved is not None and not isinstance(saved, str):
+            raise InputError("best.json: the field 'target' must be a string (a target JSON, tag or preset)")
+        try:
+            tgt = parse_target(target if target is not None else saved)
+        except TargetError as exc:
+            raise TargetError(f"{exc} (the target {'given' if target is not None else 'in best.json'})") from None
         info["measured_latency_s"] = measure_schedule(sch, tgt)
     if json_out:
         emit_json(info)

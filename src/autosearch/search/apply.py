@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from autosearch.errors import InputError, one_line
+from autosearch.errors import InputError, TargetError, one_line
 
 __all__ = ["apply_best", "load_best", "measure_schedule", "write_script"]
 
@@ -55,6 +55,25 @@ def _workload(best: dict[str, Any], module: str | None) -> Any:
     return resolve_workload_spec(best["workload_name"])
 
 
+def _check_trace(best: dict[str, Any]) -> None:
+    """The trace must be the one tuning measured: best.json carries its `schedule_hash` (the store's
+    key for it), so an edited decision is refused instead of applied and timed as the tuned one
+    (measured: a changed tile size ran at 3.37 ms where the saved schedule ran at 50 us).
+    A best.json from before the hash was saved has none to check."""
+    from autosearch.hashing import schedule_hash
+
+    saved = best.get("schedule_hash")
+    if saved is None:
+        return
+    if not isinstance(saved, str):
+        raise InputError("best.json: the field 'schedule_hash' must be a string")
+    if schedule_hash(json.dumps(best["trace"], separators=(",", ":"))) != saved:
+        raise InputError(
+            f"the trace in best.json of {best['workload_name']} does not match its schedule_hash {saved[:12]}...: "
+            "it was edited or damaged after tuning; refusing to apply it"
+        )
+
+
 def apply_best(
     path_or_best: str | os.PathLike[str] | dict[str, Any],
     workload: Any = None,
@@ -75,6 +94,7 @@ def apply_best(
             f"{best['workload_name']} now has key {wl.key}, the schedule was tuned for {best['workload_key']}: "
             "the program changed, tune it again"
         )
+    _check_trace(best)
     sch = Schedule(wl.mod())
     try:
         Trace.apply_json_to_schedule(best["trace"], sch)
@@ -83,19 +103,31 @@ def apply_best(
     return wl, sch
 
 
-def measure_schedule(sch: Any, target: Any, evaluator: Any = None) -> float | None:
-    """Median latency (seconds) of a schedule, built and run as tuning measures it."""
+def measure_schedule(sch: Any, target: Any, evaluator: Any = None) -> float:
+    """Median latency (seconds) of a schedule, built and run as tuning measures it; a GPU target
+    with no GPU here, or a schedule that fails to build or run, is an error that says why."""
     import numpy as np
     from tvm.s_tir.meta_schedule import MeasureCandidate
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     from autosearch.backends.tvm.build import build_in_process
     from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
+    from autosearch.backends.tvm.target import is_gpu
 
+    if is_gpu(target):
+        import tvm
+
+        if not tvm.device(target.kind.name, 0).exist:
+            raise TargetError(
+                f"target {target.kind.name} has no device on this machine: the schedule cannot be timed here"
+            )
     m = Measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
     (res,) = m.run_built([cand], build_in_process([cand], target))
-    return float(np.median(res.latencies)) if res.status == "ok" else None
+    if res.status != "ok" or not res.latencies:
+        reason = one_line(RuntimeError(res.error)) if res.error else "no latency"
+        raise InputError(f"the schedule could not be timed on {target.kind.name} ({res.status}): {reason}")
+    return float(np.median(res.latencies))
 
 
 _SCRIPT = '''"""Best schedule found by `autosearch tune` (standalone: needs only apache-tvm and numpy).

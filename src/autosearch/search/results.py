@@ -125,6 +125,7 @@ def save_result(
     summary["out_dir"] = str(out)
     result.out_dir = str(out)
     if result.best_trace is not None:
+        from autosearch.hashing import schedule_hash
         from autosearch.search.apply import write_script
 
         best = {
@@ -134,6 +135,7 @@ def save_result(
             "workload_name": workload.name,
             "module": result.module,
             "trace": json.loads(result.best_trace),
+            "schedule_hash": schedule_hash(result.best_trace),  # `apply` refuses a trace edited since
             "best_trial": result.best_trial,
             "flops": result.flops,
         }
