@@ -41,11 +41,24 @@ def test_usage_errors_exit_2_without_traceback() -> None:
     _one_line(_cli("no-such-command"))
 
 
-def test_unexpected_exception_is_one_line_exit_1(tmp_path: Path) -> None:
-    # A directory where the database file should be: sqlite raises, and that is no AutosearchError.
+def test_directory_as_database_is_one_line_exit_2(tmp_path: Path) -> None:
     (tmp_path / "db").mkdir()
-    proc = _cli("db", "stats", "--db", str(tmp_path / "db"))
-    assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    out = _one_line(_cli("db", "stats", "--db", str(tmp_path / "db")))
+    assert out.strip() == f"error: {tmp_path / 'db'} is a directory, not an SQLite database"
+
+
+def test_unexpected_exception_is_one_line_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception that is no AutosearchError (a bug): its type and first line, exit 1, no trace."""
+    from autosearch.store import Store
+
+    def broken(self: Store) -> None:
+        raise RuntimeError("boom\n  at a C++ frame")
+
+    monkeypatch.setattr(Store, "stats", broken)
+    with Store(tmp_path / "x.db"):
+        pass
+    out = _one_line(_cli("db", "stats", "--db", str(tmp_path / "x.db")), code=1)
+    assert out.strip() == "internal error: RuntimeError: boom (AUTOSEARCH_TRACEBACK=1 shows the trace)"
 
 
 # -- 2. reading data never runs code -------------------------------------------------------------
