@@ -98,7 +98,7 @@ def descend(
         return np.unique(starts, axis=0)
     for net in nets:
         net.eval()
-    opt = torch.optim.Adam(params, lr=opts.lr)
+    adam = _Adam(params, opts.lr)
     found: list[np.ndarray] = []
     for step in range(1, opts.steps + 1):
         u = list(u0)
@@ -111,9 +111,7 @@ def descend(
         score = prior_scores(members, relaxed.tokens(u, p))
         loss = -score.sum() + opts.penalty * relaxed.violation(u).sum()
         grads = torch.autograd.grad(loss, params)  # the networks' own weights get no gradient
-        for prm, g in zip(params, grads):
-            prm.grad = torch.nan_to_num(g)
-        opt.step()
+        adam.step([torch.nan_to_num(g) for g in grads])
         if step in opts.checkpoints or step == opts.steps:
             with torch.no_grad():
                 for j, (z, total) in tile_z.items():
@@ -208,6 +206,26 @@ class PriorGradientSearch(DecisionSearch):
         rand = self.sketches[s].sample(max(0, k - len(elites) - len(top)), self.rng)
         parts = [np.stack(elites)] if elites else []
         return np.concatenate([*parts, top, rand])[:k]
+
+
+class _Adam:
+    """Adam (Kingma & Ba, torch's defaults) on a few leaf tensors. Why not `torch.optim.Adam`: its
+    constructor imports torch._dynamo, 3-4 s on the first round of every process."""
+
+    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        self.params, self.lr, self.betas, self.t = params, lr, betas, 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    @torch.no_grad()
+    def step(self, grads: list[torch.Tensor]) -> None:
+        b1, b2 = self.betas
+        self.t += 1
+        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+            m.mul_(b1).add_(g, alpha=1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (v / (1 - b2**self.t)).sqrt_().add_(1e-8)
+            p.addcdiv_(m, denom, value=-self.lr / (1 - b1**self.t))
 
 
 class _threads:
