@@ -162,9 +162,10 @@ def choose_best(
     min_time_s: float = 0.01,
     per_iter_min: bool = False,
 ) -> list[dict[str, Any]]:
-    """Rebuild the `finalists` fastest distinct samples and measure them again, interleaved in one
-    worker, `repeats` rounds. Returns one record per finalist, the winner (lowest median) first;
-    a finalist that fails now keeps `median_ms` None and sorts last."""
+    """Rebuild the `finalists` fastest distinct samples and measure them again side by side,
+    `repeats` interleaved rounds, one measurement at a time. Returns one record per finalist, the
+    winner first: the lowest median among those rebuilt identically to their sample (what is
+    shipped must be what was measured), then the others; one that fails now (`median_ms` None) last."""
     picks = finalists_of(samples, max(1, int(finalists)), max_batch)
     if not picks:
         return []
@@ -197,7 +198,7 @@ def choose_best(
                 "error": "" if ok else f"{r.status}: {r.error}",
             }
         )
-    rows.sort(key=lambda d: (d["median_ms"] is None, d["median_ms"] or 0.0))
+    rows.sort(key=lambda d: (d["median_ms"] is None, not d["rebuilt_identically"], d["median_ms"] or 0.0))
     return rows
 
 
