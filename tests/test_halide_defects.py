@@ -221,8 +221,8 @@ _HANG = (FOREVER, "did not finish within 3 s")
     ("command", "body", "expect"),
     [
         pytest.param("sample", *_CRASH, id="sample-segfault"),
-        pytest.param("retrain", *_CRASH, id="retrain-segfault"),
-        pytest.param("autotune", *_CRASH, id="autotune-segfault"),
+        pytest.param("retrain", *_CRASH, id="retrain-segfault", marks=pytest.mark.slow),  # same check as sample's
+        pytest.param("autotune", *_CRASH, id="autotune-segfault", marks=pytest.mark.slow),
         pytest.param("sample", *_HANG, id="sample-loops-forever"),
         pytest.param("retrain", *_HANG, id="retrain-loops-forever", marks=pytest.mark.slow),
         pytest.param("autotune", *_HANG, id="autotune-loops-forever", marks=pytest.mark.slow),
