@@ -303,6 +303,10 @@ def _read(w: _Worker) -> tuple[Any, ...] | None:
     return msg
 
 
+def _builds_only(on_event: Callable[[str, int], None]) -> Callable[[str, int], None]:
+    return lambda kind, i: on_event(kind, i) if kind == "build" else None
+
+
 def _parallel_attempt(
     jobs: list[dict[str, Any]],
     results: list[CandidateResult],
@@ -324,7 +328,8 @@ def _parallel_attempt(
     try:
         for k, job in enumerate(jobs):
             proc, conn = _start_worker(job, threads, permit_failed_unroll, keep_stdin=True)
-            sess = _Session(results, benchmark, on_event if k == 0 else None)
+            events = on_event if k == 0 or on_event is None else _builds_only(on_event)  # rounds: worker 0's
+            sess = _Session(results, benchmark, events)
             workers.append(_Worker(proc, conn, sess, job["log_path"], time.monotonic()))
         building, ready = list(workers), []
         while building:  # phase 1: build (every worker on its own core)
