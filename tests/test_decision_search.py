@@ -16,12 +16,13 @@ from autosearch.features import trace_tokens as tt
 from autosearch.models.tlp import TLPModel, TLPNet
 from autosearch.search.adapter import ModelAdapter
 from autosearch.search.featurize import featurizer_for
-from autosearch.search.strategy import DecisionSource
+from autosearch.search.model_spec import TuneModel
+from autosearch.search.strategies import DecisionStrategy
 from autosearch.search.tune import TuneSettings
 from autosearch.workloads.registry import get_workload
 
 
-def _prefix_model() -> SimpleNamespace:
+def _prefix_model() -> TuneModel:
     """An untrained-but-valid tlp on prefix tokens (its scores are arbitrary and deterministic)."""
     import torch
 
@@ -31,12 +32,12 @@ def _prefix_model() -> SimpleNamespace:
     model.net, model.n_features, model.extractor = model.nets[0], tt.PREFIX_FEATURE_WIDTH, tt.PREFIX_EXTRACTOR
     adapter = ModelAdapter(model)
     adapter.extractor, adapter.featurize = featurizer_for(model)
-    return SimpleNamespace(adapter=adapter)
+    return TuneModel(None, adapter, "prefix", search="decision")
 
 
 def test_decision_search_proposes_new_schedules_and_learns_from_results() -> None:
     settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
-    source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    source = DecisionStrategy(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
     assert source.kind == "decision"  # what a run reports (its `search` object is another attribute)
     first = source.propose(8)
     assert len(first) == 8
@@ -66,7 +67,9 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
     other = next((i for i in range(len(source.search.sketches)) if i not in measured), None)
     if other is not None:  # a sketch with no measured result starts from random vectors alone
         assert len(source.search._initial(other, source.search.sketches[other])) == source.search.population
-    assert source.runner_results(fake)[3].error_msg == "refused"
+    from autosearch.search.scorer import runner_results
+
+    assert runner_results(fake)[3].error_msg == "refused"
     # a warm-start seed the search did not propose becomes a parent, read back into a sketch and
     # vector that replay to the same program; random controls do not (issue 46: as parents they
     # measured no better)
@@ -89,8 +92,8 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
 def test_decision_search_needs_a_prefix_token_model() -> None:
     settings = TuneSettings(trials=32, search="decision", population=64, seed=0)
     with pytest.raises(InputError, match="trace-prefix-tokens"):
-        DecisionSource(
-            get_workload("batch_matmul/1x128x128x128"), host_target(), SimpleNamespace(adapter=None), settings
+        DecisionStrategy(
+            get_workload("batch_matmul/1x128x128x128"), host_target(), TuneModel(None, None, "tvm"), settings
         )
     with pytest.raises(InputError, match="--search must be one of"):
         TuneSettings(search="decisions").validate()
@@ -117,7 +120,7 @@ def test_auto_search_runs_the_decision_search_only_with_a_prefix_prior_on_a_cpu(
     new_cpu = parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}')
     for search, gated in (("auto", False), ("decision", False), ("evolutionary", True)):
         tm = make_cost_model("pretrained-prefix", explore="auto", target=new_cpu, warn=False, search=search)
-        assert (tm.adapter.gate is not None) == gated, search
+        assert (tm.explore == "control") == gated, search
     # both shipped priors hold out the same families, so the tuning benchmark's workloads stay unseen
     splits = [json.loads((pretrained_dir(n) / "split.json").read_text()) for n in ("pretrained", "pretrained-prefix")]
     assert set(splits[0]["test"]) == set(splits[1]["test"]) and not set(splits[1]["test"]) & set(splits[1]["train"])
@@ -138,7 +141,7 @@ def test_a_round_spreads_its_picks_over_loop_structures() -> None:
     # in a real space: a categorical knob (the unroll depth) and the emulated parallel/vector
     # extents tell structures apart; the same vector always gives the same structure
     settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
-    source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    source = DecisionStrategy(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
     space = max(source.search.sketches, key=lambda sp: sp.n_knobs)
     x = space.sample(256, np.random.default_rng(0))
     shapes = space.structure(x)
@@ -177,16 +180,22 @@ def test_each_distinct_vector_is_scored_once_a_round() -> None:
     import numpy as np
 
     settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
-    source = DecisionSource(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    source = DecisionStrategy(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
     search, adapter = source.search, source.search.adapter
     seen: list[int] = []
     real = adapter.score_space
+
+    real_spread = adapter.score_space_spread
 
     def counting(space: Any, x: Any) -> Any:
         seen.append(len(x))
         return real(space, x)
 
-    adapter.score_space = counting
+    def counting_spread(space: Any, x: Any) -> Any:
+        seen.append(len(x))
+        return real_spread(space, x)
+
+    adapter.score_space, adapter.score_space_spread = counting, counting_spread
     s = max(range(len(search.sketches)), key=lambda i: search.sketches[i].n_knobs)
     x = search.sketches[s].sample(40, np.random.default_rng(1))
     pop = np.concatenate([x, x[:25], x[::-1]])
@@ -199,9 +208,9 @@ def test_each_distinct_vector_is_scored_once_a_round() -> None:
     seen.clear()
     search._score(s, x[:10])
     assert seen == [10]
-    # an exploration gate z-scores each batch: its batches reach it whole, repeats included
-    from autosearch.search.explore import ControlGate
+    # an exploration policy that z-scores each batch: its batches reach it whole, repeats included
+    from autosearch.search.explore import ControlExploration
 
-    adapter.gate, seen[:] = ControlGate(), []
+    search.policy, seen[:] = ControlExploration(), []
     search._score(s, pop)
     assert seen == [len(pop)]

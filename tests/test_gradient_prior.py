@@ -154,14 +154,14 @@ def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_it
     latencies here) become the next round's starting points and are never proposed again."""
     from autosearch.backends.tvm.measure import MeasureResult
     from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.strategy import PriorGradientSource, make_source
+    from autosearch.search.strategies import PriorGradientStrategy, make_strategy
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads import get_workload
 
     model = make_cost_model("pretrained-prefix", target=host, warn=False, search="gradient")
     settings = TuneSettings(trials=32, search="gradient", seed=0)
-    source = make_source(get_workload("bert/dense/128x768/768"), host, model, settings)
-    assert isinstance(source, PriorGradientSource) and source.kind == "gradient"
+    source = make_strategy(get_workload("bert/dense/128x768/768"), host, model, settings)
+    assert isinstance(source, PriorGradientStrategy) and source.kind == "gradient"
     search = source.search
     search.options = DescentOptions(starts=8, steps=12, checkpoints=(6,), screen=64, descend_sketches=2)
     first = source.propose(8)
@@ -183,7 +183,7 @@ def test_tuning_with_gradient_search_on_the_prior_fine_tunes_it(host) -> None:
     """A real 16-trial run: the gradient search on the prefix prior measures, and the prior is
     fine-tuned on the measurements through the tuning loop's update path (as for the decision search)."""
     from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.strategy import PriorGradientSource
+    from autosearch.search.strategies import PriorGradientStrategy
     from autosearch.search.tune import TuneRun, TuneSettings
     from autosearch.workloads import get_workload
 
@@ -194,7 +194,7 @@ def test_tuning_with_gradient_search_on_the_prior_fine_tunes_it(host) -> None:
         model,
         TuneSettings(trials=16, trials_per_round=8, search="gradient"),
     )
-    assert isinstance(run.source, PriorGradientSource)
+    assert isinstance(run.strategy, PriorGradientStrategy)
     weights = [p.detach().clone() for p in model.adapter.model.nets[0].parameters()]
     while run.step():
         pass

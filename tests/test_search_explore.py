@@ -8,7 +8,7 @@ import pytest
 
 from autosearch.errors import InputError
 from autosearch.search.adapter import ModelAdapter
-from autosearch.search.explore import ControlGate, StallTracker
+from autosearch.search.explore import ControlExploration, ControlGate, StallTracker, make_exploration
 from autosearch.training.metrics import kendall_tau
 
 
@@ -34,12 +34,25 @@ def _round(rng: np.random.Generator, n: int = 16) -> tuple[list[np.ndarray], lis
     return [np.array([[v, 0.0]], np.float32) for v in x], list(x)  # latency = feature 0
 
 
+def _learn(
+    ad: ModelAdapter, policy: ControlExploration, feats: list, lat: list, ctrl: list[bool] | None = None
+) -> None:
+    """What a strategy's `learn` does: the policy judges the round, then the scorer learns it."""
+    ctrl = ctrl or [False] * len(feats)
+    policy.judge(ad, "g", feats, lat, ctrl)
+    ad.observe("g", feats, lat, verdict=policy.verdict())
+
+
 def test_explore_mode_is_checked() -> None:
+    from autosearch.search.model_spec import TuneModel
+
     with pytest.raises(InputError, match="explore must be one of"):
-        ModelAdapter(_Prior(1.0), explore="ucb-ish")
+        make_exploration("ucb-ish")
     for removed in ("trust", "stall"):  # issue 46: measured no better, gone
         with pytest.raises(InputError, match="explore must be one of none, control"):
-            ModelAdapter(_Prior(1.0), explore=removed)
+            make_exploration(removed)
+        with pytest.raises(InputError, match="--explore must be one of auto, none, control"):
+            TuneModel(None, None, "random", explore=removed)
 
 
 def test_tuning_warns_when_the_model_never_saw_the_device() -> None:
@@ -79,34 +92,33 @@ def test_adapter_judges_its_model_on_controls_only() -> None:
     # A prior that orders random schedules backwards: the controls' share goes up, and only the
     # controls count (the model's own picks, ordered however, do not move it).
     rng = np.random.default_rng(0)
-    ad = ModelAdapter(_Prior(1.0), explore="control", seed=0)
-    assert ad.n_controls(16) == 4
+    ad, policy = ModelAdapter(_Prior(1.0), seed=0), ControlExploration(0)
+    assert policy.controls(16) == 4
     feats, lat = _round(rng)
-    ad.observe("g", feats, lat)  # no control in this round: no evidence
-    assert isinstance(ad.gate, ControlGate) and ad.gate.accuracy is None
+    _learn(ad, policy, feats, lat)  # no control in this round: no evidence
+    assert policy.gate.accuracy is None
     for _ in range(3):
         feats, lat = _round(rng)
-        ad.observe("g", feats, lat, [i % 4 == 0 for i in range(16)])
-    assert ad.gate.accuracy is not None and ad.gate.accuracy < 0.1 and ad.n_controls(16) == 8
-    right = ModelAdapter(_Prior(-1.0), explore="control", seed=0)
+        _learn(ad, policy, feats, lat, [i % 4 == 0 for i in range(16)])
+    assert policy.gate.accuracy is not None and policy.gate.accuracy < 0.1 and policy.controls(16) == 8
+    right, policy = ModelAdapter(_Prior(-1.0), seed=0), ControlExploration(0)
     for _ in range(3):
         feats, lat = _round(rng)
-        right.observe("g", feats, lat, [i % 4 == 0 for i in range(16)])
-    assert right.n_controls(16) == 2 and right.explore_state == 0.125
-    with pytest.raises(InputError, match="control flags"):
-        right.observe("g", feats, lat, [True])
+        _learn(right, policy, feats, lat, [i % 4 == 0 for i in range(16)])
+    assert policy.controls(16) == 2 and policy.state == 0.125
+    assert ControlExploration(0, trained=False).controls(16) == 0  # a model fitted on the run alone: no controls
 
 
 def test_controls_hand_the_score_to_the_online_model_when_the_prior_is_wrong() -> None:
     # The prior orders schedules backwards; an XGBoost fitted on the run's results learns the
     # order. Judged on the controls, the blend moves (nearly) all the way to the online model.
     rng = np.random.default_rng(1)
-    ad = ModelAdapter(_Prior(1.0), explore="control", online="xgb", online_warmup=16, seed=0)
+    ad, policy = ModelAdapter(_Prior(1.0), online="xgb", online_warmup=16, seed=0), ControlExploration(0)
     for _ in range(6):
         feats, lat = _round(rng)
-        ad.observe("g", feats, lat, [i % 2 == 0 for i in range(16)])
-    assert ad.online_model is not None and isinstance(ad.gate, ControlGate)
-    assert ad.gate.scorer_accuracy("online") > 0.8 > 0.2 > ad.gate.scorer_accuracy("prior")
+        _learn(ad, policy, feats, lat, [i % 2 == 0 for i in range(16)])
+    assert ad.online_model is not None
+    assert policy.gate.scorer_accuracy("online") > 0.8 > 0.2 > policy.gate.scorer_accuracy("prior")
     assert ad.online_weight == 1.0
     feats, lat = _round(rng, 64)
     assert kendall_tau(ad.score(feats), lat) > 0.8  # scores now order by speed
@@ -144,7 +156,6 @@ def test_auto_explores_with_controls_only_on_a_device_the_prior_never_saw() -> N
     import warnings
 
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.explore import ControlGate
     from autosearch.search.model_spec import make_cost_model
 
     with warnings.catch_warnings():
@@ -155,6 +166,6 @@ def test_auto_explores_with_controls_only_on_a_device_the_prior_never_saw() -> N
     known = make_cost_model(
         "pretrained", explore="auto", target=parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}')
     )
-    assert isinstance(new.adapter.gate, ControlGate)
-    assert known.adapter.gate is None
-    assert make_cost_model("pretrained", explore="auto").adapter.gate is None  # no target: nothing to judge by
+    assert new.explore == "control" and isinstance(make_exploration(new.explore), ControlExploration)
+    assert known.explore == "none"
+    assert make_cost_model("pretrained", explore="auto").explore == "none"  # no target: nothing to judge by

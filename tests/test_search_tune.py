@@ -186,7 +186,7 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
         )
         rows = st.best(r.workload_key, r.target, 16)
         assert again.warm_start(st) == len(rows) == 8
-        again.source.close()
+        again.strategy.close()
         assert again.result.best_latency == rows[0].median and again.result.best_trial == 0
         assert again.result.best_trace == rows[0].schedule
     assert (tmp_path / "o" / "best.json").is_file()
@@ -228,11 +228,11 @@ def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path
 
 def test_random_draws_are_distinct_and_skip_what_was_proposed() -> None:
     from autosearch.backends.tvm.target import host_target
-    from autosearch.search.strategy import RandomDraws, _design_space
+    from autosearch.search.strategies import RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
-    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    ctx, spaces = design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
     draws = RandomDraws(ctx, spaces, seed=0)
     first = draws.draw(6)
     assert len(first) == 6 and all(not draws.fresh(c) for c in first)  # drawn = seen
@@ -252,11 +252,11 @@ def test_screen_measures_the_best_scored_draws_and_leaves_the_rest_to_the_search
     from autosearch.backends.tvm.target import host_target
     from autosearch.errors import InputError
     from autosearch.features.per_store import extract_features
-    from autosearch.search.strategy import RandomDraws, _design_space, screen_picks
+    from autosearch.search.strategies import RandomDraws, design_space, screen_picks
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
-    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    ctx, spaces = design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
     pool = RandomDraws(ctx, spaces, seed=0).draw(12, mark=False)  # what a pool of seed 0 draws too
 
     def score(cands):  # type: ignore[no-untyped-def]  # any deterministic function of the schedule
@@ -279,11 +279,11 @@ def test_feature_cache_extracts_each_schedule_once_and_returns_the_same_features
     from autosearch.backends.tvm.target import host_target
     from autosearch.features.per_store import extract_features
     from autosearch.search.featurize import FeatureCache
-    from autosearch.search.strategy import RandomDraws, _design_space
+    from autosearch.search.strategies import RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
-    ctx, spaces = _design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
+    ctx, spaces = design_space(resolve_workload_spec(WL), host_target(), TuneSettings(), None)
     cands = RandomDraws(ctx, spaces, seed=0).draw(4)
     calls: list[int] = []
 
@@ -431,16 +431,16 @@ def test_evolution_never_proposes_a_schedule_already_seen_in_the_run() -> None:
     stored seed it re-discovers must be filtered out, or one schedule is measured twice."""
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.strategy import EvolutionarySource
+    from autosearch.search.strategies import EvolutionaryStrategy
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
     settings = TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1, seed=3)
     wl, target = resolve_workload_spec(WL), host_target()
-    first = EvolutionarySource(wl, target, make_cost_model("random", seed=3), settings)
+    first = EvolutionaryStrategy(wl, target, make_cost_model("random", seed=3), settings)
     picks = first.propose(8)
     assert picks
-    again = EvolutionarySource(wl, target, make_cost_model("random", seed=3), settings)
+    again = EvolutionaryStrategy(wl, target, make_cost_model("random", seed=3), settings)
     again.draws.mark(picks)  # as if measured as this run's controls
     repeat = again.propose(8)
     assert repeat and all(again.draws.fresh(c) is False for c in repeat)  # marked once proposed

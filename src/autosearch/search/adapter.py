@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.search.explore import EXPLORE_MODES, ControlGate
+from autosearch.search.scorer import Scorer
 
 __all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
 
@@ -70,7 +70,6 @@ def check_extractor(model: Any, extractor: tuple[str, str], n_features: int) -> 
 class _Group:
     feats: list[np.ndarray] = field(default_factory=list)
     lats: list[float | None] = field(default_factory=list)
-    ctrl: list[bool] = field(default_factory=list)  # drawn at random (a control), not picked by the model
 
     @property
     def best(self) -> float | None:
@@ -78,8 +77,9 @@ class _Group:
         return min(ok) if ok else None
 
 
-class ModelAdapter:
-    """Scores candidates with an autosearch `CostModel` and retrains it adaptively.
+class ModelAdapter(Scorer):
+    """Scores candidates with an autosearch `CostModel` and retrains it adaptively (a `Scorer`:
+    it predicts and updates; exploration is the search strategy's policy, search/explore.py).
 
     model: a trained CostModel (pretrained / loaded), or None with `kind` to train one from
     scratch on the results of this run (until then, scores are random: pure exploration).
@@ -104,7 +104,6 @@ class ModelAdapter:
         online: str | None = None,
         online_warmup: int = 16,
         online_gain: float = 1.0,
-        explore: str = "none",
     ) -> None:
         if model is None and kind is None:
             raise InputError("ModelAdapter needs a trained model or a model kind to train from scratch")
@@ -112,8 +111,6 @@ class ModelAdapter:
             raise InputError(
                 f"an online model needs a trained prior and a kind among {', '.join(ONLINE_KINDS)}, got {online!r}"
             )
-        if explore not in EXPLORE_MODES:
-            raise InputError(f"explore must be one of {', '.join(EXPLORE_MODES)}, got {explore!r}")
         if online is not None and online_warmup < 2:
             raise InputError(f"the online warm-up must be at least 2 results (one pair to order), got {online_warmup}")
         if online is not None and not (np.isfinite(online_gain) and online_gain > 0):
@@ -144,7 +141,6 @@ class ModelAdapter:
         self.online_weight = 0.0
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
         self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
-        self.gate = ControlGate() if explore == "control" else None
         #: What the model reads, computed for MetaSchedule candidates (search.featurize); set by
         #: `make_cost_model`. Default: PerStoreFeature.
         self.extractor: tuple[str, str] = ("per-store-feature", "tvm-0.27")
@@ -166,16 +162,13 @@ class ModelAdapter:
     def n_seen(self) -> int:
         return sum(len(g.lats) for g in self.groups.values())
 
-    def n_controls(self, n: int) -> int:
-        """How many of a round of `n` should be random controls (`explore="control"` with a trained model)."""
-        if self.gate is not None and self.model is not None:
-            return self.gate.controls(n)
-        return 0
+    @property
+    def trained(self) -> bool:
+        return self.model is not None
 
     @property
-    def explore_state(self) -> float | None:
-        """What the gate decided for the next round: the control share."""
-        return self.gate.share if self.gate is not None else None
+    def online_share(self) -> float | None:
+        return self.online_weight if self.online_model is not None else None
 
     def should_retrain(self) -> bool:
         """The adaptive rule: enough new results relative to what the model was trained on."""
@@ -184,39 +177,58 @@ class ModelAdapter:
 
     # -- scoring -----------------------------------------------------------------------------
     def score(self, feats: Sequence[np.ndarray]) -> np.ndarray:
-        """float64 score per candidate (higher = faster); always finite. With `explore="control"`,
-        the ensemble's spread adds an upper-confidence bonus."""
-        n = len(feats)
-        if n == 0:
+        """float64 score per candidate (higher = faster); always finite. A model fitted on the run
+        alone scores at random until its first fit (pure exploration)."""
+        if len(feats) == 0:
             return np.zeros(0, dtype=np.float64)
         if self.model is None:
-            return self.rng.uniform(size=n)
-        scores = self.model_scores(feats)
-        if self.gate is None:
-            return scores
-        spread = None
-        members = getattr(self.model, "predict_members", None)
-        if callable(members) and getattr(self.model, "members", 1) > 1:
-            from autosearch.training.batch import FeatureBatch
+            return self.rng.uniform(size=len(feats))
+        return self.model_scores(feats)
 
-            with self._section("predict"):
-                spread = np.asarray(members(FeatureBatch.from_list(list(feats))), dtype=np.float64).std(axis=0)
-        return self.gate.acquire(scores, spread)
+    def score_spread(self, feats: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+        """`score` and, for an ensemble, its members' spread (None otherwise)."""
+        scores = self.score(feats)
+        members = getattr(self.model, "predict_members", None)
+        if not len(feats) or not callable(members) or getattr(self.model, "members", 1) <= 1:
+            return scores, None
+        from autosearch.training.batch import FeatureBatch
+
+        with self._section("predict"):
+            spread = np.asarray(members(FeatureBatch.from_list(list(feats))), dtype=np.float64).std(axis=0)
+        return scores, spread
 
     def score_space(self, space: Any, x: np.ndarray) -> np.ndarray:
         """`score` of decision vectors `x` of a `features.decision_space.DecisionSpace`. A model
         with `predict_space_members` (tlp) scores them from its tables without tokens (the same
         scores, several times faster); the online model, if it blends in, reads the tokens."""
+        return self._score_space(space, x, spread=False)[0]
+
+    def score_space_spread(self, space: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """`score_space` and the ensemble members' spread (None for one model)."""
+        return self._score_space(space, x, spread=True)
+
+    def _score_space(self, space: Any, x: np.ndarray, *, spread: bool) -> tuple[np.ndarray, np.ndarray | None]:
         fast = getattr(self.model, "predict_space_members", None)
         if not callable(fast) or not len(x):
-            return self.score(list(space.tokens(x)))
+            tokens = list(space.tokens(x))
+            return self.score_spread(tokens) if spread else (self.score(tokens), None)
         with self._section("predict"):
             members = np.asarray(fast(space, x, threads=self.score_threads), dtype=np.float64)
         online = self._predict_online(list(space.tokens(x))) if self._online_blends else None
         scores = self._blend(members.mean(axis=0), online)
-        if self.gate is None:
-            return scores
-        return self.gate.acquire(scores, members.std(axis=0) if len(members) > 1 else None)
+        return scores, (members.std(axis=0) if spread and len(members) > 1 else None)
+
+    def score_parts(self, feats: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """The prior's and the online model's scores, each alone ({} without an online model)."""
+        if self.online_model is None or self.model is None:
+            return {}
+        from autosearch.training.batch import FeatureBatch
+
+        batch = FeatureBatch.from_list(list(feats))
+        return {
+            "prior": np.asarray(self.model.predict(batch), dtype=np.float64),
+            "online": np.asarray(self.online_model.predict(batch), dtype=np.float64),
+        }
 
     def model_scores(self, feats: Sequence[np.ndarray]) -> np.ndarray:
         """The prior's (or the prior + online blend's) scores, finite, without exploration."""
@@ -252,60 +264,81 @@ class ModelAdapter:
             scores = np.where(bad, floor, scores)
         return scores
 
+    # -- in the tuning loop (`Scorer`) ------------------------------------------------------
+    def attach(self, timer: Callable[[str], Any] | None, threads: int) -> None:
+        self.timer, self.score_threads = timer, threads
+
+    def features(self, context: Any, candidates: Sequence[Any]) -> list[np.ndarray]:
+        """What the model reads of the candidates (its extractor's features)."""
+        from autosearch.features.per_store import extract_features
+
+        with self._section("features"):
+            return (self.featurize or extract_features)(context, list(candidates))
+
+    def store_features(self, context: Any, candidates: list[Any]) -> list[np.ndarray]:
+        """PerStoreFeature for the store: the model's cache of them already holds what the search scored."""
+        from autosearch.search.featurize import FeatureCache
+
+        if isinstance(self.featurize, FeatureCache):
+            return self.featurize(context, candidates)
+        return super().store_features(context, candidates)
+
+    def ms_cost_model(self, policy: Any) -> Any:
+        return ms_cost_model(self, policy)
+
+    def screen_scores(self, context: Any, candidates: list[Any]) -> np.ndarray:
+        from autosearch.features.per_store import extract_features
+
+        return self.model_scores((self.featurize or extract_features)(context, candidates))
+
+    def learn(
+        self,
+        context: Any,
+        group: str,
+        candidates: list[Any],
+        measured: list[Any],
+        store_feats: list[np.ndarray],
+        controls: list[bool],
+        policy: Any,
+    ) -> None:
+        from autosearch.features.per_store import EXTRACTOR
+
+        lats = [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured]
+        if self.featurize is not None and tuple(self.extractor) != EXTRACTOR:
+            feats = self.features(context, candidates)
+        else:
+            feats = store_feats
+        policy.judge(self, group, feats, lats, controls)
+        self.observe(group, feats, lats, verdict=policy.verdict())
+
+    def learn_seeds(self, context: Any, group: str, candidates: list[Any], latencies: list[float | None]) -> None:
+        self.observe(group, self.features(context, candidates), latencies)
+
     # -- learning ----------------------------------------------------------------------------
     def observe(
         self,
         group: str,
         feats: Sequence[np.ndarray],
         latencies: Sequence[float | None],
-        controls: Sequence[bool] | None = None,
+        verdict: tuple[float, float] | None = None,
     ) -> bool:
         """Record measured results (latency None = failed); retrain if the rule says so.
-        `controls` marks the results drawn at random rather than picked by the model."""
+        `verdict`: (prior, online) accuracy on random controls from the exploration policy
+        (`Exploration.verdict`), which the online blend then follows."""
         if len(feats) != len(latencies):
             raise InputError(f"{len(feats)} feature matrices but {len(latencies)} latencies")
-        ctrl = [False] * len(feats) if controls is None else [bool(c) for c in controls]
-        if len(ctrl) != len(feats):
-            raise InputError(f"{len(feats)} feature matrices but {len(ctrl)} control flags")
-        if self.gate is not None and self.model is not None and any(ctrl):
-            self._judge_controls(group, feats, latencies, ctrl)
-        for f, lat, c in zip(feats, latencies, ctrl):
+        for f, lat in zip(feats, latencies):
             ok = lat is not None and np.isfinite(lat) and lat > 0
             for store in (self.groups, self.pending):
                 g = store.setdefault(group, _Group())
                 g.feats.append(np.asarray(f, dtype=np.float32))
                 g.lats.append(float(lat) if ok and lat is not None else None)
-                g.ctrl.append(c)
         if not self.should_retrain():
             self.n_skipped += 1
             return False
         with self._section("update"):
-            self._retrain()
+            self._retrain(verdict)
         return True
-
-    def _judge_controls(
-        self, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None], ctrl: list[bool]
-    ) -> None:
-        """Give the control gate this round's controls, scored before the model learns them,
-        against up to 64 earlier controls of the group."""
-        old = self.groups.get(group)
-        idx = np.flatnonzero(old.ctrl) if old is not None else np.zeros(0, np.int64)
-        if idx.size > 64:
-            idx = self.rng.choice(idx, 64, replace=False)
-        new_feats = [f for f, c in zip(feats, ctrl) if c]
-        new_lats = [x for x, c in zip(latencies, ctrl) if c]
-        old_feats = [old.feats[i] for i in idx] if old is not None else []
-        old_lats = [old.lats[i] for i in idx] if old is not None else []
-        items, lats = [*new_feats, *old_feats], [*new_lats, *old_lats]
-        new = [True] * len(new_feats) + [False] * len(old_feats)
-        assert self.gate is not None
-        self.gate.judge(self.model_scores(items), lats, new)
-        if self.online_model is not None:  # prior and online model, each alone, on the same controls
-            from autosearch.training.batch import FeatureBatch
-
-            batch = FeatureBatch.from_list(items)
-            self.gate.judge_scorer("prior", np.asarray(self.model.predict(batch), dtype=np.float64), lats, new)
-            self.gate.judge_scorer("online", np.asarray(self.online_model.predict(batch), dtype=np.float64), lats, new)
 
     def _dataset(self, groups: dict[str, _Group]) -> Any:
         """A Dataset of these groups, labels normalised by each group's best latency so far."""
@@ -329,25 +362,24 @@ class ModelAdapter:
                 ds.labels[gi.start : gi.stop] = np.where(np.isfinite(lat), best / lat, 0.0)
         return ds
 
-    def _retrain(self) -> None:
+    def _retrain(self, verdict: tuple[float, float] | None = None) -> None:
         if self.online_model is not None:
-            self._judge_online()
+            self._judge_online(verdict)
         self._retrain_model()
         if self.online_kind is not None and self.n_seen >= self.online_warmup:
             self._fit_online()
 
-    def _judge_online(self) -> None:
+    def _judge_online(self, verdict: tuple[float, float] | None = None) -> None:
         """Which of prior and online model orders the new results (unseen by both) better. With
         random controls, their verdict on the controls decides (the model's own picks are a
         biased sample: a prior wrong about the fast region can order its favourites well)."""
         from autosearch.training.metrics import pairwise_accuracy
 
-        if self.gate is not None:
-            a, b = self.gate.scorer_accuracy("prior"), self.gate.scorer_accuracy("online")
-            if a is not None and b is not None:
-                self.held_back.append((a, b))
-                self.online_weight = float(np.clip(0.5 + self.online_gain * (b - a), 0.0, 1.0))
-                return
+        if verdict is not None:
+            a, b = verdict
+            self.held_back.append((a, b))
+            self.online_weight = float(np.clip(0.5 + self.online_gain * (b - a), 0.0, 1.0))
+            return
 
         ds = self._dataset(self.pending)
         accs = []
@@ -460,9 +492,9 @@ def _ms_class() -> Any:
     class AutosearchCostModel(PyCostModel):
         """MetaSchedule face of a ModelAdapter."""
 
-        def __init__(self, adapter: ModelAdapter) -> None:
+        def __init__(self, adapter: ModelAdapter, policy: Any) -> None:
             super().__init__()
-            self.adapter = adapter
+            self.adapter, self.policy = adapter, policy
 
         def load(self, path: str) -> None:
             from autosearch.models import load_model
@@ -483,12 +515,15 @@ def _ms_class() -> Any:
         def predict(self, context: Any, candidates: Any) -> np.ndarray:
             with self.adapter._section("features"):
                 feats = (self.adapter.featurize or extract_features)(context, list(candidates))
-            return self.adapter.score(feats)
+            return self.policy.score(self.adapter, feats)
 
     _CLASS = AutosearchCostModel
     return _CLASS
 
 
-def ms_cost_model(adapter: ModelAdapter) -> Any:
-    """The adapter as a MetaSchedule `PyCostModel` (usable in `ms.tune_tir(cost_model=...)`)."""
-    return _ms_class()(adapter)
+def ms_cost_model(adapter: ModelAdapter, policy: Any = None) -> Any:
+    """The adapter as a MetaSchedule `PyCostModel` (usable in `ms.tune_tir(cost_model=...)`),
+    scoring through the exploration `policy` (default: none)."""
+    from autosearch.search.explore import NoExploration
+
+    return _ms_class()(adapter, policy or NoExploration())

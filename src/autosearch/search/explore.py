@@ -16,21 +16,38 @@ XGBModel finds the fast region its random warm-up samples.
 on random starts, doubling with each further stalled round up to `cap`, and back to nothing once a
 round improves the best (the gradient search's widening, search/gradient/optimize.py).
 
-Pure NumPy, testable without TVM; `search.adapter.ModelAdapter` owns the gate.
+`Exploration` is what a search strategy asks of exploration (search/strategies): how many of a
+round are random controls, how candidates are scored for the search (the model's scores, or with
+an upper-confidence bonus), and what the model got right before it learns a round. `NoExploration`
+(`--explore none`) and `ControlExploration` (`--explore control`, a `ControlGate`) are the two
+kinds; each strategy owns one (`make_exploration`).
+
+Pure NumPy, testable without TVM.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from autosearch.errors import InputError
 
-__all__ = ["EXPLORE_MODES", "ControlGate", "StallTracker", "zscore"]
+__all__ = [
+    "EXPLORE_MODES",
+    "ControlExploration",
+    "ControlGate",
+    "Exploration",
+    "NoExploration",
+    "StallTracker",
+    "make_exploration",
+    "zscore",
+]
 
 #: `--explore` values past `auto`: "none" (scores as the model gives them) and "control" (this module).
 EXPLORE_MODES = ("none", "control")
@@ -194,3 +211,113 @@ class StallTracker:
             return base
         k = self.stalled - self.patience
         return max(base, min(self.cap, self.start * 2.0**k))
+
+
+class Exploration(ABC):
+    """How a strategy explores past its model: a policy over a scorer (`search.adapter.ModelAdapter`
+    or any object with its `score`, `score_spread`, `score_space`, `score_space_spread` and
+    `score_parts` methods)."""
+
+    #: Whether a candidate's score depends on the batch it is scored in (then a search must not
+    #: reuse a score across batches).
+    relative: bool = False
+
+    def controls(self, n: int) -> int:
+        """How many of a round of `n` are random controls."""
+        return 0
+
+    @property
+    def state(self) -> float | None:
+        """What the policy decided for the next round (history's `explore`), or None."""
+        return None
+
+    @abstractmethod
+    def score(self, scorer: Any, feats: Sequence[np.ndarray]) -> np.ndarray:
+        """The search's scores of candidates' feature matrices (higher = better)."""
+
+    @abstractmethod
+    def score_space(self, scorer: Any, space: Any, x: np.ndarray) -> np.ndarray:
+        """The search's scores of decision vectors `x` of a `DecisionSpace`."""
+
+    def judge(
+        self, scorer: Any, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None], ctrl: list[bool]
+    ) -> None:
+        """Record a round's results before the scorer learns them (`ctrl` marks the controls)."""
+        return None  # nothing by default
+
+    def verdict(self) -> tuple[float, float] | None:
+        """(prior, online model) pairwise accuracy on what this policy judged, or None: what the
+        scorer's online blend follows when the policy has unbiased evidence."""
+        return None
+
+
+class NoExploration(Exploration):
+    """`--explore none`: the model's scores as they are, no controls."""
+
+    def score(self, scorer: Any, feats: Sequence[np.ndarray]) -> np.ndarray:
+        return np.asarray(scorer.score(feats), dtype=np.float64)
+
+    def score_space(self, scorer: Any, space: Any, x: np.ndarray) -> np.ndarray:
+        return np.asarray(scorer.score_space(space, x), dtype=np.float64)
+
+
+class ControlExploration(Exploration):
+    """`--explore control`: random controls each round, their share set by the model's accuracy on
+    earlier controls (`ControlGate`), and an upper-confidence bonus where the ensemble disagrees."""
+
+    relative = True  # z-scored per batch
+
+    def __init__(self, seed: int = 0, gate: ControlGate | None = None, *, trained: bool = True) -> None:
+        self.gate = gate or ControlGate()
+        self.rng = np.random.default_rng(seed)
+        #: A model fitted on the run alone has nothing to be judged on before its first fit: no controls.
+        self.trained = trained
+        self.history: dict[str, tuple[list[np.ndarray], list[float | None]]] = {}  # earlier controls per group
+
+    def controls(self, n: int) -> int:
+        return self.gate.controls(n) if self.trained else 0
+
+    @property
+    def state(self) -> float | None:
+        return self.gate.share
+
+    def score(self, scorer: Any, feats: Sequence[np.ndarray]) -> np.ndarray:
+        return self.gate.acquire(*scorer.score_spread(feats))
+
+    def score_space(self, scorer: Any, space: Any, x: np.ndarray) -> np.ndarray:
+        return self.gate.acquire(*scorer.score_space_spread(space, x))
+
+    def judge(
+        self, scorer: Any, group: str, feats: Sequence[np.ndarray], latencies: Sequence[float | None], ctrl: list[bool]
+    ) -> None:
+        """Give the gate this round's controls, scored before the model learns them, against up to
+        64 earlier controls of the group; the prior and the online model are tallied alone too."""
+        if not self.trained or not any(ctrl):
+            return
+        old_feats, old_lats = self.history.setdefault(group, ([], []))
+        idx = np.arange(len(old_lats))
+        if idx.size > 64:
+            idx = self.rng.choice(idx, 64, replace=False)
+        new_feats = [f for f, c in zip(feats, ctrl) if c]
+        new_lats = [x for x, c in zip(latencies, ctrl) if c]
+        items = [*new_feats, *(old_feats[i] for i in idx)]
+        lats = [*new_lats, *(old_lats[i] for i in idx)]
+        new = [True] * len(new_feats) + [False] * len(idx)
+        self.gate.judge(scorer.score(items), lats, new)
+        for name, scores in scorer.score_parts(items).items():  # prior and online model, each alone
+            self.gate.judge_scorer(name, scores, lats, new)
+        for f, lat in zip(new_feats, new_lats):
+            ok = lat is not None and np.isfinite(lat) and lat > 0
+            old_feats.append(np.asarray(f, dtype=np.float32))
+            old_lats.append(float(lat) if ok and lat is not None else None)
+
+    def verdict(self) -> tuple[float, float] | None:
+        a, b = self.gate.scorer_accuracy("prior"), self.gate.scorer_accuracy("online")
+        return None if a is None or b is None else (a, b)
+
+
+def make_exploration(mode: str, seed: int = 0, *, trained: bool = True) -> Exploration:
+    """The policy of an `--explore` value past `auto` (`model_spec.make_cost_model` resolves that)."""
+    if mode not in EXPLORE_MODES:
+        raise InputError(f"explore must be one of {', '.join(EXPLORE_MODES)}, got {mode!r}")
+    return ControlExploration(seed, trained=trained) if mode == "control" else NoExploration()

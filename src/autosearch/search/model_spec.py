@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +52,26 @@ def default_model(target: Any = None) -> str:
 @dataclass
 class TuneModel:
     """What a `--model` value resolves to: MetaSchedule's cost model, our adapter (None for TVM's
-    own models), the label written to results and to every record's source, and `search`, what
+    own models), the label written to results and to every record's source, `search`, what
     `--search auto` runs with this model on the target it was made for (`auto_search`, decided
-    once here)."""
+    once here), and `explore`, the exploration the search strategy runs (`--explore` with `auto`
+    resolved: "none" or "control"). `scorer` is what the tuning loop talks to (search/scorer.py):
+    the adapter, or TVM's own cost model behind the same interface."""
 
     cost_model: Any
     adapter: Any
     label: str
     search: str = "evolutionary"
+    explore: str = "none"
+    scorer: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from autosearch.search.explore import EXPLORE_MODES
+        from autosearch.search.scorer import NativeScorer
+
+        if self.explore not in EXPLORE_MODES:
+            raise InputError(f"--explore must be one of auto, {', '.join(EXPLORE_MODES)}, got {self.explore!r}")
+        self.scorer = self.adapter if self.adapter is not None else NativeScorer(self.cost_model)
 
 
 def auto_search(extractor: Any, target: Any) -> str:
@@ -113,16 +125,17 @@ def make_cost_model(
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
 
-        return TuneModel(RandomModel(seed=seed), None, "random")
+        return TuneModel(RandomModel(seed=seed), None, "random", explore=_explore(explore))
     if spec == "tvm-xgb":  # exactly MetaSchedule's default: XGBModel with adaptive training
         from tvm.s_tir.meta_schedule.cost_model import CostModel
 
-        return TuneModel(CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1), None, "tvm-xgb")
+        cm = CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1)
+        return TuneModel(cm, None, "tvm-xgb", explore=_explore(explore))
     if spec in ONLINE_KINDS:  # fitted from scratch on this run only
         kw: dict[str, Any] = {"seed": seed}
         adapter = ModelAdapter(kind=spec, model_kw=kw, seed=seed, timer=timer, retrain_fraction=retrain_fraction)
         adapter.featurize = FeatureCache(extract_features)
-        return TuneModel(ms_cost_model(adapter), adapter, spec)
+        return TuneModel(ms_cost_model(adapter), adapter, spec, explore=_explore(explore))
     from autosearch.models import load_model
 
     prior, plus, online = ("", "", "") if Path(spec).exists() else spec.rpartition("+")  # a dir may contain '+'
@@ -149,7 +162,9 @@ def make_cost_model(
     if extractor == EXTRACTOR:
         check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
     auto = auto_search(extractor, target)
-    decision = (auto if search == "auto" else search) == "decision"
+    runs = auto if search == "auto" else search
+    # the gradient search on a prefix prior (a CPU) works over the decision search's sketches: explores alike
+    decision = runs == "decision" or (runs == "gradient" and auto == "decision")
     if target is not None and warn:
         warn_unknown_device(model, target, decision=decision)
     if explore == "auto":
@@ -163,10 +178,15 @@ def make_cost_model(
         online=online if plus else None,
         online_warmup=online_warmup,
         online_gain=online_gain,
-        explore=explore,
     )
     adapter.extractor, adapter.featurize = extractor, featurize
-    return TuneModel(ms_cost_model(adapter), adapter, f"{label}+{online}" if plus else label, auto)
+    label = f"{label}+{online}" if plus else label
+    return TuneModel(ms_cost_model(adapter), adapter, label, auto, explore)
+
+
+def _explore(explore: str) -> str:
+    """`--explore` for a model without a prior to judge: `auto` is `none`."""
+    return "none" if explore == "auto" else explore
 
 
 def _device_of(target_json: str) -> tuple[str, str, int]:

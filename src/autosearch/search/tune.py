@@ -3,12 +3,12 @@
 The loop is MetaSchedule's own, driven at the TuneContext level so that every stage can be timed
 and every measured candidate reaches our store:
 
-    candidates = source.propose(n - k)      (evolutionary search + cost-model ranking + eps-greedy,
-                                             or gradient search: search/strategy.py)
-               + source.draw(k)             (k random controls, `--explore control`)
+    candidates = strategy.propose(n - k)    (a `SearchStrategy`, search/strategies: MetaSchedule's
+                                             evolutionary search, the decision search or gradient search)
+               + strategy.draw(k)           (k random controls: its exploration policy, search/explore.py)
       -> build (PoolBuilder) -> run (Runner) (real hardware)
-      -> source.notify(...)                  (the search and MetaSchedule's database learn the result)
-      -> cost model update (adaptive)        (search/adapter.py)
+      -> strategy.notify(...)                (the search and MetaSchedule's database learn the result)
+      -> strategy.learn(...)                 (the scorer's adaptive update, search/scorer.py)
       -> store.add_measurements              (records + PerStoreFeature, one transaction per round)
 
 Ctrl-C ends the loop between (or inside) rounds: every completed round is already in the store,
@@ -218,7 +218,7 @@ class TuneRun:
         from autosearch.backends.tvm.measure import EvaluatorSettings
         from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
         from autosearch.search.adapter import group_key
-        from autosearch.search.strategy import make_source
+        from autosearch.search.strategies import make_strategy
         from autosearch.store import WorkloadRecord
 
         if not isinstance(model, TuneModel):
@@ -226,10 +226,9 @@ class TuneRun:
         _check_device(target)
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
-        if model.adapter is not None:  # features / predict / update inside the search are timed too
-            model.adapter.timer = self.timer.section
-            # the search scores while nothing else of the run works: on every core (1.5-1.7x faster)
-            model.adapter.score_threads = physical_cores()
+        # features / predict / update inside the search are timed too; the search scores while
+        # nothing else of the run works: on every core (1.5-1.7x faster)
+        model.scorer.attach(self.timer.section, physical_cores())
         self.result = TuneResult(
             workload=workload.name,
             workload_key=workload.key,
@@ -244,8 +243,10 @@ class TuneRun:
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):
-                self.source = make_source(workload, target, model, settings, console=console)
-            self.result.search = self.source.kind
+                self.strategy = make_strategy(
+                    workload, target, model, settings, console=console, timer=self.timer.section
+                )
+            self.result.search = self.strategy.kind
             with self.timer.section("setup:runner"):
                 self.measurer = _measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
                 self.builder = pool_builder(build_timeout)
@@ -254,24 +255,15 @@ class TuneRun:
         self.group = group_key(workload.mod())
         self.done = False
         self.run_seconds: list[float] = []  # wall seconds of each successful run on the device (the run cap)
-        from autosearch.search.strategy import GradientSource
-
-        #: Gradient search ranks with its own differentiable model: the TuneModel's would learn for nothing.
-        self.model_learns = not isinstance(self.source, GradientSource)
 
     def warm_start(self, store: Any, k: int = 16) -> int:
         """Give the search the store's `k` best schedules of this workload on this target; returns
         how many it took. The best of them is the run's best so far (trial 0)."""
-        from autosearch.features.per_store import extract_features
-
         rows = store.best(self.workload.key, self.result.target, k)
-        pairs = self.source.seed(rows) if rows else []
+        pairs = self.strategy.seed(rows) if rows else []
         if not pairs:
             return 0
-        if self.model.adapter is not None and self.model_learns:  # the model learns them as evidence
-            with self.timer.section("features"):
-                feats = (self.model.adapter.featurize or extract_features)(self.source.context, [c for _, c in pairs])
-            self.model.adapter.observe(self.group, feats, [r.median for r, _ in pairs])
+        self.strategy.learn_seeds(self.group, pairs)  # the model learns them as evidence
         best = pairs[0][0]  # the fastest that replays (rows are fastest first)
         self.result.best_latency, self.result.best_trace, self.result.best_trial = best.median, best.schedule, 0
         return len(pairs)
@@ -287,12 +279,10 @@ class TuneRun:
             self.result.stop_reason = self.result.stop_reason or "budget reached"
             return False
         n = min(self.settings.trials_per_round, self.trials_left)
-        k = self.model.adapter.n_controls(n) if self.model.adapter is not None and self.model_learns else 0
+        k = self.strategy.n_controls(n)
         with self.timer.section("search"), interrupts.deferred():
-            picks = self._screened(n - k)
-            if picks is None:
-                picks = self.source.propose(n - k)
-            controls = self.source.draw(k) if k else []
+            picks = self.strategy.propose(n - k)
+            controls = self.strategy.draw(k) if k else []
         if not picks and not controls:
             self.done = True
             self.result.stop_reason = "search space exhausted"
@@ -300,29 +290,10 @@ class TuneRun:
         _round(self, picks + controls, [False] * len(picks) + [True] * len(controls))
         return True
 
-    def _screened(self, n: int) -> list[Any] | None:
-        """The first round's picks from the screened draws (`strategy.screen_picks`); None in later
-        rounds and where screening is off or cannot score.
-        Scored by the model alone, without the exploration bonus: the uniform draws are the
-        exploration."""
-        from autosearch.features.per_store import extract_features
-        from autosearch.search.strategy import screen_picks
-
-        adapter, draws, st = self.model.adapter, getattr(self.source, "draws", None), self.settings
-        if self.result.history or st.screen <= n or n <= 0 or not self.model_learns or draws is None:
-            return None
-        if self.source.kind == "decision" or adapter is None or adapter.model is None:
-            return None
-        featurize = adapter.featurize or extract_features
-        ctx = self.source.context
-        with self.timer.section("search:screen"):
-            return screen_picks(draws, n, st.screen, lambda cands: adapter.model_scores(featurize(ctx, cands)))
-
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted) and the time breakdown."""
-        self.source.close()
-        if self.model.adapter is not None:
-            self.result.retrains = self.model.adapter.n_retrains
+        self.strategy.close()
+        self.result.retrains = self.model.scorer.n_retrains
         if not self.result.interrupted:
             _baselines(self, baseline, reference)
         self.timer.stop()
@@ -416,8 +387,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     from autosearch.backends.tvm.measure import adaptive_run_timeout
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
-    from autosearch.features.per_store import EXTRACTOR, extract_features
-    from autosearch.search.featurize import FeatureCache
+    from autosearch.features.per_store import EXTRACTOR
     from autosearch.store import MeasurementRecord
 
     timer, result = run.timer, run.result
@@ -431,25 +401,14 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
         measured = run.measurer.run_built(cands, built, timeout=rcap)
     run.run_seconds += [r.seconds for r in measured if r.status == "ok" and r.seconds > 0]
     lats = [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured]
+    strategy = run.strategy
     with timer.section("search"):
-        run.source.notify(cands, measured)
-    adapter = run.model.adapter
+        strategy.notify(cands, measured)
     # the store keeps PerStoreFeature; the model's cache of them already holds what the search scored
-    cached = adapter.featurize if adapter is not None and isinstance(adapter.featurize, FeatureCache) else None
     with timer.section("features"), interrupts.deferred():
-        feats = (cached or extract_features)(run.source.context, cands)
+        feats = run.model.scorer.store_features(strategy.context, cands)
     with timer.section("update"):
-        if not run.model_learns:
-            pass
-        elif adapter is not None:
-            if adapter.featurize is not None and tuple(adapter.extractor) != EXTRACTOR:
-                with timer.section("features"):
-                    model_feats = adapter.featurize(run.source.context, cands)
-            else:
-                model_feats = feats
-            adapter.observe(run.group, model_feats, lats, controls)
-        else:
-            run.model.cost_model.update(run.source.context, cands, run.source.runner_results(measured))
+        strategy.learn(run.group, cands, measured, feats, controls)
     texts = [trace_json(c.sch) for c in cands]
     rnd = (result.history[-1]["round"] + 1) if result.history else 0
     if run.store is not None:
@@ -471,10 +430,9 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
             ]
             run.store.add_measurements(records, feats, EXTRACTOR)
     now = round(timer.elapsed(), 3)
-    state = run.model.adapter.explore_state if run.model.adapter is not None else None
+    state, share = strategy.explore_state, run.model.scorer.online_share
     explore = round(state, 3) if state is not None else None
-    ad = run.model.adapter
-    online_w = round(ad.online_weight, 3) if ad is not None and ad.online_model is not None else None
+    online_w = round(share, 3) if share is not None else None
     for t, lat, c in zip(texts, lats, controls):
         result.trials += 1
         if lat is not None:

@@ -1,0 +1,209 @@
+"""The one interface of a tuning search (`SearchStrategy`), and what every strategy shares.
+
+MetaSchedule's shape: a strategy proposes a round's candidates (`propose(n)`), draws random
+controls (`draw(k)`), is told what they measured (`notify`) and is closed at the end (`close`).
+`tune()` drives every strategy the same way and asks it nothing about its kind: what differs is
+in the strategy's own methods and attributes (`learns`: whether the tuning model learns the
+run's measurements; `n_controls`: its exploration policy's share of random controls; `learn`:
+the scorer's update, judged first by the policy). One file per strategy: `evolutionary`,
+`decision`, `gradient`; `make_strategy` (strategies/__init__.py) picks one.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+from autosearch.errors import WorkloadError, one_line
+from autosearch.search.explore import Exploration, make_exploration
+
+__all__ = ["RandomDraws", "SearchStrategy", "design_space", "mod_hash", "replay_rows"]
+
+
+def replay_rows(context: Any, rows: list[Any]) -> list[tuple[Any, Any]]:
+    """(row, MeasureCandidate) of stored schedules (trace replay); rows whose trace no longer
+    applies are skipped, so the pairs keep each candidate with its own row."""
+    from autosearch.features.per_store import candidate_from_trace
+
+    out = []
+    for r in rows:
+        try:
+            out.append((r, candidate_from_trace(context.mod, r.schedule)))
+        except Exception:  # a trace from another TVM version: not a seed, not an error
+            continue
+    return out
+
+
+def mod_hash(mod: Any) -> int:
+    import tvm_ffi
+
+    return int(tvm_ffi.structural_hash(mod))
+
+
+class RandomDraws:
+    """Schedules sampled uniformly from the design spaces, as MetaSchedule's ReplayTrace does: a
+    sketch's trace replayed with every decision sampled afresh, then the postprocessors (a
+    schedule they reject is drawn again). Never one already proposed or measured in this run."""
+
+    def __init__(self, context: Any, spaces: list[Any], seed: int) -> None:
+        import numpy as np
+
+        self.context, self.rng = context, np.random.default_rng([seed, 0x5EED])
+        self.traces = [s.trace.simplified(remove_postproc=True) for s in spaces]
+        self.postprocs = list(context.space_generator.postprocs)
+        self.seen: set[int] = set()
+
+    def fresh(self, candidate: Any) -> bool:
+        return mod_hash(candidate.sch.mod) not in self.seen
+
+    def mark(self, candidates: list[Any]) -> None:
+        for c in candidates:
+            self.seen.add(mod_hash(c.sch.mod))
+
+    def claim(self, candidates: list[Any], limit: int) -> list[Any]:
+        """Up to `limit` of the candidates not yet proposed or measured in this run, now marked seen."""
+        out: list[Any] = []
+        for c in candidates:
+            if len(out) >= limit:
+                break
+            h = mod_hash(c.sch.mod)
+            if h not in self.seen:
+                self.seen.add(h)
+                out.append(c)
+        return out
+
+    def draw(self, k: int, tries: int = 8, mark: bool = True) -> list[Any]:
+        """Up to k fresh schedules; `mark=False` leaves them free to be proposed later (screening
+        draws many and measures few: the rest must not be barred from the search)."""
+        return list(self.draw_keyed(k, tries, mark).values())
+
+    def draw_keyed(self, k: int, tries: int = 8, mark: bool = True) -> dict[int, Any]:
+        """`draw`, keyed by each schedule's structural hash (in the order drawn)."""
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.schedule import Trace
+
+        from autosearch.backends.tvm.space import replay_postprocessed
+
+        out: dict[int, Any] = {}
+        misses = 0  # draws in a row that gave nothing new: a small space is spent, stop asking
+        for _ in range(max(0, k) * tries):
+            if len(out) >= k or misses >= 128:
+                break
+            misses += 1
+            trace = self.traces[int(self.rng.integers(len(self.traces)))]
+            sch = replay_postprocessed(
+                self.context.mod,
+                self.postprocs,
+                lambda s, t=trace: Trace(t.insts, {}).apply_to_schedule(s, remove_postproc=True),
+                seed=int(self.rng.integers(1, 2**31 - 1)),
+            )
+            if sch is None:  # a sampled decision the sketch cannot take: draw again
+                continue
+            h = mod_hash(sch.mod)
+            if h in self.seen or h in out:
+                continue
+            misses = 0
+            out[h] = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        if mark:
+            self.seen.update(out)
+        return out
+
+
+def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tuple[Any, list[Any]]:
+    """(TuneContext, design spaces) of the workload; one with nothing to decide is refused unless
+    `settings.fixed_spaces` (then its spaces' single schedule is what the search measures)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+
+    register_tensor_intrinsics(target)
+    ctx = ms.TuneContext(
+        mod=workload.mod(),
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy=strategy,
+        task_name=workload.name,
+        rand_state=settings.seed,
+        num_threads=max(1, os.cpu_count() or 1),
+    )
+    try:
+        spaces = list(ctx.generate_design_space())
+    except Exception as exc:
+        raise WorkloadError(f"MetaSchedule cannot build a design space for {workload.name}: {one_line(exc)}") from None
+    if not spaces or not (settings.fixed_spaces or any(len(sch.trace.decisions) > 0 for sch in spaces)):
+        raise WorkloadError(
+            f"{workload.name} has no tunable design space on {target.kind.name}: "
+            "MetaSchedule offers no schedule decision to search over"
+        )
+    return ctx, spaces
+
+
+class SearchStrategy(ABC):
+    """A tuning search: where a round's candidates come from, and what it learns from their results.
+
+    context: the TuneContext (features and TVM's own cost models read it); kind: the `--search`
+    value it runs (what a run reports, fallbacks included); scorer: the tuning model
+    (`search.scorer.Scorer`); policy: its exploration (`search.explore.Exploration`); draws: the
+    run's `RandomDraws` (uniform draws and the record of what was proposed or measured)."""
+
+    kind: str = ""
+    #: Whether the tuning model learns the run's measurements (`learn`); a strategy with a model
+    #: of its own (the knob gradient search) says False and its `learn` does nothing.
+    learns: bool = True
+    context: Any
+    draws: RandomDraws
+
+    def __init__(self, model: Any, settings: Any, *, timer: Callable[[str], Any] | None = None) -> None:
+        self.scorer = model.scorer
+        self.settings = settings
+        self.policy: Exploration = make_exploration(model.explore, settings.seed, trained=self.scorer.trained)
+        self._timer = timer
+
+    def section(self, name: str) -> Any:
+        """A timed section of the run's breakdown (nothing without a timer)."""
+        return self._timer(name) if self._timer is not None else nullcontext()
+
+    @abstractmethod
+    def propose(self, n: int) -> list[Any]:
+        """Up to n new candidates, none proposed or measured before in this run."""
+
+    def draw(self, k: int) -> list[Any]:
+        """Up to k random controls (uniform draws from the design space)."""
+        return self.draws.draw(k)
+
+    def n_controls(self, n: int) -> int:
+        """How many of a round of n are random controls (the exploration policy's share)."""
+        return self.policy.controls(n)
+
+    @property
+    def explore_state(self) -> float | None:
+        """What the exploration policy decided for the next round (history's `explore`)."""
+        return self.policy.state
+
+    @abstractmethod
+    def notify(self, candidates: list[Any], measured: list[Any]) -> None:
+        """What the candidates measured (`MeasureResult`s), for the search itself."""
+
+    def learn(self, group: str, candidates: list[Any], measured: list[Any], feats: Any, controls: list[bool]) -> None:
+        """The tuning model learns a measured round (`feats`: its PerStoreFeature, as stored)."""
+        self.scorer.learn(self.context, group, candidates, measured, feats, controls, self.policy)
+
+    def seed(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        """Stored schedules (store rows, fastest first) the search starts from; returns the
+        (row, candidate) pairs that replay. Marked seen: never proposed again."""
+        pairs = replay_rows(self.context, rows)
+        self.draws.mark([c for _, c in pairs])
+        return pairs
+
+    def learn_seeds(self, group: str, pairs: list[tuple[Any, Any]]) -> None:
+        """The tuning model learns the seeds as evidence (where it learns at all)."""
+        if pairs:
+            self.scorer.learn_seeds(self.context, group, [c for _, c in pairs], [r.median for r, _ in pairs])
+
+    def close(self) -> None:
+        """End of the run: release what the search holds."""
+        return None  # nothing by default
