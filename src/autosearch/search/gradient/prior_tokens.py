@@ -127,8 +127,28 @@ class RelaxedTokens:
                 f = _factor(rep, inst, k)
                 const = math.log2(f) if f > 0 else math.nan
             self._tiles.append((cell, d, j, int(k), const))
-        self._tile_code = np.asarray(code, dtype=np.int64)
-        self._depths = max(depth.values(), default=0)
+        # the same, as index tensors: each entry's column in [every tile knob's u | the fixed log2 f]
+        self._knob_cols = {j: i for i, j in enumerate(self.tile_knobs)}
+        first = np.cumsum([0] + [len(self.log2_options[j][0]) for j in self.tile_knobs])
+        n_var = int(first[-1])
+        self._const = torch.tensor([t[4] for t in self._tiles if t[2] < 0], dtype=torch.float64)
+        col_of: list[int] = []
+        fixed = 0
+        for _cell, _d, j, k, _c in self._tiles:
+            if j >= 0:
+                col_of.append(int(first[self._knob_cols[j]]) + k)
+            else:
+                col_of.append(n_var + fixed)
+                fixed += 1
+        self._tile_cols = torch.tensor(col_of, dtype=torch.int64)
+        self._tile_code = torch.tensor(np.asarray(code, dtype=np.int64))
+        self._by_depth = [
+            (
+                torch.tensor([i for i, t in enumerate(self._tiles) if t[1] == d], dtype=torch.int64),
+                torch.tensor([t[0] for t in self._tiles if t[1] == d], dtype=torch.int64),
+            )
+            for d in range(max(depth.values(), default=0))
+        ]
         # the other decision values (categorical choices, compute locations): assigned in order
         self._others: list[tuple[int, int, np.ndarray | float]] = []  # (flat cell, knob or -1, per-option values)
         for r, c, sym in plan.others:
@@ -143,9 +163,9 @@ class RelaxedTokens:
         self._posts: list[tuple[int, Any, list[tuple[int, int, float]], int]] = []
         for r, post in plan.posts:
             loops = []
-            for ref, fixed in zip(post.refs(), post.loop_extents(rep)):
+            for ref, extent in zip(post.refs(), post.loop_extents(rep)):
                 j = self.knob_of.get(ref[0], -1) if isinstance(ref, tuple) else -1
-                loops.append((j, ref[1] if j >= 0 else 0, float(fixed)))  # type: ignore[index]
+                loops.append((j, ref[1] if j >= 0 else 0, float(extent)))  # type: ignore[index]
             self._posts.append((r, post, loops, post.cut(rep)))
 
     @property
@@ -208,22 +228,21 @@ class RelaxedTokens:
             out[:, base : base + 3] = values
         # tile values, added cell by cell in the tokenizer's order (float32 sums, as np.add.at)
         if self._tiles:
-            vals = []
-            for (_cell, _d, j, k, const), code in zip(self._tiles, self._tile_code):
-                if j >= 0:
-                    lg, f = u[j][:, k], factor[j][:, k]  # type: ignore[index]
-                else:
-                    lg = torch.full((n,), const, dtype=torch.float64)
-                    f = torch.exp2(lg)
-                if code == 1:
-                    v = torch.log2(f + 1.0)
-                else:
-                    v = lg + 1.0 if code == 0 else lg
-                vals.append(torch.nan_to_num(v, nan=0.0).float())  # an unknown fixed factor counts 0
-            for d in range(self._depths):
-                idx = [i for i, t in enumerate(self._tiles) if t[1] == d]
-                cells = torch.tensor([self._tiles[i][0] for i in idx])
-                out[:, cells] = out[:, cells] + torch.stack([vals[i] for i in idx], 1)
+            parts = []
+            for j in self.tile_knobs:
+                uj = u[j]
+                parts.append(
+                    uj
+                    if uj is not None
+                    else torch.from_numpy(self.log2_options[j][self.space.current[j]]).expand(n, -1)
+                )
+            lg = torch.cat([*parts, self._const.expand(n, -1)], 1)[:, self._tile_cols]
+            f = _snap(torch.exp2(lg))
+            code = self._tile_code
+            v = torch.where(code == 1, torch.log2(f + 1.0), lg + (code == 0).double())
+            vals = torch.nan_to_num(v, nan=0.0).float()  # an unknown fixed factor counts 0
+            for idx, cells in self._by_depth:
+                out[:, cells] = out[:, cells] + vals[:, idx]
         for cell, j, table in self._others:
             if j >= 0:
                 out[:, cell] = (p[j] * torch.from_numpy(table)).sum(1).float()  # type: ignore[operator]
