@@ -432,3 +432,27 @@ def test_cli_eval_takes_pretrained_as_tune_does(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["kind"] == "mlp" and out["mean"]["groups"] >= 1 and 0 < out["mean"]["top1"] <= 1
+
+
+def test_hyper_parameters_are_the_constructors_arguments() -> None:
+    """A model's saved hyper-parameters are its `__init__`'s named arguments (issue 46: no second
+    list to keep in step), save for Adams2019's starting weights, which are data."""
+    import inspect
+
+    from autosearch.models.base import CostModel
+    from autosearch.models.registry import KINDS, model_class
+
+    class Toy(CostModel):
+        kind = "toy"
+
+        def __init__(self, depth: int = 3, *, rate: float = 0.1) -> None:
+            self.depth, self.rate = depth, rate
+
+        fit = update = _predict = save = _from_dir = None  # type: ignore[assignment]
+
+    assert Toy.hyper == ("depth", "rate")
+    assert Toy._from_params({"params": {"depth": 5, "rate": 0.5, "unknown": 1}}).depth == 5
+    for kind in KINDS:
+        cls = model_class(kind)
+        args = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        assert list(cls.hyper) == [a for a in args if (kind, a) != ("adams2019", "init")], kind

@@ -755,6 +755,7 @@ class Adams2019Model(CostModel):
     kind: ClassVar[str] = "adams2019"
     weights_file: ClassVar[str] = "adams2019.safetensors"
     length_param: ClassVar[str | None] = "epochs"
+    #: Not derived from `__init__`: its `init` (starting weights) is data, not a hyper-parameter.
     hyper: ClassVar[tuple[str, ...]] = ("learning_rate", "epochs", "update_epochs", "num_cores", "seed")
     extractor: tuple[str, str] = EXTRACTOR
 

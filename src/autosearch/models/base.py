@@ -6,6 +6,7 @@ Scores are "higher = faster"; only their order within one workload matters to se
 from __future__ import annotations
 
 import abc
+import inspect
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -60,8 +61,18 @@ class CostModel(abc.ABC):
     #: The hyper-parameter that says how long training runs (epochs / boosting rounds); None when
     #: the model stops on its own criterion. `--epochs` and refitting after early stopping set it.
     length_param: ClassVar[str | None] = None
-    #: Constructor arguments saved in config.json ("params") and given back to the constructor by `load`.
+    #: Constructor arguments saved in config.json ("params") and given back to the constructor by
+    #: `load`: by default every named argument of the class's `__init__` (scikit-learn's
+    #: `get_params` rule, `__init_subclass__`), so a new argument is saved without a second list.
     hyper: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "hyper" not in cls.__dict__:
+            params = inspect.signature(cls.__init__).parameters.values()
+            named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+            cls.hyper = tuple(p.name for p in params if p.name != "self" and p.kind in named)
+
     extractor: tuple[str, str] = DEFAULT_EXTRACTOR
     n_features: int | None = None
 

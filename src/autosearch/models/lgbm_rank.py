@@ -41,18 +41,6 @@ class LGBMRank(CostModel):
     kind = "lgbm-rank"
     weights_file: ClassVar[str] = "model.txt"
     length_param: ClassVar[str | None] = "n_rounds"
-    hyper = (
-        "n_rounds",
-        "learning_rate",
-        "num_leaves",
-        "min_data_in_leaf",
-        "feature_fraction",
-        "levels",
-        "patience",
-        "update_rounds",
-        "nthread",
-        "seed",
-    )
 
     def __init__(
         self,

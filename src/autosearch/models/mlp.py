@@ -55,22 +55,6 @@ class SegmentSumMLP(CostModel):
     kind = "mlp"
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
-    hyper = (
-        "loss",
-        "hidden",
-        "n_residual",
-        "lr",
-        "weight_decay",
-        "epochs",
-        "groups_per_batch",
-        "cands_per_group",
-        "grad_clip",
-        "patience",
-        "stop_on",
-        "update_epochs",
-        "seed",
-        "members",
-    )
 
     def __init__(
         self,

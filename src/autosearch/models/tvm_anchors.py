@@ -67,7 +67,6 @@ class TVMXGBAnchor(CostModel):
 
     kind = "tvm-xgb"
     weights_file: ClassVar[str] = "model.json"
-    hyper = ("max_depth", "eta", "gamma", "min_child_weight", "early_stopping_rounds", "nthread", "seed")
 
     def __init__(
         self,
@@ -211,7 +210,6 @@ class TVMMLPAnchor(CostModel):
     kind = "tvm-mlp"
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
-    hyper = ("epochs", "batch_size", "lr", "weight_decay", "grad_clip", "hidden", "seed")
 
     def __init__(
         self,

@@ -93,23 +93,6 @@ class XGBPackSum(CostModel):
     kind = "xgb"
     weights_file: ClassVar[str] = "model.json"
     length_param: ClassVar[str | None] = "n_rounds"
-    hyper = (
-        "max_depth",
-        "eta",
-        "gamma",
-        "min_child_weight",
-        "subsample",
-        "colsample_bytree",
-        "n_rounds",
-        "eval_every",
-        "patience",
-        "stop_on",
-        "objective",
-        "weight_floor",
-        "update_rounds",
-        "nthread",
-        "seed",
-    )
 
     def __init__(
         self,

@@ -114,6 +114,9 @@ class SparseCostModel(nn.Module):
         channels: int = 16,
         heads: int = 4,
     ) -> None:
+        #: Saved in config.json and given back to `build_model` by `load_model`: every `__init__`
+        #: argument (scikit-learn's get_params rule), read before any other local exists.
+        self_hyper = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         super().__init__()
         if kind not in KINDS:
             raise InputError(f"unknown sparse model {kind!r}; choose one of {', '.join(KINDS)}")
@@ -122,8 +125,7 @@ class SparseCostModel(nn.Module):
         if layers not in (1, 2):
             raise InputError(f"layers must be 1 or 2, got {layers}")
         self.kind, self.placement, self.d = kind, placement, d_model
-        self.hyper = dict(kind=kind, d_model=d_model, layers=layers, placement=placement, channels=channels,
-                          heads=heads)  # fmt: skip
+        self.hyper = self_hyper
         waco_like = kind in ("WACONet", "AutoSparseNet_WACONet")
         self.extractor = WacoExtractor(channels, out=d_model) if waco_like else HDCExtractor(channels, out=d_model)
         if kind == "WACONet":

@@ -19,9 +19,9 @@ from autosearch.training.dataset import Dataset
 from autosearch.training.metrics import group_metrics, mean_metrics
 
 
-class CostModel(Protocol):
-    """What evaluation needs of a model (models.base.CostModel implements it); a Protocol, so that
-    this layer, below the models, does not import them."""
+class Predictor(Protocol):
+    """What evaluation needs of a model: fit and predict (every `models.base.CostModel` is one); a
+    Protocol, so that this layer, below the models, does not import them."""
 
     kind: ClassVar[str]
     length_param: ClassVar[str | None]
@@ -34,6 +34,7 @@ class CostModel(Protocol):
 __all__ = [
     "STOP_ON",
     "EvalResult",
+    "Predictor",
     "column_scale",
     "early_stopped_epochs",
     "evaluate",
@@ -60,7 +61,7 @@ class EvalResult:
         return {"per_group": self.per_group, "mean": self.mean, "candidates_per_s": self.candidates_per_s}
 
 
-def evaluate(model: CostModel, dataset: Dataset, keep_scores: bool = False, min_time_s: float = 0.3) -> EvalResult:
+def evaluate(model: Predictor, dataset: Dataset, keep_scores: bool = False, min_time_s: float = 0.3) -> EvalResult:
     """Score every group of `dataset` with `model` and compute the ranking metrics.
 
     Throughput is candidates/s from features to scores, one group per `predict` call (as search
@@ -79,7 +80,7 @@ def evaluate(model: CostModel, dataset: Dataset, keep_scores: bool = False, min_
     return EvalResult(per_group, mean_metrics(per_group), prediction_throughput(model, dataset, min_time_s), all_scores)
 
 
-def prediction_throughput(model: CostModel, dataset: Dataset, min_time_s: float = 0.3) -> float:
+def prediction_throughput(model: Predictor, dataset: Dataset, min_time_s: float = 0.3) -> float:
     """Candidates per second through `model.predict`, one group per call (after a warm-up call)."""
     batches = [dataset.group_batch(gi) for gi in range(dataset.n_groups)]
     model.predict(batches[0])  # warm-up: lazy library initialisation is not throughput
@@ -126,7 +127,7 @@ def selection_key(
     raise InputError(f"unknown stop_on {stop_on!r}; choose one of {', '.join(STOP_ON)}")
 
 
-def fit_refit(model: CostModel, train: Dataset, valid_fraction: float = 0.15, seed: int = 0, **fit_kw: Any) -> Any:
+def fit_refit(model: Predictor, train: Dataset, valid_fraction: float = 0.15, seed: int = 0, **fit_kw: Any) -> Any:
     """Early-stop on a carve-out of the training workloads, then refit on ALL training workloads
     for the chosen number of epochs / rounds.
 
