@@ -181,29 +181,6 @@ class TLPModel(CostModel):
     kind = "tlp"
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
-    hyper = (
-        "hidden",
-        "heads",
-        "n_attention",
-        "loss",
-        "mixed",
-        "lr",
-        "weight_decay",
-        "epochs",
-        "groups_per_batch",
-        "cands_per_group",
-        "grad_clip",
-        "patience",
-        "stop_on",
-        "update_epochs",
-        "seed",
-        "device",
-        "known_devices",
-        "positions",
-        "gain_scale",
-        "threads",
-        "members",
-    )
 
     def __init__(
         self,
