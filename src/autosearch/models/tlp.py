@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from autosearch import interrupts
 from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 
@@ -393,6 +394,7 @@ class TLPModel(CostModel):
             chunks = -(-len(x) * space.n_tokens // _SPACE_ROWS)  # even chunks of <= ~_SPACE_ROWS token rows
             step = max(1, -(-len(x) // max(chunks, 1)))
             for s in range(0, len(x), step):
+                interrupts.check()  # a search scores thousands of vectors a round: Ctrl-C acts between chunks
                 out[:, s : s + step] = tables.scores(x[s : s + step]).double().numpy()
         return out
 
@@ -531,6 +533,7 @@ class _SpaceTables:
         index_t = torch.from_numpy(index.reshape(-1))
         out = []
         for net, table in zip(self.nets, self.tables):
+            interrupts.check()  # a member's pass over a chunk can take a second on a busy machine
             if extra:
                 table = torch.cat([table, *(net.row_values(t, r) for t, r in extra)])
             out.append(net.forward_rows(table.index_select(0, index_t).view(n, self.n_tokens, -1)))
