@@ -62,18 +62,23 @@ def check_decision_model(adapter: Any) -> None:
 
 
 class DecisionSearch:
-    """The search behind `strategy.DecisionSource` (needs a `trace-prefix-tokens` model).
+    """The search behind `strategies.DecisionStrategy` (needs a `trace-prefix-tokens` model).
 
     context, spaces: the TuneContext and its design spaces; draws: the run's `RandomDraws` (its
     uniform draws, post-processors and record of what was proposed); adapter: the `ModelAdapter`
     that scores token matrices; settings: `TuneSettings` (population, genetic_num_iters,
-    eps_greedy, seed)."""
+    eps_greedy, seed); policy: the strategy's exploration (`search.explore.Exploration`; none by
+    default), through which every score is asked."""
 
-    def __init__(self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any) -> None:
+    def __init__(
+        self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any, *, policy: Any = None
+    ) -> None:
         from autosearch.backends.tvm.space import trace_json
+        from autosearch.search.explore import NoExploration
 
         check_decision_model(adapter)
         self.context, self.adapter, self.draws, self.settings = context, adapter, draws, settings
+        self.policy = policy if policy is not None else NoExploration()
         self.rng = np.random.default_rng([settings.seed, 0xDEC1])
         ir = context.mod.script()
         self._ir = ir
@@ -174,14 +179,14 @@ class DecisionSearch:
 
         Why: a generation repeats vectors (a small space's mutants and random draws collide: 89% of
         softmax's scored rows were repeats) and keeps the best quarter of the last one. Not under
-        an exploration gate (`--explore trust|control`): its scores are relative to the batch."""
-        if self.adapter.gate is not None:
-            return np.asarray(self.adapter.score_space(self.sketches[s], x), dtype=np.float64)
+        an exploration policy whose scores are relative to the batch (`--explore control`)."""
+        if self.policy.relative:
+            return np.asarray(self.policy.score_space(self.adapter, self.sketches[s], x), dtype=np.float64)
         uniq, inverse = np.unique(x, axis=0, return_inverse=True)
         keys = [(s, row.tobytes()) for row in uniq]
         todo = [i for i, key in enumerate(keys) if key not in self._scored]
         if todo:
-            new = np.asarray(self.adapter.score_space(self.sketches[s], uniq[todo]), dtype=np.float64)
+            new = np.asarray(self.policy.score_space(self.adapter, self.sketches[s], uniq[todo]), dtype=np.float64)
             self._scored.update((keys[i], float(v)) for i, v in zip(todo, new))
         return np.asarray([self._scored[key] for key in keys], dtype=np.float64)[inverse.reshape(-1)]
 
