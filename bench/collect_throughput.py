@@ -24,7 +24,7 @@ WORKLOADS = ["batch_matmul/1x128x128x128", "conv2d_nhwc/1x56x56x64/k1s1p0/64", "
 
 _OURS = """
 import json, sys, time, resource
-from autosearch.search.collect import collect
+from autosearch.collect import collect
 from autosearch.backends.tvm.measure import EvaluatorSettings
 from autosearch.backends.tvm.target import host_target
 from autosearch.store import Store

@@ -445,7 +445,7 @@ def _remeasure(
 
 def _print_vs_pytorch(wls: list, runs: list[dict], models: list[str], top: int) -> None:
     """Each workload's PyTorch CPU time (tune's reference, same threads) and tuned speed / PyTorch's."""
-    from autosearch.search.reference import reference_latency
+    from autosearch.reference import reference_latency
 
     print(f"\n## Tuned kernel speed relative to PyTorch (PyTorch latency / best tuned latency @{top}; > 1: faster)\n")
     print("| workload | PyTorch reference | PyTorch (us) | " + " | ".join(models) + " |")

@@ -22,7 +22,7 @@ def host():
 def collected_db(tmp_path_factory, host) -> Path:
     """A store holding 6 real measured schedules of each of two workloads, with features."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
-    from autosearch.search.collect import collect
+    from autosearch.collect import collect
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 

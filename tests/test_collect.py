@@ -37,7 +37,7 @@ def test_collect_resumes_and_tops_up(collected_db, host, tmp_path):
     import shutil
 
     from autosearch.backends.tvm.measure import EvaluatorSettings
-    from autosearch.search.collect import collect
+    from autosearch.collect import collect
     from autosearch.workloads import resolve_workloads
 
     db = tmp_path / "copy.db"

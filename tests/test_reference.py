@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autosearch.search.reference import reference_latency, time_callable, torch_device
+from autosearch.reference import reference_latency, time_callable, torch_device
 from autosearch.workloads import get_workload
 
 
@@ -61,7 +61,7 @@ def test_pytorch_runs_where_the_target_does() -> None:
 
 def test_nchw_convolution_reference_computes_the_workloads_output() -> None:
     """The PyTorch twin of a registered NCHW conv: same layout, so the same output shape."""
-    from autosearch.search.reference import reference_fn
+    from autosearch.reference import reference_fn
 
     wl = get_workload("resnet50/conv2d_nchw/1x256x56x56/k1s2p0/512")
     ref = reference_fn(wl.params)

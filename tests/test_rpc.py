@@ -38,7 +38,7 @@ def local_tracker():
 @pytest.mark.slow
 def test_collect_through_rpc_tracker(local_tracker, host, tmp_path):
     from autosearch.backends.tvm.measure import EvaluatorSettings
-    from autosearch.search.collect import collect
+    from autosearch.collect import collect
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 

@@ -120,7 +120,7 @@ def collect(
     """Measure random schedules of workloads into the database (resumable: re-run to continue)."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import canonical_target, parse_target
-    from autosearch.search.collect import collect as run_collect
+    from autosearch.collect import collect as run_collect
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 

@@ -118,15 +118,15 @@ def torch_latency_isolated(spec: str, shapes: Sequence[tuple[int, ...]], device:
     thread count and one thread; with `device="cuda"` on GPU 0, or None without a CUDA PyTorch (a
     GPU network is never compared with PyTorch's CPU time).
 
-    Why a fresh process: see `autosearch.search.reference.run_isolated`.
+    Why a fresh process: see `autosearch.reference.run_isolated`.
     """
-    from autosearch.search.reference import check_torch_device, run_isolated
+    from autosearch.reference import check_torch_device, run_isolated
 
     check_torch_device(device)
     code = (
         "import json, torch\n"
         "from autosearch.search.network import import_torch_model\n"
-        "from autosearch.search.reference import time_callable\n"
+        "from autosearch.reference import time_callable\n"
         f"net, inputs = import_torch_model({spec!r}, {[tuple(s) for s in shapes]!r})\n"
         "best = None\n"
         f"if {device!r} == 'cuda' and torch.cuda.is_available():\n"
@@ -461,7 +461,7 @@ def _build_check_time(
     result.tuned_latency = time_vm(vm, dev, args)
     ex_plain = compile_relax(ms.database.MemoryDatabase(), mod, target, params_main)
     result.untuned_latency = time_vm(relax.VirtualMachine(ex_plain, dev), dev, args)
-    from autosearch.search.reference import torch_device
+    from autosearch.reference import torch_device
 
     device = torch_device(target)
     if device:

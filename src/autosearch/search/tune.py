@@ -476,7 +476,7 @@ def _baselines(run: TuneRun, baseline: bool, reference: bool) -> None:
             with run.timer.section("baseline"):
                 run.result.untuned_latency = measure_untuned(run.workload.mod(), run.target, run.measurer)
         if reference:
-            from autosearch.search.reference import reference_latency, torch_device
+            from autosearch.reference import reference_latency, torch_device
 
             device = torch_device(run.target)
             if device:

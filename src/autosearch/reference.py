@@ -176,7 +176,7 @@ def reference_latency(
         return None
     if isolated:
         code = (
-            "import json\nfrom autosearch.search.reference import reference_latency as r\n"
+            "import json\nfrom autosearch.reference import reference_latency as r\n"
             "class W:\n    pass\n"
             f"w = W()\nw.params = json.loads({json.dumps(json.dumps(params))})\n"
             f"print(json.dumps(r(w, min_time={min_time}, repeat={repeat}, isolated=False, device={device!r})))\n"
