@@ -455,6 +455,9 @@ def test_unknown_search_is_refused(capsys: pytest.CaptureFixture[str], tmp_path:
     _one_line_error(  # tried, measured no better, removed (issue 46)
         capsys, ["tune", WL, "--search", "portfolio", *SMALL, "--db", str(tmp_path / "t.db")], "--search must be one of"
     )
+    for removed in ("trust", "stall"):  # the same, before any model loads
+        argv = ["tune", WL, "--explore", removed, *SMALL, "--db", str(tmp_path / "t.db")]
+        _one_line_error(capsys, argv, "--explore must be one of auto, none, control")
 
 
 @pytest.mark.parametrize(

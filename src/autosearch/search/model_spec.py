@@ -120,8 +120,11 @@ def make_cost_model(
     is first fitted, and how fast the blend weight follows the two models' accuracy (ModelAdapter)."""
     from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH, extract_features
     from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
+    from autosearch.search.explore import EXPLORE_MODES
     from autosearch.search.featurize import FeatureCache, featurizer_for
 
+    if explore != "auto" and explore not in EXPLORE_MODES:  # before a model loads or warns
+        raise InputError(f"--explore must be one of auto, {', '.join(EXPLORE_MODES)}, got {explore!r}")
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
 
