@@ -171,7 +171,8 @@ class PriorGradientSearch(DecisionSearch):
                 starts = self._starts(s, x, scores)
                 found = descend(self.relaxed(s), nets, starts, opts, self.generator)
                 descended.update((s, v.tobytes()) for v in found)
-                screened[s] = (np.concatenate([x, found]), np.concatenate([scores, self._score(s, found)]))
+                both = np.unique(np.concatenate([x, found]), axis=0)
+                screened[s] = (both, self._score(s, both))  # one batch: a relative policy's scores compare
         self.descended.append(len(descended))
         for s, (x, scores) in enumerate(screened):
             shapes = self.sketches[s].structure(x)
