@@ -65,7 +65,7 @@ def test_full_disk_during_collect_is_one_line_and_keeps_the_earlier_batches(tmp_
     """SQLite's own SQLITE_FULL ("database or disk is full"), the error a full disk gives, made by
     capping the file's pages (`PRAGMA max_page_count`) just above what the earlier rows need."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
-    from autosearch.search.collect import collect
+    from autosearch.collect import collect
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 
