@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"training"},
     {"models"},
     {"search"},
+    {"networks"},
     {"reports"},
     {"sparse"},
     {"halide"},

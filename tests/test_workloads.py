@@ -271,10 +271,13 @@ def test_nchw_convolution_is_what_relax_makes_of_a_pytorch_conv() -> None:
     import torch
 
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.network import import_network
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
 
     net = torch.nn.Conv2d(128, 128, 3, stride=2, padding=1, bias=False).eval()
-    _, _, _, (task,) = import_network("conv", net, [torch.rand(1, 128, 56, 56)], parse_target("host"))
+    x = np.random.default_rng(0).random((1, 128, 56, 56), dtype=np.float32)
+    graph = import_network("conv", net, [InputSpec("x", "float32", x.shape)], [x], parse_target("host"))
+    (task,) = graph.workloads
 
     def loops(script: str) -> tuple[list[str], list[str]]:
         script = re.sub(r"T\.int64\((\d+)\)", r"\1", script)

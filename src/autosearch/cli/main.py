@@ -246,10 +246,11 @@ def db_export(
 
 def _mount_subcommands() -> None:
     """Every other command module is a Typer app of its own; nameless ones add top-level commands."""
-    from autosearch.cli import halide, models, sparse, tune
+    from autosearch.cli import halide, models, network, sparse, tune
 
     app.add_typer(models.app)
     app.add_typer(tune.app)
+    app.add_typer(network.app)
     app.add_typer(halide.app, name="halide")
     app.add_typer(sparse.app, name="sparse")
 

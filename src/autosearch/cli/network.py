@@ -1,0 +1,171 @@
+"""`autosearch tune-model | run`: a whole network tuned under a budget in minutes, and its artifact run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from autosearch.cli.common import console, emit_json, err, one_line_errors
+from autosearch.errors import InputError
+from autosearch.formatting import format_seconds
+
+__all__ = ["app"]
+
+app = typer.Typer(add_completion=False)
+
+
+# Long by nature: a Typer command's signature is its option list.
+@app.command("tune-model")
+@one_line_errors
+def tune_model(
+    spec: str = typer.Argument(..., help="FILE.py:FUNC returning a torch.nn.Module, or FILE.onnx."),
+    inputs: list[str] = typer.Option(
+        [], "--input", help="NAME:DTYPE:SHAPE[:LOW..HIGH], e.g. input_ids:int64:1,128 (repeat per input, in order)."
+    ),
+    input_shape: list[str] = typer.Option([], "--input-shape", help="Shorthand for float32 inputs: 1,3,224,224."),
+    budget_minutes: float = typer.Option(
+        10.0, "--budget-minutes", help="Wall time for import, prior and measurements (0: no time limit)."
+    ),
+    trials: Optional[int] = typer.Option(
+        None, "--trials", help="Cap on measured trials over all tasks; 0 builds from the prior alone."
+    ),
+    model: str = typer.Option("pretrained", "--model", help="Cost model in the measured rounds, as for `tune`."),
+    trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules per round of one task."),
+    target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
+    db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database (a rerun resumes from it)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Folder for the deployable artifact (model.so, model.json)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Search seed (and the example inputs' seed)."),
+    fast_math: bool = typer.Option(
+        False,
+        "--fast-math/--no-fast-math",
+        help="GELU, erf, exp, tanh and softmax as TVM's polynomial approximations: faster, a few ulp less "
+        "exact; the output is still checked (docs/networks.md).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON summary (progress still on stderr)."),
+) -> None:
+    """Tune a whole model: every task starts from the prior's schedule, measured rounds improve the
+    tasks that matter most until the budget is spent; then build, check against the original model,
+    time against PyTorch and (with --out) export."""
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.networks.inputs import parse_inputs
+    from autosearch.networks.tune import tune_network
+    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.tune import TuneSettings, check_out_dir
+    from autosearch.store import Store
+    from autosearch.workloads.module import check_module_spec
+
+    if not spec.endswith(".onnx"):
+        check_module_spec(spec)  # before the model, whose device warning would bury this error
+    elif not Path(spec).is_file():
+        raise InputError(f"ONNX file {spec} does not exist")
+    specs = parse_inputs(inputs, input_shape)
+    settings = TuneSettings(trials_per_round=trials_per_round, seed=seed)
+    tgt = parse_target(target)
+    if out is not None:
+        check_out_dir(out)
+    make_cost_model(model, seed=seed, search="evolutionary")  # a bad --model fails before the import
+    warned: list[bool] = []
+
+    def task_model() -> Any:
+        """The first task's model (made after the network imported) says if the device is new."""
+        tm = make_cost_model(model, seed=seed, target=tgt, warn=not warned, search="evolutionary", explore="control")
+        warned.append(True)
+        return tm
+
+    with Store(db) as store:
+        r = tune_network(
+            spec,
+            specs,
+            tgt,
+            task_model,
+            settings,
+            trials=trials,
+            minutes=budget_minutes or None,
+            store=store,
+            console=err,
+            progress=True,
+            fast_math=fast_math,
+            out_dir=str(out) if out is not None else None,
+            seed=seed,
+        )
+    if json_out:
+        emit_json(r.summary())
+    else:
+        _print_network(r)
+    if r.interrupted:
+        raise typer.Exit(130)
+    if not r.correct:
+        raise typer.Exit(3)
+
+
+def _print_network(r: Any) -> None:
+    t = Table(title=f"{r.spec}: {len(r.tasks)} tasks, {r.trials} trials measured in {r.seconds:.0f} s")
+    for col in ("task", "weight", "trials", "best", "untuned", "built with"):
+        t.add_column(col, justify="left" if col in ("task", "built with") else "right")
+    for task in r.tasks:
+        t.add_row(
+            task["name"],
+            str(task["weight"]),
+            str(task["trials"]),
+            format_seconds(task["best_latency_s"]),
+            format_seconds(task.get("untuned_latency_s")),
+            task["built_with"],
+        )
+    console.print(t)
+    console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
+    line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"
+    if r.tuned_latency and r.torch_latency:
+        line += f" -> x{r.torch_latency / r.tuned_latency:.2f} PyTorch's speed"
+    console.print(line)
+    if r.artifact:
+        console.print(f"artifact: {r.artifact} (autosearch run {r.artifact})")
+
+
+@app.command("run")
+@one_line_errors
+def run(
+    artifact: Path = typer.Argument(..., help="Folder written by `tune-model --out`."),
+    inputs: list[str] = typer.Option(
+        [], "--input", help="NAME=FILE.npy (repeat per input); inputs not given are random, as tune-model drew them."
+    ),
+    repeat: int = typer.Option(10, "--repeat", help="Timing repeats (median; each at least 20 ms)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON summary."),
+) -> None:
+    """Load a tuned network, run it once on the inputs and time it."""
+    import numpy as np
+
+    from autosearch.networks.artifact import load_artifact
+    from autosearch.networks.inputs import example_arrays
+
+    if repeat < 1:
+        raise InputError(f"--repeat must be at least 1, got {repeat}")
+    m = load_artifact(artifact)
+    arrays = example_arrays(m.inputs, seed)
+    names = [s.name for s in m.inputs]
+    for item in inputs:
+        name, sep, path = item.partition("=")
+        if not sep or name not in names:
+            raise InputError(f"--input must be NAME=FILE.npy with NAME one of {', '.join(names)}; got {item!r}")
+        try:
+            arrays[names.index(name)] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--input {name}: cannot read {path} as a .npy array: {exc}") from None
+    outs = m(*arrays)
+    latency = m.latency(*arrays, repeat=repeat)
+    info = {
+        "artifact": str(artifact),
+        "inputs": [s.to_json() for s in m.inputs],
+        "outputs": [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in outs],
+        "latency_s": latency,
+    }
+    if json_out:
+        emit_json(info)
+        return
+    shapes = ", ".join("x".join(map(str, o.shape)) + f" {o.dtype}" for o in outs)
+    console.print(f"{artifact}: outputs {shapes}; {format_seconds(latency)} a call (median of {repeat})")

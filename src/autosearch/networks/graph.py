@@ -1,0 +1,248 @@
+"""A user's network as TVM Relax: import, the graph passes a CPU compiler needs, tasks, and the build.
+
+Pipeline (TVM 0.27):
+1. Import: `torch.export` -> `from_exported_program` for `FILE.py:FUNC`, or Relax's ONNX frontend
+   for a `.onnx` file; the parameters are bound as constants.
+2. Graph passes: `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
+   weights: one task fewer per convolution and one pass less over every activation), `--fast-math`
+   (`fast_math_module`), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
+   FoldConstant, FuseOps, FuseTIR) with `AttachAttrLayoutFreeBuffers` before fusion, so that
+   MetaSchedule's `RewriteLayout` post-processor may choose a packed weight layout per task.
+3. Tasks: MetaSchedule's `extract_tasks` on that module, one per distinct fused function.
+4. Build: `MetaScheduleApplyDatabase`, then `SplitLayoutRewritePreproc` + `FoldConstant`: each
+   task's weight re-layout runs once at build time on the constant weights (pre-packed), not at
+   every call; then Relax's own lowering and finalisation passes for the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError, WorkloadError, one_line
+from autosearch.networks.inputs import InputSpec
+
+__all__ = ["NetworkGraph", "build_network", "fast_math_module", "import_network", "load_source", "tasks_of"]
+
+
+@dataclass
+class NetworkGraph:
+    """The prepared module (parameters bound, passes run), its tasks and one workload per task."""
+
+    mod: Any
+    tasks: list[Any]
+    workloads: list[Any]
+
+
+def load_source(spec: str) -> Any:
+    """The model a spec names: an `nn.Module` (eval mode) from `FILE.py:FUNC`, or an `onnx.ModelProto`."""
+    if spec.endswith(".onnx"):
+        path = Path(spec)
+        if not path.is_file():
+            raise InputError(f"ONNX file {spec} does not exist")
+        try:
+            import onnx
+
+            model = onnx.load(str(path))
+            onnx.checker.check_model(model)
+        except Exception as exc:
+            raise InputError(f"cannot read {spec} as an ONNX model: {one_line(exc)}") from None
+        return model
+    import torch
+
+    from autosearch.workloads.module import load_module_object
+
+    obj, _ = load_module_object(spec)
+    if not isinstance(obj, torch.nn.Module):
+        raise InputError(f"{spec} returned {type(obj).__name__}, not a torch.nn.Module (or give an .onnx file)")
+    return obj.eval()
+
+
+def _from_torch(net: Any, arrays: Sequence[np.ndarray], spec: str) -> tuple[Any, dict[str, Any]]:
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    try:
+        ep = torch.export.export(net, tuple(torch.from_numpy(a) for a in arrays))
+        mod = from_exported_program(ep, keep_params_as_input=True)
+    except Exception as exc:
+        raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
+    mod, params = relax.frontend.detach_params(mod)
+    values = list(params.get("main", [])) if params else []
+    fparams = list(mod["main"].params)
+    n_in = len(fparams) - len(values)
+    bound = {str(getattr(p, "name_hint", None) or p.name): v for p, v in zip(fparams[n_in:], values)}
+    return mod, bound
+
+
+def _from_onnx(model: Any, specs: Sequence[InputSpec], spec: str) -> tuple[Any, dict[str, Any]]:
+    from tvm.relax.frontend.onnx import from_onnx
+
+    graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    if sorted(graph_inputs) != sorted(s.name for s in specs):
+        raise InputError(
+            f"{spec} takes inputs {', '.join(graph_inputs)}; --input named {', '.join(s.name for s in specs)}"
+        )
+    try:
+        mod = from_onnx(
+            model,
+            shape_dict={s.name: list(s.shape) for s in specs},
+            dtype_dict={s.name: s.dtype for s in specs},
+            keep_params_in_input=False,
+        )
+    except Exception as exc:
+        raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
+    return mod, {}
+
+
+def fast_math_module(mod: Any) -> Any:
+    """`--fast-math`: GELU, `erf`, `exp`, `tanh` and softmax as TVM's polynomial approximations
+    (`topi.fast_erf`, `fast_exp`, `fast_tanh`, `fast_softmax`), the rewrite of TVM's own
+    `FastMathTransform`, which misses GELU: the PyTorch frontend emits `relax.nn.gelu`, whose
+    legalization calls the exact `erf` (`relax.nn.gelu_tanh`: `tanh`), so GELU is rewritten here
+    first (float32 only).
+
+    Why: the exact `erf` is 60x slower than the polynomial here: a BERT FFN's GELU
+    (1x128x3072) took 10.3 ms in its one scheduled form, 0.17 ms with `fast_erf` (largest
+    difference 7.2e-7; bench/README.md "`tune-model --fast-math`")."""
+    from tvm import relax, tirx, topi
+    from tvm.relax import expr_functor
+
+    def gelu(x: Any) -> Any:
+        erf = topi.fast_erf(x * tirx.const(0.5**0.5, x.dtype))
+        return x * (tirx.const(0.5, x.dtype) + erf * tirx.const(0.5, x.dtype))
+
+    def gelu_tanh(x: Any) -> Any:
+        c = tirx.const(math.sqrt(2.0 / math.pi), x.dtype)
+        inner = topi.fast_tanh(c * x * (tirx.const(1.0, x.dtype) + tirx.const(0.044715, x.dtype) * x * x))
+        return tirx.const(0.5, x.dtype) * x * (tirx.const(1.0, x.dtype) + inner)
+
+    rewrites = {"relax.nn.gelu": gelu, "relax.nn.gelu_tanh": gelu_tanh}
+
+    @expr_functor.mutator
+    class FastGelu(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            fn = rewrites.get(str(getattr(call.op, "name", "")))
+            if fn is not None and getattr(getattr(call.args[0], "ty", None), "dtype", None) == "float32":
+                return self.builder_.call_te(fn, call.args[0], primfunc_name_hint="fast_gelu")
+            return super().visit_call_(call)
+
+    rewriter = FastGelu(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
+    return relax.transform.FastMathTransform()(rewriter.builder_.get())
+
+
+def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
+    """Parameters bound, BatchNorm folded, (fast math), TVM's zero pipeline with layout-free weights."""
+    import tvm
+    from tvm import relax
+
+    t = relax.transform
+    if params:
+        mod = t.BindParams("main", params)(mod)
+    mod = tvm.transform.Sequential([t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
+    if fast_math:
+        mod = fast_math_module(mod)
+    return tvm.transform.Sequential(
+        [
+            t.DecomposeOpsForInference(),
+            t.CanonicalizeBindings(),
+            t.LegalizeOps(),
+            t.AnnotateTIROpPattern(),
+            t.FoldConstant(),
+            t.AttachAttrLayoutFreeBuffers(),
+            t.FuseOps(),
+            t.FuseTIR(),
+        ]
+    )(mod)
+
+
+def tasks_of(mod: Any, target: Any, source: str) -> tuple[list[Any], list[Any]]:
+    """MetaSchedule's tasks of a prepared module and one `ModuleWorkload` per task."""
+    from tvm.s_tir.meta_schedule.relax_integration import extract_tasks
+
+    from autosearch.workloads.module import ModuleWorkload
+
+    tasks = list(extract_tasks(mod, target))
+    if not tasks:
+        raise WorkloadError(f"{source}: TVM found no tunable operator in the model")
+    workloads = [
+        ModuleWorkload(
+            name=f"net/{t.task_name}",
+            ir_module=t.dispatched[0],
+            source=source,
+            family="network",
+            params={"task": t.task_name, "weight": int(t.weight)},
+        )
+        for t in tasks
+    ]
+    return tasks, workloads
+
+
+def import_network(
+    spec: str,
+    source: Any,
+    specs: Sequence[InputSpec],
+    arrays: Sequence[np.ndarray],
+    target: Any,
+    *,
+    fast_math: bool = False,
+) -> NetworkGraph:
+    """The prepared module and tasks of a loaded model (`load_source`); see the module doc."""
+    if hasattr(source, "graph"):  # an onnx.ModelProto
+        mod, params = _from_onnx(source, specs, spec)
+    else:
+        mod, params = _from_torch(source, arrays, spec)
+    with target:
+        prepared = _graph_passes(mod, params, fast_math=fast_math)
+    tasks, workloads = tasks_of(prepared, target, spec)
+    return NetworkGraph(prepared, tasks, workloads)
+
+
+def build_network(graph: NetworkGraph, database: Any, target: Any) -> Any:
+    """The Relax executable of a prepared module with every task's schedule from `database` (a task
+    missing there is built as TVM builds it untuned), weights pre-packed (module doc, step 4)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as rp
+    from tvm.relax.transform import MetaScheduleApplyDatabase
+
+    try:
+        lower, finalize = rp.dataflow_lower_passes(target), rp.finalize_passes(target)
+    except (ValueError, AttributeError):  # the CPU backend has none registered: compile_relax's own lists
+        t = relax.transform
+        lower = [t.RewriteDataflowReshape(), t.ToNonDataflow(), t.RemovePurityChecking(), t.CallTIRRewrite()]
+        finalize = [
+            t.StaticPlanBlockMemory(),
+            t.LowerAllocTensor(),
+            t.KillAfterLastUse(),
+            t.LowerRuntimeBuiltin(),
+            t.ComputePrimValue(),
+            t.VMShapeLower(),
+            t.AttachGlobalSymbol(),
+        ]
+    gpu = rp.BackendDispatcher.is_gpu_target(target)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def _pipeline(mod: Any, _ctx: Any) -> Any:
+        mod = MetaScheduleApplyDatabase(enable_warning=False)(mod)
+        if gpu:
+            from tvm.s_tir import dlight as dl
+
+            mod = dl.ApplyDefaultSchedule(
+                dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
+            )(mod)
+        mod = relax.transform.SplitLayoutRewritePreproc()(mod)
+        mod = relax.transform.FoldConstant()(mod)
+        return tvm.transform.Sequential(list(lower) + list(finalize))(mod)
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        return relax.build(graph.mod, target=target, relax_pipeline=_pipeline)

@@ -1,0 +1,131 @@
+"""A network's inputs as the user names them: `--input NAME:DTYPE:SHAPE[:LOW..HIGH]`.
+
+Why a spec and not only shapes: transformers take integer token ids (`input_ids:int64:1,128`), and
+an exported library must say what it expects (its `inputs.json`) so that `autosearch run` and the
+Python loader can refuse a wrong array in one line instead of crashing inside TVM.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError
+
+__all__ = ["DTYPES", "InputSpec", "example_arrays", "parse_inputs"]
+
+#: The dtypes an input may have (what PyTorch's exporter and TVM both take).
+DTYPES = ("float32", "float16", "int64", "int32", "bool")
+#: The largest input a user may ask for: 2**31 elements (8 GiB of float32) is past any model here
+#: and past what this machine could hold twice (the input and PyTorch's reference output).
+MAX_ELEMENTS = 2**31
+#: Integer inputs are drawn from [0, 100) unless a range is given: token ids of any vocabulary.
+DEFAULT_INT_RANGE = (0, 100)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input of a network: its name, dtype and shape; `low`/`high` bound integer draws."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    low: int = DEFAULT_INT_RANGE[0]
+    high: int = DEFAULT_INT_RANGE[1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> InputSpec:
+        try:
+            spec = cls(
+                name=str(d["name"]),
+                dtype=str(d["dtype"]),
+                shape=tuple(int(x) for x in d["shape"]),
+                low=int(d.get("low", DEFAULT_INT_RANGE[0])),
+                high=int(d.get("high", DEFAULT_INT_RANGE[1])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"bad input description {d!r}: {exc}") from None
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InputError(f"input {self.name}: dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if not self.shape or any(d < 1 for d in self.shape):
+            raise InputError(f"input {self.name}: shape must have positive dimensions, got {self.shape}")
+        if int(np.prod(self.shape, dtype=np.float64)) > MAX_ELEMENTS:
+            raise InputError(
+                f"input {self.name}: shape {'x'.join(map(str, self.shape))} has more than {MAX_ELEMENTS:,} elements"
+            )
+        if self.high <= self.low:
+            raise InputError(f"input {self.name}: integer range {self.low}..{self.high} is empty")
+
+    def check_array(self, a: np.ndarray) -> None:
+        """Refuse an array this input cannot take, in one line naming the input."""
+        if tuple(a.shape) != self.shape:
+            raise InputError(
+                f"input {self.name}: expected shape {'x'.join(map(str, self.shape))}, got {'x'.join(map(str, a.shape))}"
+            )
+        if str(a.dtype) != self.dtype:
+            raise InputError(f"input {self.name}: expected dtype {self.dtype}, got {a.dtype}")
+
+
+_SHAPE = re.compile(r"^\d+([,x]\d+)*$")
+
+
+def _shape(text: str, what: str) -> tuple[int, ...]:
+    text = text.strip().replace(" ", "")
+    if not _SHAPE.match(text):
+        raise InputError(f"{what}: shape must be integers separated by commas, got {text!r}")
+    return tuple(int(p) for p in re.split("[,x]", text))
+
+
+def parse_inputs(items: Sequence[str] = (), shapes: Sequence[str] = ()) -> list[InputSpec]:
+    """`--input NAME:DTYPE:SHAPE[:LOW..HIGH]` items, or the shorthand `--input-shape 1,3,224,224`
+    (float32 inputs named `input0`, `input1`, ...). Every spec is checked here, before any import."""
+    if items and shapes:
+        raise InputError("give either --input or --input-shape, not both")
+    specs: list[InputSpec] = []
+    for i, s in enumerate(shapes):
+        specs.append(InputSpec(f"input{i}", "float32", _shape(s, "--input-shape")))
+    for item in items:
+        parts = item.split(":")
+        if len(parts) not in (3, 4) or not parts[0].isidentifier():
+            raise InputError(f"--input must be NAME:DTYPE:SHAPE[:LOW..HIGH], e.g. input_ids:int64:1,128; got {item!r}")
+        low, high = DEFAULT_INT_RANGE
+        if len(parts) == 4:
+            m = re.match(r"^(-?\d+)\.\.(-?\d+)$", parts[3])
+            if not m:
+                raise InputError(f"--input {item!r}: the range must be LOW..HIGH (integers), got {parts[3]!r}")
+            low, high = int(m.group(1)), int(m.group(2))
+        specs.append(InputSpec(parts[0], parts[1], _shape(parts[2], f"--input {parts[0]}"), low, high))
+    if not specs:
+        raise InputError("give the model's inputs: --input NAME:DTYPE:SHAPE (or --input-shape for float32 inputs)")
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise InputError(f"input names repeat: {', '.join(names)}")
+    for s in specs:
+        s.check()
+    return specs
+
+
+def example_arrays(specs: Sequence[InputSpec], seed: int = 0) -> list[np.ndarray]:
+    """One array per input, reproducible: floats uniform in [0, 1), integers in [low, high)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        if s.dtype == "bool":
+            a = rng.integers(0, 2, size=s.shape).astype(bool)
+        elif s.dtype.startswith("int"):
+            a = rng.integers(s.low, s.high, size=s.shape).astype(s.dtype)
+        else:
+            a = rng.random(s.shape, dtype=np.float32).astype(s.dtype)
+        out.append(a)
+    return out

@@ -1,0 +1,430 @@
+"""`autosearch tune-model`: a whole network, tuned under a budget in minutes, exported as a library.
+
+Steps (each module of this package does one):
+1. `graph`: load the model (`FILE.py:FUNC` or `.onnx`), import it into Relax, run the graph passes,
+   extract the tasks.
+2. `prior`: every task gets the prior's best-scored schedule: with `--trials 0` (or no time left)
+   the network is built from those alone, a real compile.
+3. Tuning: one `TuneRun` per task, a round at a time; `search.scheduler.TaskScheduler` gives every
+   task one round, then each next round to the task whose weighted latency falls fastest per trial,
+   until the trials or the minutes are spent. Every measurement goes to the store, and each task
+   first takes the store's best schedules of its workload: a killed run, run again, continues.
+4. Each task is built with its best measured schedule, or TVM's default where that measured faster,
+   or the prior's where nothing was measured; `graph.build_network` pre-packs the weights.
+5. The output is checked against the original model relative to its scale (`check`), the build is
+   timed beside PyTorch eager, and `artifact` writes the library and its input description.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autosearch import interrupts
+from autosearch.errors import InputError, WorkloadError, one_line
+from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
+from autosearch.networks.inputs import InputSpec, example_arrays
+
+__all__ = ["NetworkResult", "reference_outputs", "time_vm", "torch_latency_isolated", "tune_network"]
+
+#: Per-task trial cap when only minutes bound the run (a task's space is never that large).
+_UNBOUNDED = 1_000_000
+
+
+@dataclass
+class NetworkResult:
+    spec: str
+    model: str
+    inputs: list[InputSpec] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    trials: int = 0
+    tuned_latency: float | None = None
+    untuned_latency: float | None = None
+    torch_latency: float | None = None
+    check: OutputCheck | None = None
+    interrupted: bool = False
+    seconds: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)
+    artifact: str | None = None
+    #: The tuned build (relax executable), for callers that time it beside other builds.
+    executable: Any = field(default=None, repr=False)
+
+    @property
+    def correct(self) -> bool:
+        return self.check is not None and self.check.ok
+
+    def summary(self) -> dict[str, Any]:
+        c = self.check
+        return {
+            "model_file": self.spec,
+            "cost_model": self.model,
+            "inputs": [s.to_json() for s in self.inputs],
+            "tasks": self.tasks,
+            "trials_measured": self.trials,
+            "tuned_latency_s": self.tuned_latency,
+            "untuned_latency_s": self.untuned_latency,
+            "pytorch_latency_s": self.torch_latency,
+            "max_abs_err": c.max_abs_err if c else None,
+            "output_scale": c.scale if c else None,
+            "relative_err": c.relative_err if c else None,
+            "output_matches": self.correct,
+            "interrupted": self.interrupted,
+            "seconds": self.seconds,
+            "time_breakdown": self.breakdown,
+            "artifact": self.artifact,
+        }
+
+
+def time_vm(vm: Any, dev: Any, args: list[Any], repeat: int = 5) -> float:
+    """Median seconds of one call of the VM's `main` (TVM's own timer, at least 20 ms a repeat)."""
+    ev = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=20)
+    return float(np.median(ev(*args).results))
+
+
+def _quiet() -> Any:
+    """Third-party deprecation noise (torch.export, transformers) kept off the user's screen."""
+    ctx = warnings.catch_warnings()
+    ctx.__enter__()
+    for cat in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.simplefilter("ignore", cat)
+    return ctx
+
+
+def reference_outputs(source: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The original model's outputs: PyTorch for an `nn.Module`, ONNX's reference evaluator for an
+    ONNX model."""
+    if hasattr(source, "graph"):
+        from onnx.reference import ReferenceEvaluator
+
+        names = [i.name for i in source.graph.input if i.name not in {t.name for t in source.graph.initializer}]
+        try:
+            return flatten_outputs(list(ReferenceEvaluator(source).run(None, dict(zip(names, arrays)))))
+        except Exception as exc:
+            raise InputError(f"the ONNX model cannot run on the given inputs: {one_line(exc)}") from None
+    import torch
+
+    try:
+        with torch.no_grad():
+            return flatten_outputs(source(*[torch.from_numpy(a) for a in arrays]))
+    except Exception as exc:
+        raise InputError(f"the model cannot run on the given inputs: {type(exc).__name__}: {one_line(exc)}") from None
+
+
+def torch_latency_isolated(spec: str, specs: Sequence[InputSpec], device: str = "cpu", seed: int = 0) -> float | None:
+    """PyTorch eager latency of the model in a fresh process: on the CPU the faster of the default
+    thread count and one thread; with `device="cuda"` on GPU 0, or None without a CUDA PyTorch (a
+    GPU network is never compared with PyTorch's CPU time). None for an ONNX file (no PyTorch model).
+
+    Why a fresh process: see `autosearch.reference.run_isolated`."""
+    from autosearch.reference import check_torch_device, run_isolated
+
+    if spec.endswith(".onnx"):
+        return None
+    check_torch_device(device)
+    code = (
+        "import json, warnings, torch\n"
+        "warnings.simplefilter('ignore')\n"
+        "from autosearch.networks.graph import load_source\n"
+        "from autosearch.networks.inputs import InputSpec, example_arrays\n"
+        "from autosearch.reference import time_callable\n"
+        f"specs = [InputSpec.from_json(d) for d in json.loads({json.dumps([s.to_json() for s in specs])!r})]\n"
+        f"net = load_source({spec!r})\n"
+        f"inputs = [torch.from_numpy(a) for a in example_arrays(specs, {seed})]\n"
+        "best = None\n"
+        "with torch.no_grad():\n"
+        f"    if {device!r} == 'cuda' and torch.cuda.is_available():\n"
+        "        net, inputs = net.to('cuda'), [x.to('cuda') for x in inputs]\n"
+        "        best = time_callable(lambda: net(*inputs), sync=torch.cuda.synchronize)\n"
+        f"    elif {device!r} == 'cpu':\n"
+        "        for t in dict.fromkeys([torch.get_num_threads(), 1]):\n"
+        "            torch.set_num_threads(t)\n"
+        "            lat = time_callable(lambda: net(*inputs))\n"
+        "            best = lat if best is None else min(best, lat)\n"
+        "print(json.dumps(best))\n"
+    )
+    out = run_isolated(code)
+    return float(out) if isinstance(out, (int, float)) else None
+
+
+class _Progress:
+    """A bar over the network's tasks with the time left; on a terminal a live rich bar, elsewhere
+    (a pipe, `--json`) a plain line on stderr at most every 15 s, so a long run is never silent."""
+
+    def __init__(self, console: Any, enabled: bool, deadline: float | None) -> None:
+        self.console, self.enabled, self.deadline = console, enabled, deadline
+        self.live = enabled and bool(getattr(console, "is_terminal", False))
+        self._bar: Any = None
+        self._task: Any = None
+        self._last = 0.0
+
+    def __enter__(self) -> _Progress:
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("[bold]tune-model[/] {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[left]}"),
+                console=self.console,
+                transient=False,
+            )
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def left(self) -> str:
+        if self.deadline is None:
+            return ""
+        s = max(0, int(self.deadline - time.perf_counter()))
+        return f"{s // 60}:{s % 60:02d} left"
+
+    def stage(self, name: str, total: int) -> None:
+        if self._bar is not None:
+            self._task = self._bar.add_task(name, total=total, left=self.left())
+        elif self.enabled:
+            self.console.print(f"tune-model: {name} ({total}) {self.left()}", highlight=False)
+            self._last = time.perf_counter()
+
+    def update(self, done: int, total: int, what: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, description=what[:70], left=self.left())
+        elif self.enabled and (time.perf_counter() - self._last >= 15 or done == total):
+            self._last = time.perf_counter()
+            self.console.print(f"tune-model: {what} {done}/{total} {self.left()}", highlight=False)
+
+
+def _commit(database: Any, workload: Any, trace: str, latency: float, target: Any) -> None:
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.schedule import Trace
+
+    sch = Schedule(workload.mod())
+    Trace.apply_json_to_schedule(json.loads(trace), sch)
+    rec = database.commit_workload(workload.mod())
+    args = ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+    database.commit_tuning_record(ms.database.TuningRecord(sch.trace, rec, [latency], target, args))
+
+
+def _prior_pass(
+    result: NetworkResult, workloads: list[Any], target: Any, seed: int, bar: _Progress
+) -> list[str | None]:
+    from autosearch.networks.prior import prior_schedule, prior_scorer
+
+    scorer = prior_scorer(target)
+    traces: list[str | None] = []
+    bar.stage("prior schedules", len(workloads))
+    for i, wl in enumerate(workloads):
+        with interrupts.deferred():
+            traces.append(prior_schedule(wl, target, scorer, seed))
+        bar.update(i + 1, len(workloads), f"prior {wl.name}")
+    return traces
+
+
+def _tune(
+    result: NetworkResult,
+    graph: Any,
+    target: Any,
+    model: Callable[[], Any],
+    settings: Any,
+    store: Any,
+    evaluator: Any,
+    console: Any,
+    deadline: float | None,
+    cap: int | None,
+    bar: _Progress,
+) -> dict[int, Any]:
+    """Measured rounds until the trials or the minutes are spent; each task's finished TuneResult."""
+    from autosearch.search.scheduler import TaskScheduler, task_kind
+    from autosearch.search.tune import TuneRun
+
+    runs: dict[int, Any] = {}
+    bar.stage("setting up tasks", len(graph.workloads))
+    for i, wl in enumerate(graph.workloads):
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        try:
+            tm = model()
+            result.model = tm.label
+            run = TuneRun(wl, target, tm, settings, store=store, evaluator=evaluator, console=console)
+        except WorkloadError as exc:
+            result.tasks[i]["note"] = str(exc)
+            continue
+        if store is not None:
+            result.tasks[i]["warm_started_from"] = run.warm_start(store)
+        runs[i] = run
+        bar.update(i + 1, len(graph.workloads), f"set up {wl.name}")
+    order = list(runs)
+    sched = TaskScheduler(
+        [float(result.tasks[i]["weight"]) for i in order],
+        flops=[runs[i].workload.flops for i in order],
+        kinds=[task_kind(result.tasks[i]["name"]) for i in order],
+        seed=settings.seed,
+    )
+    bar.stage("tasks measured", len(order))
+    measured: set[int] = set()
+    try:
+        while order and (deadline is None or time.perf_counter() < deadline):
+            if cap is not None and result.trials >= cap:
+                break
+            j = sched.pick()
+            if j is None:
+                break
+            run = runs[order[j]]
+            before = run.result.trials
+            advanced = run.step()
+            n = run.result.trials - before
+            result.trials += n
+            sched.record(j, n, run.result.best_latency, done=not advanced)
+            measured.add(j)
+            bar.update(len(measured), len(order), f"{result.trials} trials | {run.workload.name[4:40]}")
+    except BaseException as exc:
+        if not interrupts.handled(exc):
+            raise
+        result.interrupted = True
+    finished: dict[int, Any] = {}
+    for i, run in runs.items():
+        finished[i] = run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False)
+    return finished
+
+
+def tune_network(
+    spec: str,
+    specs: Sequence[InputSpec],
+    target: Any,
+    model: Callable[[], Any],
+    settings: Any = None,
+    *,
+    trials: int | None = None,
+    minutes: float | None = None,
+    store: Any = None,
+    evaluator: Any = None,
+    console: Any = None,
+    progress: bool = True,
+    fast_math: bool = False,
+    time_untuned: bool = False,
+    out_dir: str | None = None,
+    seed: int = 0,
+) -> NetworkResult:
+    """Import, prior schedules, tune under `trials` and/or `minutes` (both None or 0: the prior
+    alone), build, check, time and (with `out_dir`) export; see the module doc."""
+    from rich.console import Console
+
+    from autosearch.backends.tvm.target import use_physical_cores
+    from autosearch.networks.artifact import export_artifact
+    from autosearch.networks.graph import import_network, load_source
+    from autosearch.search.tune import TuneSettings, check_out_dir
+
+    if out_dir is not None:
+        check_out_dir(out_dir)
+    if trials is not None and trials < 0:
+        raise InputError(f"--trials must be >= 0, got {trials}")
+    if minutes is not None and minutes < 0:
+        raise InputError(f"--budget-minutes must be >= 0, got {minutes}")
+    use_physical_cores()  # the network is timed in this process: every core, not TVM's half
+    t_start = time.perf_counter()
+    deadline = t_start + 60.0 * minutes if minutes else None
+    console = console or Console(stderr=True)
+    result = NetworkResult(spec=spec, model="", inputs=list(specs))
+    arrays = example_arrays(specs, seed)
+    quiet = _quiet()
+    try:
+        source = load_source(spec)
+        expected = reference_outputs(source, arrays)
+        t0 = time.perf_counter()
+        graph = import_network(spec, source, specs, arrays, target, fast_math=fast_math)
+    finally:
+        quiet.__exit__(None, None, None)
+    result.breakdown["import"] = time.perf_counter() - t0
+    result.tasks = [
+        {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None, "built_with": "untuned"}
+        for t, wl in zip(graph.tasks, graph.workloads)
+    ]
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.MemoryDatabase()
+    budget = bool(trials) or (trials is None and bool(minutes))
+    with _Progress(console, progress, deadline) as bar:
+        t0 = time.perf_counter()
+        try:
+            priors = _prior_pass(result, graph.workloads, target, seed, bar)
+        except BaseException as exc:
+            if not interrupts.handled(exc):
+                raise
+            result.interrupted, priors, budget = True, [], False
+        result.breakdown["prior"] = time.perf_counter() - t0
+        finished: dict[int, Any] = {}
+        if budget and not result.interrupted:
+            run_settings = dataclasses.replace(
+                settings or TuneSettings(), trials=trials or _UNBOUNDED, fixed_spaces=True, seed=seed
+            )
+            run_settings.validate()
+            t0 = time.perf_counter()
+            finished = _tune(
+                result, graph, target, model, run_settings, store, evaluator, console, deadline, trials, bar
+            )
+            result.breakdown["tune"] = time.perf_counter() - t0
+    for i, wl in enumerate(graph.workloads):
+        info, r = result.tasks[i], finished.get(i)
+        if r is not None:
+            info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
+        if r is not None and r.best_trace is not None and r.best_latency is not None:
+            if r.untuned_latency is not None and r.untuned_latency < r.best_latency:
+                info["built_with"] = "untuned (measured faster)"
+                continue
+            _commit(database, wl, r.best_trace, r.best_latency, target)
+            info["built_with"] = "tuned"
+        elif i < len(priors) and priors[i] is not None:
+            _commit(database, wl, priors[i], 1.0, target)  # the one record of its workload: its latency is moot
+            info["built_with"] = "prior"
+    t0 = time.perf_counter()
+    _build_check_time(result, graph, database, target, arrays, expected, spec, time_untuned, seed)
+    result.breakdown["build_and_time"] = time.perf_counter() - t0
+    if out_dir is not None and result.executable is not None:
+        result.artifact = str(export_artifact(result.executable, out_dir, specs, target, result.summary()))
+    result.seconds = time.perf_counter() - t_start
+    return result
+
+
+def _build_check_time(
+    result: NetworkResult,
+    graph: Any,
+    database: Any,
+    target: Any,
+    arrays: list[np.ndarray],
+    expected: list[np.ndarray],
+    spec: str,
+    time_untuned: bool,
+    seed: int,
+) -> None:
+    """Build with the chosen schedules, check the output, time the build (and untuned) and PyTorch."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.networks.graph import build_network
+    from autosearch.reference import torch_device
+
+    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
+    args = [tvm.runtime.tensor(a, dev) for a in arrays]
+    ex = result.executable = build_network(graph, database, target)
+    vm = relax.VirtualMachine(ex, dev)
+    result.check = compare_outputs(flatten_outputs(vm["main"](*args)), expected)
+    result.tuned_latency = time_vm(vm, dev, args)
+    if time_untuned:
+        plain = build_network(graph, ms.database.MemoryDatabase(), target)
+        result.untuned_latency = time_vm(relax.VirtualMachine(plain, dev), dev, args, repeat=3)
+    device = torch_device(target)
+    if device:
+        result.torch_latency = torch_latency_isolated(spec, result.inputs, device=device, seed=seed)

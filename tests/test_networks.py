@@ -1,0 +1,319 @@
+"""Whole networks (`autosearch tune-model`, `autosearch run`): inputs, the output check, the task
+scheduler, the prior-only build, the exported artifact in a fresh process, ONNX and int inputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosearch.cli import main
+from autosearch.errors import InputError
+from autosearch.networks.check import compare_outputs
+from autosearch.networks.inputs import InputSpec, example_arrays, parse_inputs
+from autosearch.search.scheduler import TaskScheduler, task_kind
+
+NET = """
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 16)
+        self.fc = torch.nn.Linear(16, 8)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids)).sum(dim=1)
+
+def make_model():
+    torch.manual_seed(0)
+    return Net()
+
+def make_tokens():
+    torch.manual_seed(0)
+    return Tokens()
+
+def not_a_module():
+    return 42
+"""
+
+
+def test_inputs_are_parsed_and_checked_before_anything_is_imported() -> None:
+    specs = parse_inputs(["input_ids:int64:1,128:0..30522", "mask:int64:1x128"])
+    assert specs[0] == InputSpec("input_ids", "int64", (1, 128), 0, 30522)
+    assert specs[1].shape == (1, 128) and (specs[1].low, specs[1].high) == (0, 100)
+    assert parse_inputs(shapes=["1,3,224,224"]) == [InputSpec("input0", "float32", (1, 3, 224, 224))]
+    ids, mask = example_arrays(specs)
+    assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() < 30522 and ids.max() >= 100
+    assert mask.max() < 100
+    for bad, message in [
+        (["x:float32:1,a"], "integers separated by commas"),
+        (["x:float32:0,3"], "positive dimensions"),
+        (["x:complex64:1,3"], "not one of"),
+        (["x:float32"], "NAME:DTYPE:SHAPE"),
+        (["x:int64:4:9..3"], "is empty"),
+        (["x:float32:1000000000,16"], "more than"),
+        (["x:float32:1", "x:float32:2"], "repeat"),
+        ([], "give the model's inputs"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            parse_inputs(bad)
+    with pytest.raises(InputError, match="expected shape 4x64, got 4x63"):
+        InputSpec("x", "float32", (4, 64)).check_array(np.zeros((4, 63), "float32"))
+    with pytest.raises(InputError, match="expected dtype int64, got float32"):
+        InputSpec("ids", "int64", (4,)).check_array(np.zeros(4, "float32"))
+
+
+def test_output_check_is_relative_to_the_outputs_scale() -> None:
+    """A network with default BatchNorm statistics outputs ~1e-10: the old `allclose(1e-4, 1e-4)`
+    passed any output; the scale-aware check fails a wrong one and passes a right one."""
+    rng = np.random.default_rng(0)
+    expected = [rng.normal(size=(4, 10)) * 1e-10]
+    wrong = [rng.normal(size=(4, 10)) * 1e-10]
+    assert np.allclose(wrong[0], expected[0], rtol=1e-4, atol=1e-4)  # what the old check said
+    assert not compare_outputs(wrong, expected).ok
+    assert compare_outputs([expected[0] * (1 + 1e-6)], expected).ok
+    big = [rng.normal(size=(3,)) * 1e4]
+    assert compare_outputs([big[0] + 1.0], big).ok  # 1e-4 of the scale
+    assert not compare_outputs([big[0] + 100.0], big).ok
+    assert not compare_outputs([np.zeros((2, 2))], [np.zeros((3, 2))]).ok
+    assert not compare_outputs([np.array([np.nan, 1.0])], [np.array([2.0, 1.0])]).ok
+    assert not compare_outputs([np.ones(2)], [np.ones(2), np.ones(2)]).ok
+
+
+def test_scheduler_tries_every_task_then_follows_the_gradient() -> None:
+    s = TaskScheduler([1.0, 1.0, 4.0], eps=0.0)
+    first = [s.pick() for _ in range(1)]
+    assert first == [2]  # untried tasks first, heaviest first
+    s.record(2, 16, 5e-4)
+    assert s.pick() in (0, 1)
+    s.record(0, 16, 5e-4)
+    s.record(1, 16, 1e-3)
+    # same best and trials everywhere now; task 1 got there by improving, task 0 and 2 were flat,
+    # and task 2 runs 4x as often as task 0
+    s.record(1, 16, 5e-4)
+    s.record(0, 16, 5e-4)
+    s.record(2, 16, 5e-4)
+    g = [s.gradient(i) for i in range(3)]
+    assert g[1] < g[0] and g[2] < g[0]  # the improving task and the heavy task beat the flat light one
+    assert s.pick() == min(range(3), key=lambda i: g[i])
+    s.record(0, 16, None, done=True)
+    s.record(1, 16, 2.5e-4, done=True)
+    s.record(2, 16, 5e-4, done=True)
+    assert s.pick() is None
+
+
+def test_scheduler_prefers_a_task_that_has_no_working_schedule_yet() -> None:
+    s = TaskScheduler([1.0, 1.0], eps=0.0)
+    s.record(0, 16, 1e-3)
+    s.record(1, 16, None)  # every candidate failed
+    assert s.pick() == 1
+
+
+def test_scheduler_gives_rounds_to_a_task_far_slower_per_flop_than_its_siblings() -> None:
+    """Ansor's similar-task term: `conv2d8` (flat, 4x slower per FLOP than `conv2d1`) beats a
+    flat task of another kind with a larger latency, which wins when kinds are not compared."""
+    names = ["net/conv2d1", "net/conv2d8", "net/fused_matmul_add4"]
+    assert [task_kind(n) for n in names] == ["conv2d", "conv2d", "fused_matmul_add"]
+    history = [(0, 1.0e-3), (1, 4.0e-3), (2, 5.0e-3)]  # all flat for three rounds of 8
+
+    def run(s: TaskScheduler) -> int | None:
+        for _ in range(3):
+            for i, best in history:
+                s.record(i, 8, best)
+        return s.pick()
+
+    plain = TaskScheduler([1.0, 1.0, 1.0], eps=0.0)
+    assert run(plain) == 2  # by latency alone the matmul has most to gain
+    similar = TaskScheduler([1.0, 1.0, 1.0], flops=[1e9, 1e9, 1e9], kinds=[task_kind(n) for n in names], eps=0.0)
+    assert run(similar) == 1  # 2 x 1e9 / (1e9 / 1e-3) = 2 ms is within conv2d8's reach
+    with pytest.raises(ValueError, match="3 weights but 2 FLOP counts"):
+        TaskScheduler([1.0, 1.0, 1.0], flops=[1e9, 1e9])
+
+
+def _err(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    lines = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines
+    return lines[0]
+
+
+def test_bad_model_files_and_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    f = tmp_path / "net.py"
+    f.write_text(NET)
+    db = str(tmp_path / "x.db")
+    tm = ["tune-model", "--db", db]
+    assert "does not exist" in _err(capsys, [*tm, str(tmp_path / "nope.py:make_model"), "--input-shape", "4,64"])
+    assert "does not exist" in _err(capsys, [*tm, str(tmp_path / "nope.onnx"), "--input-shape", "4,64"])
+    assert "not a torch.nn.Module" in _err(capsys, [*tm, f"{f}:not_a_module", "--input-shape", "4,64"])
+    assert "no attribute" in _err(capsys, [*tm, f"{f}:missing", "--input-shape", "4,64"])
+    # a shape the model cannot take: one line from the import, not a traceback
+    assert "cannot run on the given inputs" in _err(
+        capsys, [*tm, f"{f}:make_model", "--input-shape", "4,63", "--trials", "0"]
+    )
+    assert "more than" in _err(capsys, [*tm, f"{f}:make_model", "--input-shape", "1000000000,16"])
+    (tmp_path / "bad.onnx").write_bytes(b"not an onnx file")
+    assert "cannot read" in _err(capsys, [*tm, str(tmp_path / "bad.onnx"), "--input", "x:float32:4,64"])
+    assert "not a tune-model artifact" in _err(capsys, ["run", str(tmp_path)])
+
+
+def _tune_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
+    try:
+        main(argv)
+    except SystemExit as exc:
+        assert not exc.code, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{") :])
+
+
+def test_prior_only_build_exports_an_artifact_a_fresh_process_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--trials 0` is a real compile from the prior's schedules alone; the exported library, loaded
+    in a fresh process through the Python API, computes what PyTorch computes; `run` times it."""
+    (tmp_path / "net.py").write_text(NET)
+    art = tmp_path / "art"
+    s = _tune_json(
+        capsys,
+        ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", "x:float32:4,64", "--trials", "0"]
+        + ["--db", str(tmp_path / "n.db"), "--out", str(art), "--json"],
+    )
+    assert s["output_matches"] and s["trials_measured"] == 0 and s["tuned_latency_s"] > 0
+    assert s["relative_err"] < 1e-3 and s["output_scale"] > 0
+    assert {t["built_with"] for t in s["tasks"]} == {"prior"}  # no task left to TVM's unscheduled loops
+    code = f"""
+import sys, numpy as np, torch
+sys.path.insert(0, {str(tmp_path)!r})
+from net import make_model
+from autosearch.networks import load_artifact
+m = load_artifact({str(art)!r})
+x = np.random.default_rng(1).random((4, 64), dtype=np.float32)
+(got,) = m(x)
+want = make_model().eval()(torch.from_numpy(x)).detach().numpy()
+assert got.shape == want.shape and np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want)), (got, want)
+try:
+    m(x[:, :63])
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "InputError input x: expected shape 4x64, got 4x63" in p.stdout
+    np.save(tmp_path / "x.npy", np.ones((4, 64), np.float32))
+    r = _tune_json(capsys, ["run", str(art), "--input", f"x={tmp_path / 'x.npy'}", "--json"])
+    assert r["outputs"] == [{"shape": [4, 32], "dtype": "float32"}] and r["latency_s"] > 0
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object))  # data never runs as code
+    assert "cannot read" in _err(capsys, ["run", str(art), "--input", f"x={tmp_path / 'obj.npy'}"])
+
+
+def test_integer_token_inputs_and_an_onnx_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Token ids as int64 (a transformer's input) and a model given as an ONNX file both build and
+    match their reference (PyTorch; ONNX's own reference evaluator)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    (tmp_path / "net.py").write_text(NET)
+    s = _tune_json(
+        capsys,
+        ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50", "--trials", "0"]
+        + ["--db", str(tmp_path / "n.db"), "--json"],
+    )
+    assert s["output_matches"] and s["inputs"][0]["dtype"] == "int64"
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(32, 16)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 32])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 16])],
+        [w],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    s = _tune_json(
+        capsys,
+        ["tune-model", str(tmp_path / "m.onnx"), "--input", "x:float32:8,32", "--trials", "0"]
+        + ["--db", str(tmp_path / "n.db"), "--json"],
+    )
+    assert s["output_matches"] and s["pytorch_latency_s"] is None
+    assert "takes inputs x" in _err(
+        capsys, ["tune-model", str(tmp_path / "m.onnx"), "--input", "y:float32:8,32", "--db", str(tmp_path / "n.db")]
+    )
+
+
+@pytest.mark.slow
+def test_tiny_network_tuned_with_measured_trials(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text(NET)
+    s = _tune_json(
+        capsys,
+        ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "4,64", "--trials", "16"]
+        + ["--trials-per-round", "8", "--db", str(tmp_path / "n.db"), "--json"],
+    )
+    assert s["output_matches"] and s["trials_measured"] == 16
+    assert s["tuned_latency_s"] > 0 and "tune" in s["time_breakdown"]
+
+
+def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
+    import torch
+
+    from autosearch.networks.tune import torch_latency_isolated
+
+    (tmp_path / "net.py").write_text(NET)
+    spec = f"{tmp_path / 'net.py'}:make_model"
+    x = [InputSpec("x", "float32", (4, 64))]
+    cpu = torch_latency_isolated(spec, x)
+    assert cpu is not None and cpu > 0
+    if not torch.cuda.is_available():  # a GPU network is never compared with PyTorch's CPU time
+        assert torch_latency_isolated(spec, x, device="cuda") is None
+    with pytest.raises(ValueError, match="cpu' or 'cuda"):
+        torch_latency_isolated(spec, x, device="rocm")
+
+
+def test_fast_math_removes_the_exact_erf_exp_and_tanh_and_keeps_the_values() -> None:
+    """`--fast-math` rewrites GELU and tanh-GELU (which TVM's own FastMathTransform misses) and
+    softmax: no exact `erf`, `exp` or `tanh` call is left in the lowered functions, and the values
+    stay within 1e-5."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.graph import fast_math_module
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((8, 64), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            soft = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.nn.gelu(x)), axis=-1))
+            out = bb.emit_output(bb.emit(relax.op.add(soft, bb.emit(relax.op.nn.gelu_tanh(x)))))
+        bb.emit_func_output(out)
+    exact = bb.get()
+
+    def lowered(mod: tvm.IRModule) -> str:
+        return relax.transform.LegalizeOps()(mod).script()
+
+    calls = ("T.erf(", "T.exp(", "T.tanh(")
+    before = lowered(exact)
+    assert all(c in before for c in calls)  # what the rewrite must remove
+    fast = fast_math_module(exact)
+    after = lowered(fast)
+    assert not any(c in after for c in calls)
+
+    data = np.random.default_rng(0).uniform(-6, 6, (8, 64)).astype("float32")
+
+    def run(mod: tvm.IRModule) -> np.ndarray:
+        vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+        return vm["main"](tvm.runtime.tensor(data)).numpy()
+
+    np.testing.assert_allclose(run(fast), run(exact), rtol=1e-5, atol=1e-6)
