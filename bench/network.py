@@ -1,20 +1,18 @@
-"""Whole networks: `autosearch tune-model` vs TVM's stock `tune_relax` (XGBModel, gradient task
-scheduler) at the same total trials, and both vs PyTorch eager on the same CPU and threads.
+"""Whole models against what a user runs today: `autosearch tune-model` at 0 trials (the prior
+alone) and at a few budgets in minutes, TVM's stock `tune_relax` at the trials ours used in its
+longest budget, PyTorch eager and `torch.compile` (inductor), all on the same CPU and threads.
 
-Both tune the same prepared Relax module (same tasks), both builds go through `compile_relax`, and
-each network's output is checked against PyTorch. Tuning runs one after the other (ours first),
-then the three executables (ours, tune_relax's, untuned) are timed interleaved (median of 15 rounds);
-PyTorch eager is timed in its own process with the same threads.
+Every system's output is checked against PyTorch relative to the output's scale
+(`autosearch.networks.check`). Ours runs into a fresh store per arm (no arm warm-starts another),
+one arm after the other; then every TVM build is timed interleaved (median of --timing-rounds);
+PyTorch eager and torch.compile are timed in a fresh process each (`run_isolated`) with the same
+threads (the faster of all cores and one thread for eager, as `tune-model` reports it).
 
-    python bench/network.py --network examples/resnet18.py:make_model --input-shape 1,3,224,224 --trials 256
-    python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --trials 256
+    python bench/network.py --models resnet50,mobilenet_v2,bert_base,vit_base,gpt2_small --minutes 0,10,30
+    python bench/network.py --models resnet18 --minutes 0,2 --skip-stock          # a quick look
 
-Two or more configurations of ours side by side (each tuned into its own fresh store, all timed in the
-same interleaved rounds): `--arm LABEL=MODEL[:SEARCH[:EXPLORE[:fast-math]]]`, repeated; the first arm's store is
-`ours.db` (what bench/network_tasks.py reads), the others' `ours-LABEL.db`.
-
-    python bench/network.py --network examples/bert_layer.py:make_model --input-shape 1,128,768 --skip-stock \
-        --arm mlp-evo=pretrained:evolutionary:control --arm prefix-decision=pretrained-prefix:decision:auto
+Models come from examples/zoo.py (transformers architectures from a config, no download) with
+their inputs in ZOO below; `--network FILE.py:FUNC --input ...` benchmarks any other model.
 """
 
 from __future__ import annotations
@@ -27,263 +25,220 @@ import time
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = {
+    "resnet50": ["x:float32:1,3,224,224"],
+    "resnet18": ["x:float32:1,3,224,224"],
+    "mobilenet_v2": ["x:float32:1,3,224,224"],
+    "convnext_tiny": ["x:float32:1,3,224,224"],
+    "vit_base": ["x:float32:1,3,224,224"],
+    "bert_base": ["input_ids:int64:1,128:0..30522"],
+    "gpt2_small": ["input_ids:int64:1,128:0..50257"],
+}
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--network", required=True, help="FILE.py:make_model")
-    ap.add_argument("--input-shape", action="append", required=True)
-    ap.add_argument("--trials", type=int, default=256)
-    ap.add_argument("--trials-per-round", type=int, default=16)
-    ap.add_argument("--model", default="pretrained+xgb")
-    ap.add_argument("--explore", default="control", help="as tune-model's --explore (default control)")
-    ap.add_argument("--search", default="evolutionary", help="as tune-model's --search (default evolutionary)")
-    ap.add_argument(
-        "--arm",
-        action="append",
-        default=[],
-        help="LABEL=MODEL[:SEARCH[:EXPLORE]], repeated: configurations of ours tuned one after the other and "
-        "timed interleaved (default: one arm 'autosearch' of --model, --search, --explore)",
-    )
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--skip-stock", action="store_true", help="only ours (no tune_relax run)")
-    ap.add_argument(
-        "--stock-db",
-        default=None,
-        help="instead of tuning with tune_relax again, build its network from an earlier run's work "
-        "directory (the 'stock' folder this script leaves under /tmp/bench-network-*); it is still "
-        "timed interleaved with ours; its tuning time is not re-measured",
-    )
-    ap.add_argument(
-        "--stock-build-timeout",
-        type=float,
-        default=120.0,
-        help="tune_relax's LocalBuilder timeout (TVM's 30 s default: on 2 busy cores a fresh build worker's "
-        "one-time TVM import alone exceeds it, and the killed worker pays it again, so most builds fail)",
-    )
-    ap.add_argument(
-        "--timing-rounds",
-        type=int,
-        default=15,
-        help="interleaved timing rounds of the built networks (median reported, with the 25-75th percentiles)",
-    )
-    ap.add_argument(
-        "--fast-math",
-        action="store_true",
-        help="as tune-model's --fast-math, for every system (ours, tune_relax and the untuned build); an arm "
-        "ending in :fast-math takes it alone",
-    )
-    ap.add_argument("--json", default=None, help="write the results here")
-    args = ap.parse_args(argv)
-    from autosearch.backends.tvm.target import use_physical_cores
 
-    use_physical_cores()  # ours, tune_relax and their workers: kernels on every core, not TVM's half
+def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
+    """PyTorch eager and torch.compile (inductor) latency, each in a fresh process, and
+    torch.compile's compile seconds."""
+    from autosearch.search.reference import run_isolated
 
+    out: dict[str, Any] = {}
+    for mode in ("eager", "compile"):
+        code = (
+            "import json, time, warnings, torch\n"
+            "warnings.simplefilter('ignore')\n"
+            "from autosearch.networks.graph import load_source\n"
+            "from autosearch.networks.inputs import InputSpec, example_arrays\n"
+            "from autosearch.search.reference import time_callable\n"
+            f"specs = [InputSpec.from_json(d) for d in json.loads({json.dumps([s.to_json() for s in specs])!r})]\n"
+            f"net = load_source({spec!r})\n"
+            f"xs = [torch.from_numpy(a) for a in example_arrays(specs, {seed})]\n"
+            "best, compile_s = None, None\n"
+            "with torch.no_grad():\n"
+            f"    if {mode!r} == 'compile':\n"
+            "        t0 = time.perf_counter(); net = torch.compile(net); net(*xs); compile_s = time.perf_counter() - t0\n"
+            "    threads = [torch.get_num_threads()] + ([1] if " + repr(mode) + " == 'eager' else [])\n"
+            "    for t in dict.fromkeys(threads):\n"
+            "        torch.set_num_threads(t)\n"
+            "        lat = time_callable(lambda: net(*xs))\n"
+            "        best = lat if best is None else min(best, lat)\n"
+            "print(json.dumps({'latency': best, 'compile_s': compile_s}))\n"
+        )
+        try:
+            got = run_isolated(code, timeout=1800.0)
+        except Exception as exc:  # a model inductor cannot compile: say so, keep the rest
+            got = {"latency": None, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+        out[mode] = got if isinstance(got, dict) else {"latency": None}
+    return out
+
+
+def stock_tune_relax(
+    graph: Any, target: Any, trials: int, work: Path, seed: int, per_round: int
+) -> tuple[Any, int, float]:
+    """TVM's own `tune_relax` (XGBModel, gradient task scheduler) on the same prepared module; its
+    build goes through the same `build_network` as ours."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.networks.graph import build_network
+
+    t0 = time.perf_counter()
+    db = ms.relax_integration.tune_relax(
+        graph.mod,
+        {},
+        target,
+        str(work),
+        max_trials_global=max(trials, 1),
+        num_trials_per_iter=per_round,
+        seed=seed,
+        builder=ms.builder.LocalBuilder(timeout_sec=120.0),
+    )
+    seconds = time.perf_counter() - t0
+    n = sum(1 for _ in db.get_all_tuning_records())
+    return build_network(graph, db, target), n, seconds
+
+
+def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import numpy as np
-    import torch
     import tvm
     from rich.console import Console
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.relax_integration import compile_relax
 
-    from autosearch.backends.tvm.target import describe_target, host_target
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.check import compare_outputs, flatten_outputs
+    from autosearch.networks.graph import build_network, import_network, load_source
+    from autosearch.networks.inputs import example_arrays, parse_inputs
+    from autosearch.networks.tune import reference_outputs, time_vm, tune_network
     from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.network import (
-        import_network,
-        import_torch_model,
-        parse_shapes,
-        prepared_module,
-        time_vm,
-        torch_latency_isolated,
-        tune_network,
-    )
     from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
 
     console = Console(stderr=True)
     target = host_target()
-    shapes = parse_shapes(args.input_shape)
-    work = Path(tempfile.mkdtemp(prefix="bench-network-"))
-    rows: dict[str, dict] = {}
-
-    arms = [parse_arm(a, args.fast_math) for a in args.arm] or [
-        ("autosearch", args.model, args.search, args.explore, args.fast_math)
-    ]
-    if len({a[0] for a in arms}) < len(arms):
-        raise SystemExit(f"--arm: labels must differ: {[a[0] for a in arms]}")
-    ours: dict[str, Any] = {}
-    for i, (label, model, search, explore, fast) in enumerate(arms):
-        settings = TuneSettings(
-            trials=args.trials,
-            trials_per_round=args.trials_per_round,
-            population=256,
-            seed=args.seed,
-            search=search,
-        )
+    specs = parse_inputs(inputs)
+    rows: dict[str, dict[str, Any]] = {}
+    exes: dict[str, Any] = {}
+    for minutes in args.minutes:
+        label = f"ours {minutes:g} min" if minutes else "ours prior only"
         t0 = time.perf_counter()
-        # A fresh store each: no warm start from earlier runs or from another arm.
-        with Store(work / ("ours.db" if i == 0 else f"ours-{label}.db")) as store:
+        with Store(work / f"{name}-{minutes:g}.db") as store:
             r = tune_network(
-                args.network,
-                shapes,
+                spec,
+                specs,
                 target,
-                lambda m=model, e=explore, s_=search: make_cost_model(
-                    m, seed=args.seed, explore=e, target=target, warn=False, search=s_
-                ),
-                settings,
+                lambda: make_cost_model(args.model, seed=args.seed, target=target, warn=False, explore="control"),
+                TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
+                trials=0 if not minutes else None,
+                minutes=minutes or None,
                 store=store,
                 console=console,
-                warm_start=False,
-                fast_math=fast,
+                seed=args.seed,
+                time_torch=False,
             )
-        ours[label] = r
-        rows[label] = {
-            "trials": r.trials,
-            "tune_s": time.perf_counter() - t0,
-            "correct": r.correct,
-            "tasks": len(r.tasks),
-            "model": model,
-            "search": search,
-            "explore": explore,
-            "fast_math": fast,
-        }
-
-    net, inputs = import_torch_model(args.network, shapes)
-    mod, params, tasks, _ = import_network(args.network, net, inputs, target, fast_math=args.fast_math)
-    with torch.no_grad():
-        expected = net(*inputs)
-    expected_np = (expected[0] if isinstance(expected, (tuple, list)) else expected).numpy()
+        exes[label] = r.executable
+        rows[label] = {"trials": r.trials, "tune_s": time.perf_counter() - t0, "summary": r.summary()}
+    net = load_source(spec)
+    arrays = example_arrays(specs, args.seed)
+    expected = reference_outputs(net, arrays)
+    graph = import_network(spec, net, specs, arrays, target)
+    longest = max(args.minutes)
+    if not args.skip_stock and longest:
+        trials = rows[f"ours {longest:g} min"]["trials"]
+        ex, n, secs = stock_tune_relax(graph, target, trials, work / f"{name}-stock", args.seed, args.trials_per_round)
+        exes["tvm tune_relax"] = ex
+        rows["tvm tune_relax"] = {"trials": n, "tune_s": secs}
+    if args.untuned:
+        exes["tvm untuned"] = build_network(graph, ms.database.MemoryDatabase(), target)
+        rows["tvm untuned"] = {"trials": 0, "tune_s": None}
     dev = tvm.cpu()
-    targs = [tvm.runtime.tensor(x.numpy(), dev) for x in inputs]
-    exes = {label: r.executable for label, r in ours.items()}
-    if args.stock_db:
-        stock = Path(args.stock_db)
-        if not (stock / "database_tuning_record.json").is_file():
-            raise SystemExit(f"--stock-db {stock}: no database_tuning_record.json there")
-        db = ms.database.JSONDatabase(work_dir=str(stock), allow_missing=False)
-        exes["tvm tune_relax"] = compile_relax(db, mod, target, params)
-        n_stock = sum(1 for _ in db.get_all_tuning_records())
-        rows["tvm tune_relax"] = {"trials": n_stock, "tune_s": None, "tasks": len(tasks), "from": str(stock)}
-    elif not args.skip_stock:
-        t0 = time.perf_counter()
-        db = ms.relax_integration.tune_relax(
-            prepared_module(mod, params),
-            {},
-            target,
-            str(work / "stock"),
-            max_trials_global=args.trials,
-            num_trials_per_iter=args.trials_per_round,
-            seed=args.seed,
-            builder=ms.builder.LocalBuilder(timeout_sec=args.stock_build_timeout),
-        )
-        n_stock = sum(1 for _ in db.get_all_tuning_records())
-        exes["tvm tune_relax"] = compile_relax(db, mod, target, params)
-        rows["tvm tune_relax"] = {"trials": n_stock, "tune_s": time.perf_counter() - t0, "tasks": len(tasks)}
-    exes["untuned"] = compile_relax(ms.database.MemoryDatabase(), mod, target, params)
-    for name, ex in exes.items():
-        vm = relax.VirtualMachine(ex, dev)
-        out = vm["main"](*targs)
-        while isinstance(out, (list, tuple)) or (hasattr(out, "__len__") and not hasattr(out, "numpy")):
-            out = out[0]
-        rows.setdefault(name, {})["correct"] = bool(np.allclose(out.numpy(), expected_np, rtol=1e-4, atol=1e-4))
-        rows[name]["vm"] = vm
-    lat: dict[str, list[float]] = {k: [] for k in rows if "vm" in rows[k]}
+    targs = [tvm.runtime.tensor(a, dev) for a in arrays]
+    vms = {k: relax.VirtualMachine(ex, dev) for k, ex in exes.items()}
+    for k, vm in vms.items():
+        rows[k]["check"] = compare_outputs(flatten_outputs(vm["main"](*targs)), expected).describe()
+        rows[k]["ok"] = rows[k]["check"].endswith("-> ok")
+    lat: dict[str, list[float]] = {k: [] for k in vms}
     for _ in range(max(1, args.timing_rounds)):  # interleaved
-        for k in lat:
-            lat[k].append(time_vm(rows[k]["vm"], dev, targs))
+        for k, vm in vms.items():
+            lat[k].append(time_vm(vm, dev, targs, repeat=1 if k == "tvm untuned" else 3))
     for k, v in lat.items():
         rows[k]["latency"] = float(np.median(v))
-        rows[k]["latency_iqr"] = [float(np.percentile(v, 25)), float(np.percentile(v, 75))]
-        del rows[k]["vm"]
-    torch_lat = torch_latency_isolated(args.network, shapes)
-    rows["PyTorch eager"] = {"latency": torch_lat, "trials": 0, "correct": True}
+    tb = torch_baselines(spec, specs, args.seed)
+    rows["PyTorch eager"] = {"latency": tb["eager"].get("latency"), "trials": 0, "ok": True}
+    rows["torch.compile"] = {
+        "latency": tb["compile"].get("latency"),
+        "tune_s": tb["compile"].get("compile_s"),
+        "trials": 0,
+        "ok": True,
+        "error": tb["compile"].get("error"),
+    }
+    return {"model": name, "spec": spec, "inputs": inputs, "tasks": len(graph.tasks), "rows": rows}
 
-    info = describe_target(target)
-    print(f"\n## {args.network} {args.input_shape} on {info.get('host_cpu')} ({info.get('physical_cores')} cores)\n")
-    print("| system | trials | tuning s | end-to-end (ms) | 25-75th pct (ms) | PyTorch / this | output ok |")
+
+def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
+    rows = res["rows"]
+    eager = rows["PyTorch eager"]["latency"]
+    comp = rows["torch.compile"]["latency"]
+    print(f"\n## {res['model']} ({res['tasks']} tasks) {' '.join(res['inputs'])} on {cpu} ({cores} cores)\n")
+    print("| system | trials | tuning s | end-to-end (ms) | eager / this | compile / this | output ok |")
     print("|---|---|---|---|---|---|---|")
     for k, r in rows.items():
-        l_ = r.get("latency")
+        v = r.get("latency")
+        ms_ = f"{v * 1e3:.2f}" if v else "-"
+        ratio_e = f"{eager / v:.2f}" if v and eager else "-"
+        ratio_c = f"{comp / v:.2f}" if v and comp else "-"
+        ts = r.get("tune_s")
         print(
-            f"| {k} | {r.get('trials', '-')} | {_secs(r.get('tune_s'))} | {l_ * 1e3:.3f} | {_iqr(r.get('latency_iqr'))} | "
-            f"{(torch_lat / l_) if torch_lat and l_ else float('nan'):.2f} | {r.get('correct')} |"
+            f"| {k} | {r.get('trials', '-')} | {'-' if ts is None else f'{ts:.0f}'} | {ms_} | {ratio_e} | {ratio_c} | {r.get('ok')} |"
         )
-    ref = rows.get("tvm tune_relax", {}).get("latency")
-    first = arms[0][0]
-    for label, *_ in arms:
-        mine = rows[label]["latency"]
-        summary = f"SUMMARY {args.network}: {label} {mine * 1e3:.3f} ms"
-        if ref:
-            summary += f", tvm tune_relax {ref * 1e3:.3f} ms -> tune_relax / {label} = {ref / mine:.3f}"
-        if label != first:
-            summary += f"; {first} / {label} = {rows[first]['latency'] / mine:.3f}"
-        if torch_lat:
-            summary += f"; PyTorch / {label} = {torch_lat / mine:.3f}"
-        print(("\n" if label == first else "") + summary + f" (equal budget {args.trials} trials)")
-    if len(arms) > 1:
-        print_task_table(ours, [a[0] for a in arms])
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {"args": vars(args), "rows": rows, "ours": {k: r.summary() for k, r in ours.items()}},
-                indent=1,
-                default=str,
+    ours = [k for k in rows if k.startswith("ours")]
+    parts = [f"{k}: {eager / rows[k]['latency']:.2f}x eager" for k in ours if eager and rows[k].get("latency")]
+    stock = rows.get("tvm tune_relax", {}).get("latency")
+    if stock and ours:
+        parts.append(f"tune_relax / {ours[-1]} = {stock / rows[ours[-1]]['latency']:.2f}")
+    if comp and ours and rows[ours[-1]].get("latency"):
+        parts.append(f"compile / {ours[-1]} = {comp / rows[ours[-1]]['latency']:.2f}")
+    print(f"\nSUMMARY {res['model']}: " + "; ".join(parts))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--models", default="resnet50,mobilenet_v2,bert_base,vit_base,gpt2_small", help=f"of {', '.join(ZOO)}"
+    )
+    ap.add_argument("--network", default=None, help="FILE.py:FUNC or FILE.onnx instead of --models (with --input)")
+    ap.add_argument("--input", action="append", default=[], help="as tune-model's --input, with --network")
+    ap.add_argument("--minutes", default="0,10,30", help="ours' budgets in minutes; 0 = the prior alone")
+    ap.add_argument("--model", default="pretrained", help="tune-model's --model")
+    ap.add_argument("--trials-per-round", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-stock", action="store_true", help="no tune_relax arm")
+    ap.add_argument("--untuned", action="store_true", help="also time TVM's untuned build (slow: seconds a call)")
+    ap.add_argument("--timing-rounds", type=int, default=7)
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args(argv)
+    args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
+    from autosearch.backends.tvm.target import describe_target, host_target, use_physical_cores
+
+    use_physical_cores()
+    info = describe_target(host_target())
+    cpu, cores = str(info.get("host_cpu")), int(info.get("physical_cores") or 0)
+    work = Path(tempfile.mkdtemp(prefix="bench-network-"))
+    todo = (
+        [("custom", args.network, args.input)]
+        if args.network
+        else [(m, f"{ROOT / 'examples' / 'zoo.py'}:{m}", ZOO[m]) for m in args.models.split(",")]
+    )
+    results = []
+    for name, spec, inputs in todo:
+        res = bench_model(name, spec, inputs, args, work)
+        results.append(res)
+        print_model(res, cpu, cores)
+        sys.stdout.flush()
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps({"args": vars(args), "cpu": cpu, "cores": cores, "results": results}, indent=1, default=str)
             )
-        )
     return 0
-
-
-def _task_latency(task: dict[str, Any]) -> float | None:
-    """What the build runs for a task: its best tuned schedule or TVM's default, whichever measured faster."""
-    got = [v for v in (task.get("best_latency_s"), task.get("untuned_latency_s")) if v is not None]
-    return min(got) if got else None
-
-
-def print_task_table(ours: dict[str, Any], labels: list[str]) -> None:
-    """Per task, each arm's trials and built latency; then the weighted sum over the tasks every arm
-    measured (end-to-end times move from run to run; these per-task bests are steadier)."""
-    by_arm = {label: {t["name"]: t for t in ours[label].tasks} for label in labels}
-    names = list(by_arm[labels[0]])
-    print("\n| task | weight | " + " | ".join(f"{label} trials | {label} (us)" for label in labels) + " |")
-    print("|---|---|" + "---|---|" * len(labels))
-    sums = dict.fromkeys(labels, 0.0)
-    for name in names:
-        tasks = [by_arm[label].get(name, {}) for label in labels]
-        lats = [_task_latency(t) for t in tasks]
-        weight = int(tasks[0].get("weight", 1))
-        cells = [f"{t.get('trials', 0)} | {'-' if v is None else f'{v * 1e6:.1f}'}" for t, v in zip(tasks, lats)]
-        print(f"| {name} | {weight} | " + " | ".join(cells) + " |")
-        if all(v is not None for v in lats):
-            for label, v in zip(labels, lats):
-                sums[label] += weight * (v or 0.0)
-    first = labels[0]
-    line = ", ".join(f"{label} {sums[label] * 1e3:.3f} ms" for label in labels)
-    ratios = ", ".join(f"{first} / {label} = {sums[first] / sums[label]:.3f}" for label in labels[1:] if sums[label])
-    print(f"\nSUMMARY weighted sum over tasks every arm measured: {line} -> {ratios}")
-
-
-def parse_arm(text: str, fast_math: bool = False) -> tuple[str, str, str, str, bool]:
-    """`LABEL=MODEL[:SEARCH[:EXPLORE[:fast-math]]]` -> (label, model, search, explore, fast math);
-    search defaults to evolutionary and explore to control, tune-model's settings before the
-    decision search; fast math to `fast_math` (the `--fast-math` flag)."""
-    label, eq, rest = text.partition("=")
-    parts = rest.split(":") if eq else []
-    fast = fast_math
-    if len(parts) == 4 and parts[3] == "fast-math":
-        fast = True
-        parts = parts[:3]
-    if not label or not parts or not parts[0] or len(parts) > 3:
-        raise SystemExit(f"--arm {text!r}: expected LABEL=MODEL[:SEARCH[:EXPLORE[:fast-math]]]")
-    model, search, explore = (parts + ["evolutionary", "control"][len(parts) - 1 :])[:3]
-    return label, model, search, explore, fast
-
-
-def _iqr(q: list[float] | None) -> str:
-    return "-" if not q else f"{q[0] * 1e3:.2f}-{q[1] * 1e3:.2f}"
-
-
-def _secs(s: float | None) -> str:
-    return "-" if s is None else f"{s:.0f}"
 
 
 if __name__ == "__main__":

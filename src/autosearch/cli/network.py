@@ -33,6 +33,12 @@ def tune_model(
         None, "--trials", help="Cap on measured trials over all tasks; 0 builds from the prior alone."
     ),
     model: str = typer.Option("pretrained", "--model", help="Cost model in the measured rounds, as for `tune`."),
+    search: str = typer.Option(
+        "evolutionary",
+        "--search",
+        help="Search in the measured rounds, as for `tune`: evolutionary (MetaSchedule's), decision or gradient "
+        "(both need a trace-prefix-tokens prior such as --model pretrained-prefix).",
+    ),
     trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules per round of one task."),
     target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
     db: Path = typer.Option(Path("autosearch.db"), "--db", help="Records database (a rerun resumes from it)."),
@@ -64,16 +70,20 @@ def tune_model(
     elif not Path(spec).is_file():
         raise InputError(f"ONNX file {spec} does not exist")
     specs = parse_inputs(inputs, input_shape)
-    settings = TuneSettings(trials_per_round=trials_per_round, seed=seed)
     tgt = parse_target(target)
     if out is not None:
         check_out_dir(out)
-    make_cost_model(model, seed=seed, search="evolutionary")  # a bad --model fails before the import
+    settings = TuneSettings(trials_per_round=trials_per_round, seed=seed, search=search)
+    tm = make_cost_model(model, seed=seed, search=search)  # a bad --model fails before the import
+    if search == "decision":  # and so does a model the decision search cannot score with
+        from autosearch.search.decision_search import check_decision_model
+
+        check_decision_model(tm.adapter)
     warned: list[bool] = []
 
     def task_model() -> Any:
         """The first task's model (made after the network imported) says if the device is new."""
-        tm = make_cost_model(model, seed=seed, target=tgt, warn=not warned, search="evolutionary", explore="control")
+        tm = make_cost_model(model, seed=seed, target=tgt, warn=not warned, search=search, explore="control")
         warned.append(True)
         return tm
 

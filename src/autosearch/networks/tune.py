@@ -314,6 +314,7 @@ def tune_network(
     progress: bool = True,
     fast_math: bool = False,
     time_untuned: bool = False,
+    time_torch: bool = True,
     out_dir: str | None = None,
     seed: int = 0,
 ) -> NetworkResult:
@@ -389,7 +390,7 @@ def tune_network(
             _commit(database, wl, priors[i], 1.0, target)  # the one record of its workload: its latency is moot
             info["built_with"] = "prior"
     t0 = time.perf_counter()
-    _build_check_time(result, graph, database, target, arrays, expected, spec, time_untuned, seed)
+    _build_check_time(result, graph, database, target, arrays, expected, spec, time_untuned, time_torch, seed)
     result.breakdown["build_and_time"] = time.perf_counter() - t0
     if out_dir is not None and result.executable is not None:
         result.artifact = str(export_artifact(result.executable, out_dir, specs, target, result.summary()))
@@ -406,6 +407,7 @@ def _build_check_time(
     expected: list[np.ndarray],
     spec: str,
     time_untuned: bool,
+    time_torch: bool,
     seed: int,
 ) -> None:
     """Build with the chosen schedules, check the output, time the build (and untuned) and PyTorch."""
@@ -425,6 +427,6 @@ def _build_check_time(
     if time_untuned:
         plain = build_network(graph, ms.database.MemoryDatabase(), target)
         result.untuned_latency = time_vm(relax.VirtualMachine(plain, dev), dev, args, repeat=3)
-    device = torch_device(target)
+    device = torch_device(target) if time_torch else None
     if device:
         result.torch_latency = torch_latency_isolated(spec, result.inputs, device=device, seed=seed)
