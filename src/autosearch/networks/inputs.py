@@ -111,8 +111,8 @@ def parse_inputs(items: Sequence[str] = (), shapes: Sequence[str] = ()) -> list[
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise InputError(f"input names repeat: {', '.join(names)}")
-    for s in specs:
-        s.check()
+    for spec in specs:
+        spec.check()
     return specs
 
 

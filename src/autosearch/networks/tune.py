@@ -244,8 +244,8 @@ def _tune(
     deadline: float | None,
     cap: int | None,
     bar: _Progress,
-) -> dict[int, Any]:
-    """Measured rounds until the trials or the minutes are spent; each task's finished TuneResult."""
+) -> dict[int, tuple[Any, Any]]:
+    """Measured rounds until the trials or the minutes are spent; each task's run and TuneResult."""
     from autosearch.search.scheduler import TaskScheduler, task_kind
     from autosearch.search.tune import TuneRun
 
@@ -293,10 +293,53 @@ def _tune(
         if not interrupts.handled(exc):
             raise
         result.interrupted = True
-    finished: dict[int, Any] = {}
-    for i, run in runs.items():
-        finished[i] = run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False)
-    return finished
+    return {
+        i: (run, run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False))
+        for i, run in runs.items()
+    }
+
+
+def _measure_trace(run: Any, trace: str) -> float | None:
+    """Median latency of one schedule (a trace) of a tuned task, on the run's builder and runner."""
+    from autosearch.features.per_store import candidate_from_trace
+
+    cand = candidate_from_trace(run.workload.mod(), trace)
+    (res,) = run.measurer.run_built([cand], run.builder.build([cand], run.target))
+    return float(np.median(res.latencies)) if res.status == "ok" and res.latencies else None
+
+
+def _choose(
+    info: dict[str, Any],
+    workload: Any,
+    r: Any,
+    measure: Callable[[str], float | None] | None,
+    prior: str | None,
+    database: Any,
+    target: Any,
+) -> None:
+    """Build a task with the fastest of its measured best, TVM's default and the prior's schedule
+    (measured now, once: a task's first rounds need not include the prior's pick); the prior's
+    unmeasured where the task had no measured round."""
+    if r is not None:
+        info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
+    options: list[tuple[float, str, str | None]] = []
+    if r is not None and r.best_trace is not None and r.best_latency is not None:
+        options.append((r.best_latency, "tuned", r.best_trace))
+        if r.untuned_latency is not None:
+            options.append((r.untuned_latency, "untuned (measured faster)", None))
+        if prior is not None and prior != r.best_trace and measure is not None:
+            lat = measure(prior)
+            info["prior_latency_s"] = lat
+            if lat is not None:
+                options.append((lat, "prior (measured faster)", prior))
+    if options:
+        latency, how, trace = min(options, key=lambda o: o[0])
+        info["built_with"] = how
+        if trace is not None:
+            _commit(database, workload, trace, latency, target)
+    elif prior is not None:
+        _commit(database, workload, prior, 1.0, target)  # the one record of its workload: its latency is moot
+        info["built_with"] = "prior"
 
 
 def tune_network(
@@ -365,7 +408,7 @@ def tune_network(
                 raise
             result.interrupted, priors, budget = True, [], False
         result.breakdown["prior"] = time.perf_counter() - t0
-        finished: dict[int, Any] = {}
+        finished: dict[int, tuple[Any, Any]] = {}
         if budget and not result.interrupted:
             run_settings = dataclasses.replace(
                 settings or TuneSettings(), trials=trials or _UNBOUNDED, fixed_spaces=True, seed=seed
@@ -377,18 +420,9 @@ def tune_network(
             )
             result.breakdown["tune"] = time.perf_counter() - t0
     for i, wl in enumerate(graph.workloads):
-        info, r = result.tasks[i], finished.get(i)
-        if r is not None:
-            info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
-        if r is not None and r.best_trace is not None and r.best_latency is not None:
-            if r.untuned_latency is not None and r.untuned_latency < r.best_latency:
-                info["built_with"] = "untuned (measured faster)"
-                continue
-            _commit(database, wl, r.best_trace, r.best_latency, target)
-            info["built_with"] = "tuned"
-        elif i < len(priors) and priors[i] is not None:
-            _commit(database, wl, priors[i], 1.0, target)  # the one record of its workload: its latency is moot
-            info["built_with"] = "prior"
+        run, r = finished.get(i, (None, None))
+        measure = None if run is None or result.interrupted else (lambda trace, run=run: _measure_trace(run, trace))
+        _choose(result.tasks[i], wl, r, measure, priors[i] if i < len(priors) else None, database, target)
     t0 = time.perf_counter()
     _build_check_time(result, graph, database, target, arrays, expected, spec, time_untuned, time_torch, seed)
     result.breakdown["build_and_time"] = time.perf_counter() - t0

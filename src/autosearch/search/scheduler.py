@@ -14,6 +14,10 @@ best task of its kind (same operator: `conv2d`, `conv2d1`, ... are one kind) can
 at 16 GFLOP/s after 16 trials while its sibling `conv2d1` ran at 80, and got no more rounds (its
 own history showed no gain). Every task first gets one round; an `eps` share of rounds goes to a
 random unfinished task.
+
+The first pass goes in order of weight x FLOPs (the task's share of the network's arithmetic): under a
+budget in minutes it may end before every task had a round, and the tasks left then keep the
+prior's schedule (`networks.prior`).
 """
 
 from __future__ import annotations
@@ -109,8 +113,10 @@ class TaskScheduler:
         if not open_:
             return None
         untried = [i for i in open_ if not self.tasks[i].best]
-        if untried:
-            return max(untried, key=lambda i: self.tasks[i].weight)
+        if untried:  # the largest share of the network's work first: a time budget may end the first pass
+            return max(
+                untried, key=lambda i: (self.tasks[i].weight * (self.tasks[i].flops or 0.0), self.tasks[i].weight)
+            )
         if self._rng.random() < self.eps:
             return self._rng.choice(open_)
         return min(open_, key=self.gradient)
