@@ -220,8 +220,13 @@ def _commit(database: Any, workload: Any, trace: str, latency: float, target: An
 def _prior_pass(
     result: NetworkResult, workloads: list[Any], target: Any, seed: int, bar: _Progress
 ) -> list[str | None]:
+    """The prior's schedule of every task; none on a GPU (the shipped prior knows CPU records only:
+    an untuned GPU task gets TVM's default GPU schedule, dlight's)."""
+    from autosearch.backends.tvm.target import is_gpu
     from autosearch.networks.prior import prior_schedule, prior_scorer
 
+    if is_gpu(target):
+        return [None] * len(workloads)
     scorer = prior_scorer(target)
     traces: list[str | None] = []
     bar.stage("prior schedules", len(workloads))
