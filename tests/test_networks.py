@@ -253,16 +253,22 @@ def test_integer_token_inputs_and_an_onnx_file(capsys: pytest.CaptureFixture[str
     )
 
 
-@pytest.mark.slow
-def test_tiny_network_tuned_with_measured_trials(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_measured_rounds_then_a_rerun_that_builds_from_the_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Measured trials tune the task; a second run that measures nothing (`--trials 0`, as a run
+    killed before it reached the task) builds it from the store's best, not from the prior."""
     (tmp_path / "net.py").write_text(NET)
-    s = _tune_json(
-        capsys,
-        ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "4,64", "--trials", "16"]
-        + ["--trials-per-round", "8", "--db", str(tmp_path / "n.db"), "--json"],
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "4,64", "--db", str(tmp_path / "n.db")]
+    s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8", "--json"])
+    assert s["output_matches"] and s["trials_measured"] == 8 and "tune" in s["time_breakdown"]
+    (task,) = [t for t in s["tasks"] if t["trials"]]
+    assert (
+        task["built_with"].startswith(("tuned", "prior (measured", "untuned (measured")) and task["best_latency_s"] > 0
     )
-    assert s["output_matches"] and s["trials_measured"] == 16
-    assert s["tuned_latency_s"] > 0 and "tune" in s["time_breakdown"]
+    again = _tune_json(capsys, [*argv, "--trials", "0", "--json"])
+    (same,) = [t for t in again["tasks"] if t["name"] == task["name"]]
+    assert same["built_with"] == "tuned (earlier run)" and again["output_matches"]
 
 
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:

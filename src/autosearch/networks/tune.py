@@ -255,45 +255,51 @@ def _tune(
     from autosearch.search.tune import TuneRun
 
     runs: dict[int, Any] = {}
-    bar.stage("setting up tasks", len(graph.workloads))
-    for i, wl in enumerate(graph.workloads):
-        if deadline is not None and time.perf_counter() >= deadline:
-            break
-        try:
-            tm = model()
-            result.model = tm.label
-            run = TuneRun(wl, target, tm, settings, store=store, evaluator=evaluator, console=console)
-        except WorkloadError as exc:
-            result.tasks[i]["note"] = str(exc)
-            continue
-        if store is not None:
-            result.tasks[i]["warm_started_from"] = run.warm_start(store)
-        runs[i] = run
-        bar.update(i + 1, len(graph.workloads), f"set up {wl.name}")
-    order = list(runs)
+    failed: set[int] = set()
+
+    def run_of(i: int) -> Any:
+        """Task i's TuneRun, set up the first time the scheduler picks it (seconds each: a time
+        budget spends them only on the tasks it reaches); None where it has nothing to tune."""
+        if i not in runs and i not in failed:
+            try:
+                tm = model()
+                result.model = tm.label
+                runs[i] = TuneRun(
+                    graph.workloads[i], target, tm, settings, store=store, evaluator=evaluator, console=console
+                )
+            except WorkloadError as exc:
+                result.tasks[i]["note"] = str(exc)
+                failed.add(i)
+                return None
+            if store is not None:
+                result.tasks[i]["warm_started_from"] = runs[i].warm_start(store)
+        return runs.get(i)
+
+    n = len(graph.workloads)
     sched = TaskScheduler(
-        [float(result.tasks[i]["weight"]) for i in order],
-        flops=[runs[i].workload.flops for i in order],
-        kinds=[task_kind(result.tasks[i]["name"]) for i in order],
+        [float(t["weight"]) for t in result.tasks],
+        flops=[wl.flops for wl in graph.workloads],
+        kinds=[task_kind(t["name"]) for t in result.tasks],
         seed=settings.seed,
     )
-    bar.stage("tasks measured", len(order))
-    measured: set[int] = set()
+    bar.stage("tasks measured", n)
     try:
-        while order and (deadline is None or time.perf_counter() < deadline):
+        while deadline is None or time.perf_counter() < deadline:
             if cap is not None and result.trials >= cap:
                 break
             j = sched.pick()
             if j is None:
                 break
-            run = runs[order[j]]
+            run = run_of(j)
+            if run is None:
+                sched.record(j, 0, None, done=True)
+                continue
             before = run.result.trials
             advanced = run.step()
-            n = run.result.trials - before
-            result.trials += n
-            sched.record(j, n, run.result.best_latency, done=not advanced)
-            measured.add(j)
-            bar.update(len(measured), len(order), f"{result.trials} trials | {run.workload.name[4:40]}")
+            k = run.result.trials - before
+            result.trials += k
+            sched.record(j, k, run.result.best_latency, done=not advanced)
+            bar.update(len(runs), n, f"{result.trials} trials | {run.workload.name[4:40]}")
     except BaseException as exc:
         if not interrupts.handled(exc):
             raise
@@ -302,6 +308,22 @@ def _tune(
         i: (run, run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False))
         for i, run in runs.items()
     }
+
+
+def _stored_bests(
+    store: Any, workloads: list[Any], target: Any, finished: dict[int, Any]
+) -> dict[int, tuple[str, float]]:
+    """The store's fastest schedule of each task this run did not tune: a rerun that stops before
+    reaching a task still builds it with what an earlier run measured."""
+    from autosearch.backends.tvm.target import canonical_target
+
+    out: dict[int, tuple[str, float]] = {}
+    for i, wl in enumerate(workloads):
+        if i not in finished:
+            rows = store.best(wl.key, canonical_target(target), 1)
+            if rows:
+                out[i] = (rows[0].schedule, rows[0].median)
+    return out
 
 
 def _measure_trace(run: Any, trace: str) -> float | None:
@@ -424,7 +446,13 @@ def tune_network(
                 result, graph, target, model, run_settings, store, evaluator, console, deadline, trials, bar
             )
             result.breakdown["tune"] = time.perf_counter() - t0
+    stored = _stored_bests(store, graph.workloads, target, finished) if store is not None else {}
     for i, wl in enumerate(graph.workloads):
+        if i in stored:  # measured in an earlier run, not reached by this one
+            trace, latency = stored[i]
+            _commit(database, wl, trace, latency, target)
+            result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
+            continue
         run, r = finished.get(i, (None, None))
         measure = None if run is None or result.interrupted else (lambda trace, run=run: _measure_trace(run, trace))
         _choose(result.tasks[i], wl, r, measure, priors[i] if i < len(priors) else None, database, target)
