@@ -13,7 +13,7 @@ from rich.console import Console
 
 from autosearch.errors import AutosearchError, InputError
 
-__all__ = ["console", "emit_json", "err", "finite_json", "one_line_errors", "parse_params"]
+__all__ = ["console", "emit_json", "err", "finite_json", "one_line_errors", "parse_params", "parse_rpc"]
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -72,3 +72,17 @@ def finite_json(obj: Any) -> Any:
 def emit_json(obj: Any) -> None:
     """Print one JSON document on stdout (strict: no NaN, no Infinity)."""
     console.print_json(json.dumps(finite_json(obj), allow_nan=False))
+
+
+def parse_rpc(tracker: str | None, key: str | None) -> tuple[str, int, str] | None:
+    """(host, port, key) of `--rpc-tracker HOST:PORT --rpc-key KEY`, or None for local runs."""
+    if tracker is None:
+        if key is not None:
+            raise AutosearchError("--rpc-key needs --rpc-tracker HOST:PORT")
+        return None
+    host, _, port = tracker.rpartition(":")
+    if not host or not port.isdigit():
+        raise AutosearchError(f"--rpc-tracker must be HOST:PORT, got {tracker!r}")
+    if not key:
+        raise AutosearchError("--rpc-tracker needs --rpc-key KEY")
+    return host, int(port), key

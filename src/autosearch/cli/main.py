@@ -12,7 +12,7 @@ from rich.table import Table
 
 from autosearch import interrupts
 from autosearch.backends.tvm.target import use_physical_cores
-from autosearch.cli.common import console, emit_json, err
+from autosearch.cli.common import console, emit_json, err, parse_rpc
 from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
 
@@ -88,19 +88,6 @@ def workloads(
     console.print(table)
 
 
-def _parse_rpc(tracker: str | None, key: str | None) -> tuple[str, int, str] | None:
-    if tracker is None:
-        if key is not None:
-            raise AutosearchError("--rpc-key needs --rpc-tracker HOST:PORT")
-        return None
-    host, _, port = tracker.rpartition(":")
-    if not host or not port.isdigit():
-        raise AutosearchError(f"--rpc-tracker must be HOST:PORT, got {tracker!r}")
-    if not key:
-        raise AutosearchError("--rpc-tracker needs --rpc-key KEY")
-    return host, int(port), key
-
-
 @app.command()
 def collect(
     workloads: str = typer.Option(..., "--workloads", "-w", help="Comma list: names, families, random:N."),
@@ -126,7 +113,7 @@ def collect(
 
     wls = resolve_workloads(workloads)
     tgt = parse_target(target)
-    rpc = _parse_rpc(rpc_tracker, rpc_key)
+    rpc = parse_rpc(rpc_tracker, rpc_key)
     evaluator = EvaluatorSettings(number, repeat, min_repeat_ms, cache_flush)
     err.print(f"collecting {len(wls)} workloads x {per_workload} schedules on {canonical_target(tgt)} -> {db}")
     with Store(db) as store:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from autosearch.cli.common import console, emit_json, err, one_line_errors
+from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_rpc
 from autosearch.errors import InputError
 from autosearch.formatting import format_seconds
 
@@ -52,6 +52,10 @@ def tune_model(
         help="GELU, erf, exp, tanh and softmax as TVM's polynomial approximations: faster, a few ulp less "
         "exact; the output is still checked (docs/networks.md).",
     ),
+    rpc_tracker: Optional[str] = typer.Option(
+        None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: measurements go to its devices."
+    ),
+    rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary (progress still on stderr)."),
 ) -> None:
     """Tune a whole model: every task starts from the prior's schedule, measured rounds improve the
@@ -70,6 +74,7 @@ def tune_model(
     elif not Path(spec).is_file():
         raise InputError(f"ONNX file {spec} does not exist")
     specs = parse_inputs(inputs, input_shape)
+    rpc = parse_rpc(rpc_tracker, rpc_key)
     tgt = parse_target(target)
     if out is not None:
         check_out_dir(out)
@@ -102,6 +107,7 @@ def tune_model(
             fast_math=fast_math,
             out_dir=str(out) if out is not None else None,
             seed=seed,
+            rpc=rpc,
         )
     if json_out:
         emit_json(r.summary())

@@ -12,7 +12,7 @@ from autosearch.errors import InputError, TargetError
 
 __all__ = ["app"]
 
-from autosearch.cli.common import console, emit_json, err, one_line_errors
+from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_rpc
 from autosearch.formatting import format_seconds
 
 
@@ -115,6 +115,8 @@ def tune(
         help="With PRIOR+KIND (e.g. pretrained+xgb): results measured before the online model is first "
         "fitted and blended in.",
     ),
+    rpc_tracker: Optional[str] = typer.Option(None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker."),
+    rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -136,6 +138,7 @@ def tune(
         search=search,
         screen=screen,
     )
+    rpc = parse_rpc(rpc_tracker, rpc_key)
     wl = resolve_workload_spec(workload, module)
     tgt = parse_target(target)
     model = model or default_model(tgt)
@@ -167,6 +170,7 @@ def tune(
             reference=baseline,
             console=err,
             progress=not json_out,
+            rpc=rpc,
         )
     if json_out:
         emit_json(r.summary())

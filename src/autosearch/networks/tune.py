@@ -249,6 +249,7 @@ def _tune(
     deadline: float | None,
     cap: int | None,
     bar: _Progress,
+    rpc: tuple[str, int, str] | None = None,
 ) -> dict[int, tuple[Any, Any]]:
     """Measured rounds until the trials or the minutes are spent; each task's run and TuneResult."""
     from autosearch.search.scheduler import TaskScheduler, task_kind
@@ -265,7 +266,7 @@ def _tune(
                 tm = model()
                 result.model = tm.label
                 runs[i] = TuneRun(
-                    graph.workloads[i], target, tm, settings, store=store, evaluator=evaluator, console=console
+                    graph.workloads[i], target, tm, settings, store=store, evaluator=evaluator, console=console, rpc=rpc
                 )
             except WorkloadError as exc:
                 result.tasks[i]["note"] = str(exc)
@@ -387,9 +388,12 @@ def tune_network(
     time_torch: bool = True,
     out_dir: str | None = None,
     seed: int = 0,
+    rpc: tuple[str, int, str] | None = None,
 ) -> NetworkResult:
     """Import, prior schedules, tune under `trials` and/or `minutes` (both None or 0: the prior
-    alone), build, check, time and (with `out_dir`) export; see the module doc."""
+    alone), build, check, time and (with `out_dir`) export; see the module doc. With `rpc=(host,
+    port, key)` the measurements go to the tracker's devices (as many at once as it holds); the
+    network is still built, checked and timed here."""
     from rich.console import Console
 
     from autosearch.backends.tvm.target import use_physical_cores
@@ -443,7 +447,7 @@ def tune_network(
             run_settings.validate()
             t0 = time.perf_counter()
             finished = _tune(
-                result, graph, target, model, run_settings, store, evaluator, console, deadline, trials, bar
+                result, graph, target, model, run_settings, store, evaluator, console, deadline, trials, bar, rpc
             )
             result.breakdown["tune"] = time.perf_counter() - t0
     stored = _stored_bests(store, graph.workloads, target, finished) if store is not None else {}

@@ -153,13 +153,14 @@ def _close_measurers() -> None:
         _MEASURERS.popitem()[1].close()
 
 
-def _measurer(target: Any, evaluator: Any) -> Any:
-    """One Measurer per (target, evaluator) and process: LocalRunner's start-up check costs seconds."""
+def _measurer(target: Any, evaluator: Any, rpc: tuple[str, int, str] | None = None) -> Any:
+    """One Measurer per (target, evaluator, RPC tracker) and process: LocalRunner's start-up check
+    costs seconds. With `rpc=(host, port, key)` runs go to the tracker's devices for that key."""
     from autosearch.backends.tvm.measure import Measurer
 
-    key = (str(target), evaluator)
+    key = (str(target), evaluator, rpc)
     if key not in _MEASURERS:
-        _MEASURERS[key] = Measurer(target, evaluator)
+        _MEASURERS[key] = Measurer(target, evaluator, rpc=rpc)
     return _MEASURERS[key]
 
 
@@ -214,6 +215,7 @@ class TuneRun:
         evaluator: Any = None,
         build_timeout: float = 60.0,
         console: Any = None,
+        rpc: tuple[str, int, str] | None = None,
     ) -> None:
         from autosearch.backends.tvm.measure import EvaluatorSettings
         from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
@@ -223,7 +225,8 @@ class TuneRun:
 
         if not isinstance(model, TuneModel):
             raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
-        _check_device(target)
+        if rpc is None:  # a remote device is checked by the tracker, not here
+            _check_device(target)
         self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
         self.timer = TimeBreakdown()
         # features / predict / update inside the search are timed too; the search scores while
@@ -248,7 +251,9 @@ class TuneRun:
                 )
             self.result.search = self.strategy.kind
             with self.timer.section("setup:runner"):
-                self.measurer = _measurer(target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10))
+                self.measurer = _measurer(
+                    target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10), rpc
+                )
                 self.builder = pool_builder(build_timeout)
             if store is not None:
                 store.add_workload(WorkloadRecord.from_workload(workload))
@@ -316,6 +321,7 @@ def tune(
     progress: bool = True,
     on_round: Callable[[TuneResult], None] | None = None,
     build_timeout: float = 60.0,
+    rpc: tuple[str, int, str] | None = None,
 ) -> TuneResult:
     """Tune one workload on `target` with `model` in the loop; see the module docstring.
 
@@ -339,6 +345,7 @@ def tune(
         evaluator=evaluator,
         build_timeout=build_timeout,
         console=console,
+        rpc=rpc,
     )
     try:
         _loop(run, console, progress, on_round)

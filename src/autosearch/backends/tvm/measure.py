@@ -17,7 +17,7 @@ from autosearch import interrupts
 from autosearch.backends.tvm.build import median_cap, pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
-__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout"]
+__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout", "rpc_devices"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,27 @@ def _classify(msg: str, default: str) -> str:
     return "timeout" if "Timeout" in msg or "timeout" in msg else default
 
 
+def rpc_devices(host: str, port: int, key: str) -> int:
+    """How many servers the tracker holds for `key` (free or busy): the RPC runner measures on that
+    many at once. One line, exit 2, where the tracker cannot be reached or has no server for the key
+    (every measurement would fail otherwise, after the whole budget)."""
+    from tvm import rpc
+
+    from autosearch.errors import TargetError
+
+    try:
+        summary = rpc.connect_tracker(host, int(port)).summary()
+    except Exception as exc:
+        raise TargetError(
+            f"cannot reach the RPC tracker at {host}:{port}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
+    servers = [sv for sv in summary.get("server_info", []) if str(sv.get("key", "")).split(":", 1)[-1] == key]
+    n = max(len(servers), int(summary.get("queue_info", {}).get(key, {}).get("free", 0)))
+    if n <= 0:
+        raise TargetError(f"the RPC tracker at {host}:{port} has no server with key {key!r}")
+    return n
+
+
 class Measurer:
     """Builds candidates in parallel and runs them one at a time on the device.
 
@@ -119,14 +140,17 @@ class Measurer:
         self.device_type = "cuda" if is_gpu(target) else "cpu"
         self.builder = pool_builder(build_timeout, build_workers)
         self._pending_runner: Any = None
+        #: Devices measured on at once: the tracker's servers for the key (1 on the local device).
+        self.devices = 1
         if rpc is not None:
             host, port, key = rpc
+            self.devices = rpc_devices(host, int(port), key)
             self.runner = RPCRunner(
                 rpc_config=RPCConfig(
                     tracker_host=host, tracker_port=int(port), tracker_key=key, session_timeout_sec=int(run_timeout)
                 ),
                 evaluator_config=self.evaluator.config(),
-                max_workers=1,
+                max_workers=self.devices,
             )
         else:
             try:
