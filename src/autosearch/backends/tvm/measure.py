@@ -99,7 +99,10 @@ def rpc_devices(host: str, port: int, key: str) -> int:
 
     from autosearch.errors import TargetError
 
-    try:
+    import socket
+
+    try:  # TVM's own connect retries for a minute: a tracker that is not there is said at once
+        socket.create_connection((host, int(port)), timeout=5).close()
         summary = rpc.connect_tracker(host, int(port)).summary()
     except Exception as exc:
         raise TargetError(
