@@ -4,8 +4,11 @@ Why: a network has 20-60 tasks and a budget of minutes; before this, every task 
 reach was built from TVM's unscheduled loops (a ResNet-50 convolution 100-250 ms untuned, 1-5 ms
 tuned), so the network ran 12-30x slower than PyTorch after six minutes (issue 47). The prefix
 prior (`pretrained-prefix`) scores decision vectors without building schedules (~20k a second), so
-each task's best-scored vector among a few thousand is the network's starting schedule, measured or
-not; tuning then only has to improve on it. A task whose design space has nothing to decide gets
+each task's best-scored vector among the decision search's first round (1024 vectors a sketch,
+evolved three times) is the network's starting schedule, measured or not; tuning then only has to
+improve on it. A smaller pass (256 vectors, evolved once) took 21 s instead of 58 s on ResNet-18's
+17 tasks but built it 1.24x slower (46.5 vs 37.5 ms, AMD Zen 5, 2 cores; bench/README.md "Whole
+models against PyTorch"). A task whose design space has nothing to decide gets
 its one scheduled form (parallelised and vectorised by MetaSchedule's rules).
 """
 
@@ -19,9 +22,6 @@ __all__ = ["PRIOR_MODEL", "prior_schedule", "prior_scorer"]
 
 #: The model the zero-trial pass ranks with: the one that carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
-#: Vectors kept per sketch and evolution rounds in the zero-trial pass: 256 x 2 scores per sketch
-#: (~0.5 s a convolution task on 2 cores) where a tuning round scores 1024 x 4.
-POPULATION, ITERS = 256, 1
 
 
 def prior_scorer(target: Any) -> Any:
@@ -46,7 +46,7 @@ def prior_schedule(workload: Any, target: Any, scorer: Any, seed: int = 0) -> st
         return None
     draws = RandomDraws(ctx, spaces, seed)
     try:
-        picks = DecisionSearch(ctx, spaces, draws, scorer, settings, population=POPULATION, iters=ITERS).propose(1)
+        picks = DecisionSearch(ctx, spaces, draws, scorer, settings).propose(1)
     except WorkloadError:  # nothing to decide (or no sketch it can read): the space's own schedule
         picks = draws.draw(1)
     return trace_json(picks[0].sch) if picks else None

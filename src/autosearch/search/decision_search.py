@@ -79,10 +79,7 @@ class DecisionSearch:
         settings: Any,
         *,
         policy: Any = None,
-        population: int | None = None,
-        iters: int | None = None,
     ) -> None:
-        """`population`/`iters` override the settings' (a network's zero-trial pass scores fewer)."""
         from autosearch.backends.tvm.space import trace_json
         from autosearch.search.explore import NoExploration
 
@@ -100,8 +97,8 @@ class DecisionSearch:
             self._add_sketch(text)
         if not self.sketches:
             raise WorkloadError("no design space of this workload can be searched as decision vectors")
-        self.population = population or max(int(settings.population), 1024)
-        self.iters = iters or max(1, int(settings.genetic_num_iters))
+        self.population = max(int(settings.population), 1024)
+        self.iters = max(1, int(settings.genetic_num_iters))
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)
