@@ -8,7 +8,7 @@ one arm after the other; then every TVM build is timed interleaved (median of --
 PyTorch eager and torch.compile are timed in a fresh process each (`run_isolated`) with the same
 threads (the faster of all cores and one thread for eager, as `tune-model` reports it).
 
-    python bench/network.py --models resnet50,mobilenet_v2,bert_base,vit_base,gpt2_small --minutes 0,10,30
+    python bench/network.py --models resnet50,mobilenet_v2,bert_base,vit_base,convnext_tiny --minutes 0,10,30
     python bench/network.py --models resnet18 --minutes 0,2 --skip-stock          # a quick look
 
 Models come from examples/zoo.py (transformers architectures from a config, no download) with
@@ -40,7 +40,7 @@ ZOO = {
 def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
     """PyTorch eager and torch.compile (inductor) latency, each in a fresh process, and
     torch.compile's compile seconds."""
-    from autosearch.search.reference import run_isolated
+    from autosearch.reference import run_isolated
 
     out: dict[str, Any] = {}
     for mode in ("eager", "compile"):
@@ -49,7 +49,7 @@ def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
             "warnings.simplefilter('ignore')\n"
             "from autosearch.networks.graph import load_source\n"
             "from autosearch.networks.inputs import InputSpec, example_arrays\n"
-            "from autosearch.search.reference import time_callable\n"
+            "from autosearch.reference import time_callable\n"
             f"specs = [InputSpec.from_json(d) for d in json.loads({json.dumps([s.to_json() for s in specs])!r})]\n"
             f"net = load_source({spec!r})\n"
             f"xs = [torch.from_numpy(a) for a in example_arrays(specs, {seed})]\n"

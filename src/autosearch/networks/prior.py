@@ -31,9 +31,15 @@ def prior_scorer(target: Any) -> Any:
     return make_cost_model(PRIOR_MODEL, target=target, warn=False, search="decision").adapter
 
 
+#: Best-scored candidates tried in order until one computes what the unscheduled task computes.
+CANDIDATES = 4
+
+
 def prior_schedule(workload: Any, target: Any, scorer: Any, seed: int = 0) -> str | None:
-    """The trace (JSON text) of the task's best-scored schedule that the post-processors accept, or
-    None where MetaSchedule offers no design space for it (TVM then builds it untuned)."""
+    """The trace (JSON text) of the task's best-scored schedule that the post-processors accept and
+    that computes what the task computes (`verify.schedule_matches`), or None where MetaSchedule
+    offers no design space for it or none of the `CANDIDATES` best is right (TVM then builds it
+    untuned)."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.search.decision_search import DecisionSearch
     from autosearch.search.strategies.base import RandomDraws, design_space
@@ -45,8 +51,14 @@ def prior_schedule(workload: Any, target: Any, scorer: Any, seed: int = 0) -> st
     except WorkloadError:
         return None
     draws = RandomDraws(ctx, spaces, seed)
+    from autosearch.networks.verify import schedule_matches
+
     try:
-        picks = DecisionSearch(ctx, spaces, draws, scorer, settings).propose(1)
+        picks = DecisionSearch(ctx, spaces, draws, scorer, settings).propose(CANDIDATES)
     except WorkloadError:  # nothing to decide (or no sketch it can read): the space's own schedule
         picks = draws.draw(1)
-    return trace_json(picks[0].sch) if picks else None
+    for pick in picks:  # best-scored first
+        trace = trace_json(pick.sch)
+        if schedule_matches(workload, trace, target, seed):
+            return trace
+    return None

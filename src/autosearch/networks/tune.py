@@ -346,8 +346,11 @@ def _choose(
     target: Any,
 ) -> None:
     """Build a task with the fastest of its measured best, TVM's default and the prior's schedule
-    (measured now, once: a task's first rounds need not include the prior's pick); the prior's
-    unmeasured where the task had no measured round."""
+    (measured now, once: a task's first rounds need not include the prior's pick), skipping a
+    schedule that computes something else (`verify.schedule_matches`; the prior's was checked when
+    it was chosen); the prior's unmeasured where the task had no measured round."""
+    from autosearch.networks.verify import schedule_matches
+
     if r is not None:
         info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
     options: list[tuple[float, str, str | None]] = []
@@ -360,14 +363,16 @@ def _choose(
             info["prior_latency_s"] = lat
             if lat is not None:
                 options.append((lat, "prior (measured faster)", prior))
-    if options:
-        latency, how, trace = min(options, key=lambda o: o[0])
+    elif prior is not None:
+        options.append((1.0, "prior", prior))  # the one record of its workload: its latency is moot
+    for latency, how, trace in sorted(options, key=lambda o: o[0]):
+        if trace is not None and trace != prior and not schedule_matches(workload, trace, target):
+            info["refused"] = f"{how} schedule computes a different result"
+            continue
         info["built_with"] = how
         if trace is not None:
             _commit(database, workload, trace, latency, target)
-    elif prior is not None:
-        _commit(database, workload, prior, 1.0, target)  # the one record of its workload: its latency is moot
-        info["built_with"] = "prior"
+        return
 
 
 def tune_network(
@@ -450,13 +455,16 @@ def tune_network(
                 result, graph, target, model, run_settings, store, evaluator, console, deadline, trials, bar, rpc
             )
             result.breakdown["tune"] = time.perf_counter() - t0
+    from autosearch.networks.verify import schedule_matches
+
     stored = _stored_bests(store, graph.workloads, target, finished) if store is not None else {}
     for i, wl in enumerate(graph.workloads):
         if i in stored:  # measured in an earlier run, not reached by this one
             trace, latency = stored[i]
-            _commit(database, wl, trace, latency, target)
-            result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
-            continue
+            if schedule_matches(wl, trace, target):
+                _commit(database, wl, trace, latency, target)
+                result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
+                continue
         run, r = finished.get(i, (None, None))
         measure = None if run is None or result.interrupted else (lambda trace, run=run: _measure_trace(run, trace))
         _choose(result.tasks[i], wl, r, measure, priors[i] if i < len(priors) else None, database, target)

@@ -1,0 +1,78 @@
+"""A task's schedule checked against the task's own unscheduled loops before a network is built with it.
+
+Why: MetaSchedule measures how fast a schedule runs, never what it computes, and some schedules of
+some sketches compute something else. MobileNetV2's prior-only build was wrong (relative error 0.28)
+because two tasks (`fused_conv2d..._add_tir_clip_pad`: a convolution whose padded output feeds the
+next depthwise convolution) ran a schedule whose result differed by up to 4.2 on outputs of scale
+6 from the same task unscheduled (bench/README.md "Whole models against PyTorch"). A network must never be
+built with such a schedule, however fast it measured: each chosen schedule is compiled, run on seeded
+random inputs beside the unscheduled task, and refused where any output differs by more than
+`check.RTOL` of its scale.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from autosearch.networks.check import RTOL
+
+__all__ = ["schedule_matches"]
+
+
+def _arrays(func: Any, seed: int) -> list[np.ndarray]:
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in ArgInfo.from_prim_func(func):
+        shape, dtype = tuple(int(x) for x in a.shape), str(a.dtype)
+        if "float" in dtype:
+            out.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype == "bool":
+            out.append(rng.integers(0, 2, shape).astype(bool))
+        else:  # indices (a gather's ids): small non-negative values stay in range
+            out.append(rng.integers(0, 2, shape).astype(dtype))
+    return out
+
+
+def _run(mod: Any, target: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    import tvm
+
+    lib = tvm.compile(mod, target=target)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(a.copy(), dev) for a in arrays]
+    lib["main"](*args)
+    return [a.numpy() for a in args]
+
+
+def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> bool:
+    """Whether the task scheduled by `trace` computes what the unscheduled task computes (every
+    buffer after one call on seeded random inputs, within `RTOL` of its scale). True on a GPU
+    target, which this machine may not be able to run (the network's own output check remains)."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.target import is_gpu
+
+    if is_gpu(target):
+        return True
+    sch = Schedule(workload.mod())
+    try:
+        Trace.apply_json_to_schedule(json.loads(trace), sch)
+        arrays = _arrays(workload.mod()["main"], seed)
+        want = _run(workload.mod(), target, arrays)
+        got = _run(sch.mod, target, arrays)
+    except Exception:  # a schedule that does not even build or run is no schedule to build with
+        return False
+    for g, w in zip(got, want):
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        if not np.array_equal(np.isfinite(g64), np.isfinite(w64)):
+            return False
+        fin = np.isfinite(w64)
+        scale = float(np.max(np.abs(w64[fin]), initial=0.0))
+        if float(np.max(np.abs(g64[fin] - w64[fin]), initial=0.0)) > RTOL * scale + 1e-30:
+            return False
+    return True
