@@ -38,37 +38,16 @@ ZOO = {
 
 
 def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
-    """PyTorch eager and torch.compile (inductor) latency, each in a fresh process, and
-    torch.compile's compile seconds."""
-    from autosearch.reference import run_isolated
+    """PyTorch eager and torch.compile (inductor) latency, each in a fresh process
+    (`networks.tune.torch_timing`), and torch.compile's compile seconds."""
+    from autosearch.networks.tune import torch_timing
 
     out: dict[str, Any] = {}
     for mode in ("eager", "compile"):
-        code = (
-            "import json, time, warnings, torch\n"
-            "warnings.simplefilter('ignore')\n"
-            "from autosearch.networks.graph import load_source\n"
-            "from autosearch.networks.inputs import InputSpec, example_arrays\n"
-            "from autosearch.reference import time_callable\n"
-            f"specs = [InputSpec.from_json(d) for d in json.loads({json.dumps([s.to_json() for s in specs])!r})]\n"
-            f"net = load_source({spec!r})\n"
-            f"xs = [torch.from_numpy(a) for a in example_arrays(specs, {seed})]\n"
-            "best, compile_s = None, None\n"
-            "with torch.no_grad():\n"
-            f"    if {mode!r} == 'compile':\n"
-            "        t0 = time.perf_counter(); net = torch.compile(net); net(*xs); compile_s = time.perf_counter() - t0\n"
-            "    threads = [torch.get_num_threads()] + ([1] if " + repr(mode) + " == 'eager' else [])\n"
-            "    for t in dict.fromkeys(threads):\n"
-            "        torch.set_num_threads(t)\n"
-            "        lat = time_callable(lambda: net(*xs))\n"
-            "        best = lat if best is None else min(best, lat)\n"
-            "print(json.dumps({'latency': best, 'compile_s': compile_s}))\n"
-        )
         try:
-            got = run_isolated(code, timeout=1800.0)
+            out[mode] = torch_timing(spec, specs, seed=seed, compiled=mode == "compile")
         except Exception as exc:  # a model inductor cannot compile: say so, keep the rest
-            got = {"latency": None, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-        out[mode] = got if isinstance(got, dict) else {"latency": None}
+            out[mode] = {"latency": None, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     return out
 
 

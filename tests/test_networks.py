@@ -323,3 +323,41 @@ def test_fast_math_removes_the_exact_erf_exp_and_tanh_and_keeps_the_values() -> 
         return vm["main"](tvm.runtime.tensor(data)).numpy()
 
     np.testing.assert_allclose(run(fast), run(exact), rtol=1e-5, atol=1e-6)
+
+
+class PadNet:
+    """A 1x1 convolution + bias + ReLU6 whose output is zero-padded for a strided depthwise
+    convolution: MobileNetV2's block, where TVM compiled some schedules of the fused
+    `conv2d_add_clip_pad` task wrongly (tests/data/miscompiled_pad_schedule.json holds one)."""
+
+    @staticmethod
+    def make(channels: int) -> object:
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.a = torch.nn.Conv2d(16, channels, 1)
+                self.b = torch.nn.Conv2d(channels, channels, 3, stride=2, groups=channels)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.b(torch.nn.functional.pad(torch.clamp(self.a(x), 0, 6), (0, 1, 0, 1)))
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+def test_a_schedule_that_computes_something_else_is_never_built() -> None:
+    """`verify.schedule_matches` refuses a schedule TVM compiles wrongly (found in MobileNetV2: its
+    network was off by 28%) and accepts a right one of the same task."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.verify import schedule_matches
+
+    case = json.loads((Path(__file__).parent / "data" / "miscompiled_pad_schedule.json").read_text())
+    x = np.random.default_rng(0).random((1, 16, case["size"], case["size"]), dtype=np.float32)
+    target = host_target()
+    graph = import_network("pad", PadNet.make(case["channels"]), [InputSpec("x", "float32", x.shape)], [x], target)
+    (task,) = [w for w in graph.workloads if w.name == case["task"]]
+    assert schedule_matches(task, json.dumps(case["right"]), target)
+    assert not schedule_matches(task, json.dumps(case["wrong"]), target)

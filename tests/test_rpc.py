@@ -14,24 +14,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def local_tracker():
+def _farm(n: int, key: str):
+    """A tracker and `n` servers with one key on free loopback ports."""
     from tvm.rpc.server import Server
     from tvm.rpc.tracker import Tracker
 
-    tp, sp = _free_port(), _free_port()
+    tp = _free_port()
     tracker = Tracker(host="127.0.0.1", port=tp, port_end=tp + 1, silent=True)
-    server = Server(
-        host="127.0.0.1",
-        port=sp,
-        port_end=sp + 1,
-        tracker_addr=(tracker.host, tracker.port),
-        key="autosearch-test",
-        silent=True,
-    )
-    yield tracker.host, tracker.port, "autosearch-test"
-    server.terminate()
+    servers = []
+    for _ in range(n):
+        sp = _free_port()
+        addr = (tracker.host, tracker.port)
+        servers.append(Server(host="127.0.0.1", port=sp, port_end=sp + 1, tracker_addr=addr, key=key, silent=True))
+    yield tracker.host, tracker.port, key
+    for s in servers:
+        s.terminate()
     tracker.terminate()
+
+
+@pytest.fixture
+def local_tracker():
+    yield from _farm(1, "autosearch-test")
 
 
 # slow: a TVM RPC tracker and server on free loopback ports (~25 s)
@@ -59,29 +62,8 @@ def test_collect_through_rpc_tracker(local_tracker, host, tmp_path):
 
 @pytest.fixture
 def two_servers():
-    """A tracker and two servers with one key on free loopback ports: a small farm."""
-    from tvm.rpc.server import Server
-    from tvm.rpc.tracker import Tracker
-
-    tp = _free_port()
-    tracker = Tracker(host="127.0.0.1", port=tp, port_end=tp + 1, silent=True)
-    servers = []
-    for _ in range(2):
-        sp = _free_port()
-        servers.append(
-            Server(
-                host="127.0.0.1",
-                port=sp,
-                port_end=sp + 1,
-                tracker_addr=(tracker.host, tracker.port),
-                key="farm",
-                silent=True,
-            )
-        )
-    yield tracker.host, tracker.port, "farm"
-    for s in servers:
-        s.terminate()
-    tracker.terminate()
+    """A small farm: two servers of one key."""
+    yield from _farm(2, "farm")
 
 
 def test_rpc_devices_counts_the_trackers_servers_and_refuses_a_missing_key(two_servers):

@@ -95,11 +95,11 @@ def rpc_devices(host: str, port: int, key: str) -> int:
     """How many servers the tracker holds for `key` (free or busy): the RPC runner measures on that
     many at once. One line, exit 2, where the tracker cannot be reached or has no server for the key
     (every measurement would fail otherwise, after the whole budget)."""
+    import socket
+
     from tvm import rpc
 
     from autosearch.errors import TargetError
-
-    import socket
 
     try:  # TVM's own connect retries for a minute: a tracker that is not there is said at once
         socket.create_connection((host, int(port)), timeout=5).close()
