@@ -17,11 +17,12 @@ Steps (each module of this package does one):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,6 @@ class NetworkResult:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     trials: int = 0
     tuned_latency: float | None = None
-    untuned_latency: float | None = None
     torch_latency: float | None = None
     check: OutputCheck | None = None
     interrupted: bool = False
@@ -69,7 +69,6 @@ class NetworkResult:
             "tasks": self.tasks,
             "trials_measured": self.trials,
             "tuned_latency_s": self.tuned_latency,
-            "untuned_latency_s": self.untuned_latency,
             "pytorch_latency_s": self.torch_latency,
             "max_abs_err": c.max_abs_err if c else None,
             "output_scale": c.scale if c else None,
@@ -88,13 +87,13 @@ def time_vm(vm: Any, dev: Any, args: list[Any], repeat: int = 5) -> float:
     return float(np.median(ev(*args).results))
 
 
-def _quiet() -> Any:
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
     """Third-party deprecation noise (torch.export, transformers) kept off the user's screen."""
-    ctx = warnings.catch_warnings()
-    ctx.__enter__()
-    for cat in (FutureWarning, DeprecationWarning, UserWarning):
-        warnings.simplefilter("ignore", cat)
-    return ctx
+    with warnings.catch_warnings():
+        for cat in (FutureWarning, DeprecationWarning, UserWarning):
+            warnings.simplefilter("ignore", cat)
+        yield
 
 
 def reference_outputs(source: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -402,7 +401,6 @@ def tune_network(
     console: Any = None,
     progress: bool = True,
     fast_math: bool = False,
-    time_untuned: bool = False,
     time_torch: bool = True,
     out_dir: str | None = None,
     seed: int = 0,
@@ -431,14 +429,11 @@ def tune_network(
     console = console or Console(stderr=True)
     result = NetworkResult(spec=spec, model="", inputs=list(specs))
     arrays = example_arrays(specs, seed)
-    quiet = _quiet()
-    try:
+    with _quiet():
         source = load_source(spec)
         expected = reference_outputs(source, arrays)
         t0 = time.perf_counter()
         graph = import_network(spec, source, specs, arrays, target, fast_math=fast_math)
-    finally:
-        quiet.__exit__(None, None, None)
     result.breakdown["import"] = time.perf_counter() - t0
     result.tasks = [
         {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None, "built_with": "untuned"}
@@ -482,7 +477,7 @@ def tune_network(
         measure = None if run is None or result.interrupted else (lambda trace, run=run: _measure_trace(run, trace))
         _choose(result.tasks[i], wl, r, measure, priors[i] if i < len(priors) else None, database, target)
     t0 = time.perf_counter()
-    _build_check_time(result, graph, database, target, arrays, expected, spec, time_untuned, time_torch, seed)
+    _build_check_time(result, graph, database, target, arrays, expected, spec, time_torch, seed)
     result.breakdown["build_and_time"] = time.perf_counter() - t0
     if out_dir is not None and result.executable is not None:
         result.artifact = str(export_artifact(result.executable, out_dir, specs, target, result.summary()))
@@ -498,14 +493,12 @@ def _build_check_time(
     arrays: list[np.ndarray],
     expected: list[np.ndarray],
     spec: str,
-    time_untuned: bool,
     time_torch: bool,
     seed: int,
 ) -> None:
-    """Build with the chosen schedules, check the output, time the build (and untuned) and PyTorch."""
+    """Build with the chosen schedules, check the output, time the build and PyTorch."""
     import tvm
     from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
 
     from autosearch.networks.graph import build_network
     from autosearch.reference import torch_device
@@ -516,9 +509,6 @@ def _build_check_time(
     vm = relax.VirtualMachine(ex, dev)
     result.check = compare_outputs(flatten_outputs(vm["main"](*args)), expected)
     result.tuned_latency = time_vm(vm, dev, args)
-    if time_untuned:
-        plain = build_network(graph, ms.database.MemoryDatabase(), target)
-        result.untuned_latency = time_vm(relax.VirtualMachine(plain, dev), dev, args, repeat=3)
     device = torch_device(target) if time_torch else None
     if device:
         result.torch_latency = torch_latency_isolated(spec, result.inputs, device=device, seed=seed)
