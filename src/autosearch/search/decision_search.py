@@ -71,14 +71,7 @@ class DecisionSearch:
     default), through which every score is asked."""
 
     def __init__(
-        self,
-        context: Any,
-        spaces: list[Any],
-        draws: Any,
-        adapter: Any,
-        settings: Any,
-        *,
-        policy: Any = None,
+        self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any, *, policy: Any = None
     ) -> None:
         from autosearch.backends.tvm.space import trace_json
         from autosearch.search.explore import NoExploration
