@@ -229,9 +229,7 @@ def _commit(database: Any, workload: Any, trace: str, latency: float, target: An
     database.commit_tuning_record(ms.database.TuningRecord(sch.trace, rec, [latency], target, args))
 
 
-def _prior_pass(
-    result: NetworkResult, workloads: list[Any], target: Any, seed: int, bar: _Progress
-) -> list[str | None]:
+def _prior_pass(workloads: list[Any], target: Any, seed: int, bar: _Progress) -> list[str | None]:
     """The prior's schedule of every task; none on a GPU (the shipped prior knows CPU records only:
     an untuned GPU task gets TVM's default GPU schedule, dlight's)."""
     from autosearch.backends.tvm.target import is_gpu
@@ -446,7 +444,7 @@ def tune_network(
     with _Progress(console, progress, deadline) as bar:
         t0 = time.perf_counter()
         try:
-            priors = _prior_pass(result, graph.workloads, target, seed, bar)
+            priors = _prior_pass(graph.workloads, target, seed, bar)
         except BaseException as exc:
             if not interrupts.handled(exc):
                 raise
@@ -457,7 +455,6 @@ def tune_network(
             run_settings = dataclasses.replace(
                 settings or TuneSettings(), trials=trials or _UNBOUNDED, fixed_spaces=True, seed=seed
             )
-            run_settings.validate()
             t0 = time.perf_counter()
             finished = _tune(
                 result, graph, target, model, run_settings, store, evaluator, console, deadline, trials, bar, rpc
