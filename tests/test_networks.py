@@ -143,6 +143,34 @@ def test_scheduler_gives_rounds_to_a_task_far_slower_per_flop_than_its_siblings(
         TaskScheduler([1.0, 1.0, 1.0], flops=[1e9, 1e9])
 
 
+def test_scheduler_weighs_a_similar_tasks_gap_against_whole_rounds_not_single_trials() -> None:
+    """ResNet-50 at 10 minutes: a light convolution far below its siblings' FLOP/s took 272 of 767
+    trials (17 rounds) while heavier tasks had one round, because its gap to the siblings' rate (a
+    whole latency) was set against the others' per-trial gains. Per round, the heavy task wins."""
+    names = ["net/fused_conv2d161_add_relu", "net/fused_conv2d181_add_relu", "net/fused_conv2d101_add_relu"]
+    s = TaskScheduler([5.0, 1.0, 1.0], flops=[231e6] * 3, kinds=[task_kind(n) for n in names], eps=0.0)
+    s.record(0, 16, 1.0e-3)  # heavy task: one round
+    s.record(2, 16, 0.77e-3)  # the sibling that sets the reachable rate (300 GFLOP/s)
+    for best in (4.0e-3, 3.0e-3, 2.5e-3, 2.2e-3):  # the light task improving over four rounds
+        s.record(1, 16, best)
+    assert s.gradient(0) < s.gradient(1)
+    assert s.pick() == 0
+
+
+def test_scheduler_compares_rates_only_within_a_flop_band() -> None:
+    """Ansor's similarity tag: the same operator and FLOPs within a factor 1.618; a 7x7 stem
+    convolution is not held to the FLOP/s of a convolution with 10x its arithmetic."""
+    names = ["net/conv2d1", "net/conv2d2"]
+    s = TaskScheduler([1.0, 1.0], flops=[1e9, 1e8], kinds=[task_kind(n) for n in names], eps=0.0)
+    s.record(0, 16, 1.0e-3)  # 1000 GFLOP/s
+    s.record(1, 16, 1.0e-3)  # 100 GFLOP/s: not similar, so no reach term
+    assert s._similar_best_rate(1) is None
+    t = TaskScheduler([1.0, 1.0], flops=[1e9, 1.1e9], kinds=[task_kind(n) for n in names], eps=0.0)
+    t.record(0, 16, 1.0e-3)
+    t.record(1, 16, 1.0e-3)
+    assert t._similar_best_rate(1) == pytest.approx(1e12)
+
+
 def _err(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     with pytest.raises(SystemExit) as exc:
         main(argv)

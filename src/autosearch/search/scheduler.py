@@ -1,19 +1,24 @@
 """Which task of a network gets the next round of measurements: Ansor's gradient rule.
 
 The objective is the network's latency, f = sum_i w_i * g_i (w_i: how often task i runs, g_i: its
-best latency so far). The next round goes to the task whose f would fall most per trial, estimated
-as in Ansor (Zheng et al., OSDI'20, section 6, and its `task_scheduler.py`) from its history:
+best latency so far). The next round goes to the task whose f would fall most in one round,
+estimated as in Ansor (Zheng et al., OSDI'20, section 6, and its `task_scheduler.py`) from its
+history, with t_i counted in rounds (all rounds of a network run have the same size):
 
     df/dt_i ~ w_i * ( alpha * (g_i(t_i) - g_i(t_i - dt)) / dt  +  (1 - alpha) * (g_next - g_i(t_i)) )
     g_next  = min( g_i - g_i / t_i,  beta * C_i / max_{k similar to i} C_k / g_k )
 
 a backward difference over its last rounds (is it still improving?) plus a forward, optimistic
-estimate: a task that used few trials may still gain, and a task far slower per FLOP than the
-best task of its kind (same operator: `conv2d`, `conv2d1`, ... are one kind) can likely reach
-1/beta of that task's FLOP/s. Why the similar-task term: on ResNet-18 without it, `conv2d8` stayed
-at 16 GFLOP/s after 16 trials while its sibling `conv2d1` ran at 80, and got no more rounds (its
-own history showed no gain). Every task first gets one round; an `eps` share of rounds goes to a
-random unfinished task.
+estimate: a task that had few rounds may still gain, and a task far slower per FLOP than the
+best similar task can likely reach 1/beta of that task's FLOP/s. Similar: the same operator
+(`conv2d`, `conv2d1`, ... are one kind) and FLOP counts in the same band of a factor 1.618
+(Ansor's `derive_similarity_tag`). Why the similar-task term: on ResNet-18 without it, `conv2d8`
+stayed at 16 GFLOP/s after 16 trials while its sibling `conv2d1` ran at 80, and got no more rounds
+(its own history showed no gain). Why rounds, not trials: the similar-task gap is a whole round's
+gain; set against per-trial gains (16x smaller) it won every pick, and ResNet-50's `conv2d181`
+(weight 1) took 272 of a 10-minute run's 767 trials while 19 of its 26 tasks had one round (AMD
+Zen 5, bench/README.md "Whole models against PyTorch"). Every task first gets one round; an `eps`
+share of rounds goes to a random unfinished task.
 
 The first pass goes in order of weight x FLOPs (the task's share of the network's arithmetic): under a
 budget in minutes it may end before every task had a round, and the tasks left then keep the
@@ -35,6 +40,11 @@ def task_kind(name: str) -> str:
     """The operator a task computes, from its name: Relax numbers repeated ops (`conv2d8`,
     `fused_batch_norm3_add2_relu3`), so the kind is the name without those numbers."""
     return re.sub(r"(?<=[A-Za-z])\d+(?=_|$)", "", name.rsplit("/", 1)[-1])
+
+
+def _flop_band(flops: float) -> int:
+    """Ansor's FLOP band: floor(log_1.618(FLOPs + 1)); similar tasks share kind and band."""
+    return int(math.log(flops + 1.0, 1.618))
 
 
 @dataclass
@@ -80,30 +90,36 @@ class TaskScheduler:
         t.done = t.done or done
 
     def gradient(self, i: int) -> float:
-        """Estimated change of the network's latency per trial given to task i (negative = gain)."""
+        """Estimated change of the network's latency if task i gets the next round (negative = gain)."""
         t = self.tasks[i]
         g = t.best[-1]
         if not math.isfinite(g):
             return -math.inf  # nothing works yet: any success is a gain
-        back_from = t.best[-1 - self.window] if len(t.best) > self.window else t.best[0]
-        per_round = max(1, t.trials // max(1, len(t.best)))
-        dt = per_round * min(self.window, max(1, len(t.best) - 1))
-        backward = (g - back_from) / dt if math.isfinite(back_from) else -g / max(1, t.trials)
-        g_next = g - g / max(1, t.trials)
+        rounds = len(t.best)
+        back_from = t.best[-1 - self.window] if rounds > self.window else t.best[0]
+        dt = min(self.window, max(1, rounds - 1))
+        backward = (g - back_from) / dt if math.isfinite(back_from) else -g / rounds
+        g_next = g - g / rounds
         reach = self._similar_best_rate(i)
         if reach is not None and t.flops:
             g_next = min(g_next, self.beta * t.flops / reach)
         return t.weight * (self.alpha * backward + (1 - self.alpha) * (g_next - g))
 
     def _similar_best_rate(self, i: int) -> float | None:
-        """The highest FLOP/s any task of i's kind (i included) has reached; None without a sibling."""
-        kind = self.tasks[i].kind
-        if not kind:
+        """The highest FLOP/s any task similar to i (i included) has reached; None without a sibling."""
+        me = self.tasks[i]
+        if not me.kind or not me.flops:
             return None
+        band = _flop_band(me.flops)
         rates = [
             t.flops / t.best[-1]
             for t in self.tasks
-            if t.kind == kind and t.flops and t.best and math.isfinite(t.best[-1]) and t.best[-1] > 0
+            if t.kind == me.kind
+            and t.flops
+            and _flop_band(t.flops) == band
+            and t.best
+            and math.isfinite(t.best[-1])
+            and t.best[-1] > 0
         ]
         return max(rates) if len(rates) > 1 else None
 
