@@ -116,6 +116,29 @@ def test_loss_gradients_and_adam_step_match_halide(featurizations):
         np.testing.assert_allclose(new.buffers[name], ref.new_weights.buffers[name], atol=2e-5, err_msg=name)
 
 
+def test_fused_gradient_and_adam_step_match_halide(featurizations):
+    """fit's hand-written step (`_FusedAdam`, no autograd) against Halide's compiled training step."""
+    from autosearch.models.adams2019 import PipelineBatch, _FusedAdam, _Ready
+
+    w = Weights.baseline()
+    feats, runtimes = _synthetic_group(featurizations)
+    pf = feats[0][:, 39 + 7 :].reshape(-1, 40, 7)
+    sf = np.ascontiguousarray(feats[:, :, :39])
+    ref = reference_train_step(w, pf, sf, runtimes, NUM_CORES, learning_rate=0.001)
+    batch = PipelineBatch(1, torch.from_numpy(pf.copy()), torch.from_numpy(sf), torch.from_numpy(runtimes))
+    net = Adams2019Net(NUM_CORES, w)
+    fused = _FusedAdam(net, 0.001)
+    loss = fused.loss_and_grad(_Ready.of(batch, NUM_CORES))
+    assert loss == pytest.approx(ref.loss, rel=1e-4)
+    for name, g in ref.gradients.items():
+        scale = max(1e-6, float(np.abs(g).max()))
+        np.testing.assert_allclose(fused.grad_views[name], g, atol=2e-4 * scale, err_msg=name)
+    fused.update()
+    new = Weights.from_model(net)  # the network shares the fused step's memory
+    for name in ref.new_weights.buffers:
+        np.testing.assert_allclose(new.buffers[name], ref.new_weights.buffers[name], atol=2e-5, err_msg=name)
+
+
 def test_retrain_tool_agrees_with_our_trainer(featurizations, tmp_path):
     """Halide's adams2019_retrain_cost_model, 1 epoch on one pipeline's samples = our one step.
 

@@ -143,3 +143,32 @@ def test_fit_builds_each_groups_tensors_once_and_restores_torch_threads(monkeypa
     Adams2019Trainer(epochs=5, num_cores=CORES, threads=want).fit(Weights.baseline(), batches)
     assert len(calls) == 3  # once per group, not once per step (15)
     assert set(threads_seen) == {want} and torch.get_num_threads() == before
+
+
+def test_fit_equals_the_autograd_step_over_several_epochs(monkeypatch):
+    """fit's hand-written gradient and fused ADAM (`_FusedAdam`) = autograd's backward plus `Adam`
+    (the path `step` takes, checked against Halide in test_halide_parity), epoch after epoch, also
+    through Halide's random window of a batch larger than MAX_BATCH."""
+    import random
+
+    import autosearch.models.adams2019 as m
+
+    monkeypatch.setattr(m, "MAX_BATCH", 6)  # the 8- and 9-schedule groups take the random window
+    batches = [_batch(1, n=8, seed=1), _batch(2, n=5, stages=2, seed=2), _batch(3, n=9, stages=4, seed=3)]
+    trainer = Adams2019Trainer(learning_rate=1e-2, epochs=6, num_cores=CORES, seed=7)
+    res = trainer.fit(Weights.baseline(), batches)
+    net = Adams2019Net(CORES, Weights.baseline())
+    opt, rng = trainer.make_optimizer(net), random.Random(7)
+    ready = [m._Ready.of(b, CORES) for b in batches]
+    losses = [float(np.mean([trainer._step(net, opt, r, rng) for r in ready])) for _ in range(6)]
+    np.testing.assert_allclose(res.losses, losses, rtol=1e-4)
+    for name, ours in net.params().items():
+        scale = max(1e-6, float(np.abs(ours).max()))
+        np.testing.assert_allclose(res.weights.buffers[name], ours, atol=1e-5 * scale, err_msg=name)
+
+
+def test_fit_rejects_a_non_finite_loss():
+    b = _batch(1)
+    b.schedule_features[0, 0, 0] = float("nan")
+    with pytest.raises(InputError, match="non-finite"):
+        Adams2019Trainer(epochs=1, num_cores=CORES).fit(Weights.baseline(), [b])
