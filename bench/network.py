@@ -97,16 +97,21 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     specs = parse_inputs(inputs)
     rows: dict[str, dict[str, Any]] = {}
     exes: dict[str, Any] = {}
-    for minutes in args.minutes:
+    arms = [(m, model, search) for m in args.minutes for model, search in (args.arms if m else args.arms[:1])]
+    for minutes, model, search in arms:
         label = f"ours {minutes:g} min" if minutes else "ours prior only"
+        if len(args.arms) > 1 and minutes:
+            label += f" ({model}, {search})"
         t0 = time.perf_counter()
-        with Store(work / f"{name}-{minutes:g}.db") as store:
+        with Store(work / f"{name}-{minutes:g}-{search}.db") as store:
             r = tune_network(
                 spec,
                 specs,
                 target,
-                lambda: make_cost_model(args.model, seed=args.seed, target=target, warn=False, explore="control"),
-                TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
+                lambda model=model, search=search: make_cost_model(
+                    model, seed=args.seed, target=target, warn=False, search=search, explore="control"
+                ),
+                TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed, search=search),
                 trials=0 if not minutes else None,
                 minutes=minutes or None,
                 store=store,
@@ -119,10 +124,10 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     net = load_source(spec)
     arrays = example_arrays(specs, args.seed)
     expected = reference_outputs(net, arrays)
-    graph = import_network(spec, net, specs, arrays, target)
+    graph = import_network(spec, net, specs, arrays, target, fast_math=True)  # the graph ours tunes by default
     longest = max(args.minutes)
     if not args.skip_stock and longest:
-        trials = rows[f"ours {longest:g} min"]["trials"]
+        trials = next(r["trials"] for k, r in rows.items() if k.startswith(f"ours {longest:g} min"))
         ex, n, secs = stock_tune_relax(graph, target, trials, work / f"{name}-stock", args.seed, args.trials_per_round)
         exes["tvm tune_relax"] = ex
         rows["tvm tune_relax"] = {"trials": n, "tune_s": secs}
@@ -187,7 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--network", default=None, help="FILE.py:FUNC or FILE.onnx instead of --models (with --input)")
     ap.add_argument("--input", action="append", default=[], help="as tune-model's --input, with --network")
     ap.add_argument("--minutes", default="0,10,30", help="ours' budgets in minutes; 0 = the prior alone")
-    ap.add_argument("--model", default="pretrained", help="tune-model's --model")
+    ap.add_argument(
+        "--arms",
+        default="pretrained:evolutionary",
+        help="ours' MODEL:SEARCH pairs (tune-model's --model and --search), comma-separated; each runs every "
+        "budget but 0 (the prior alone is the same for all)",
+    )
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true", help="no tune_relax arm")
@@ -196,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
+    args.arms = [tuple(a.split(":", 1)) for a in args.arms.split(",") if a.strip()]
+    if not args.arms or any(len(a) != 2 for a in args.arms):
+        ap.error("--arms takes MODEL:SEARCH pairs, e.g. pretrained-prefix:decision")
     from autosearch.backends.tvm.target import describe_target, host_target, use_physical_cores
 
     use_physical_cores()

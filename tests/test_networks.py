@@ -291,12 +291,54 @@ def test_measured_rounds_then_a_rerun_that_builds_from_the_store(
     s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8", "--json"])
     assert s["output_matches"] and s["trials_measured"] == 8 and "tune" in s["time_breakdown"]
     (task,) = [t for t in s["tasks"] if t["trials"]]
-    assert (
-        task["built_with"].startswith(("tuned", "prior (measured", "untuned (measured")) and task["best_latency_s"] > 0
-    )
+    assert task["built_with"].startswith(("tuned", "untuned (measured")) and task["best_latency_s"] > 0
     again = _tune_json(capsys, [*argv, "--trials", "0", "--json"])
     (same,) = [t for t in again["tasks"] if t["name"] == task["name"]]
     assert same["built_with"] == "tuned (earlier run)" and again["output_matches"]
+
+
+def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget that reaches one task: that task is built from its measured round and never
+    prior-passed (its round measured the prior's picks); every other task gets the prior."""
+    import autosearch.networks.prior as prior
+
+    seen: list[str] = []
+    real = prior.prior_schedule
+    monkeypatch.setattr(prior, "prior_schedule", lambda wl, *a, **k: seen.append(wl.name) or real(wl, *a, **k))
+    (tmp_path / "net.py").write_text(NET)
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
+    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--trials", "4", "--trials-per-round", "4", "--json"])
+    tuned = [t["name"] for t in s["tasks"] if t["trials"]]
+    rest = [t["name"] for t in s["tasks"] if not t["trials"]]
+    assert len(tuned) == 1 and rest and s["output_matches"]
+    assert sorted(seen) == sorted(rest)
+    assert {t["built_with"] for t in s["tasks"] if t["name"] in rest} == {"prior"}
+
+
+def test_fast_math_is_the_default_and_falls_back_to_exact_when_the_output_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`fast_exp` clamps its input at -88.4 (the smallest normal float's exponent), so exp(x - 100),
+    a subnormal that PyTorch computes, comes out ~1e5 times too large: the check fails and the
+    network is rebuilt with the exact exp, which matches. A model the approximations do not move
+    keeps them."""
+    (tmp_path / "under.py").write_text(
+        "import torch\n"
+        "class Under(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.exp(x - 100.0) * 1e38\n"
+        "def make_model():\n"
+        "    return Under()\n"
+    )
+    argv = ["tune-model", f"{tmp_path / 'under.py'}:make_model", "--input", "x:float32:4,8", "--trials", "0"]
+    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
+    assert s["output_matches"] and not s["fast_math"] and s["fast_math_fell_back"]
+    (tmp_path / "net.py").write_text(NET)
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", "x:float32:4,64", "--trials", "0"]
+    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
+    assert s["output_matches"] and s["fast_math"] and not s["fast_math_fell_back"]
 
 
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
