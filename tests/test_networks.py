@@ -309,7 +309,9 @@ def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
     monkeypatch.setattr(prior, "prior_schedule", lambda wl, *a, **k: seen.append(wl.name) or real(wl, *a, **k))
     (tmp_path / "net.py").write_text(NET)
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
-    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--trials", "4", "--trials-per-round", "4", "--json"])
+    s = _tune_json(
+        capsys, [*argv, "--db", str(tmp_path / "n.db"), "--trials", "4", "--trials-per-round", "4", "--json"]
+    )
     tuned = [t["name"] for t in s["tasks"] if t["trials"]]
     rest = [t["name"] for t in s["tasks"] if not t["trials"]]
     assert len(tuned) == 1 and rest and s["output_matches"]
