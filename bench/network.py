@@ -87,7 +87,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     from autosearch.networks.check import compare_outputs, flatten_outputs
     from autosearch.networks.graph import build_network, import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
-    from autosearch.networks.tune import reference_outputs, time_vm, tune_network
+    from autosearch.networks.tune import network_explore, reference_outputs, time_vm, tune_network
     from autosearch.search.model_spec import make_cost_model
     from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
@@ -109,7 +109,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
                 specs,
                 target,
                 lambda model=model, search=search: make_cost_model(
-                    model, seed=args.seed, target=target, warn=False, search=search, explore="control"
+                    model, seed=args.seed, target=target, warn=False, search=search, explore=network_explore(search)
                 ),
                 TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed, search=search),
                 trials=0 if not minutes else None,

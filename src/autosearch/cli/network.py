@@ -63,7 +63,7 @@ def tune_model(
     time against PyTorch and (with --out) export."""
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.inputs import parse_inputs
-    from autosearch.networks.tune import tune_network
+    from autosearch.networks.tune import network_explore, tune_network
     from autosearch.search.model_spec import make_cost_model
     from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.store import Store
@@ -88,7 +88,9 @@ def tune_model(
 
     def task_model() -> Any:
         """The first task's model (made after the network imported) says if the device is new."""
-        tm = make_cost_model(model, seed=seed, target=tgt, warn=not warned, search=search, explore="control")
+        tm = make_cost_model(
+            model, seed=seed, target=tgt, warn=not warned, search=search, explore=network_explore(search)
+        )
         warned.append(True)
         return tm
 
