@@ -343,6 +343,26 @@ def test_fast_math_is_the_default_and_falls_back_to_exact_when_the_output_fails(
     assert s["output_matches"] and s["fast_math"] and not s["fast_math_fell_back"]
 
 
+def test_a_prime_row_count_is_padded_for_the_tiles_and_the_output_still_matches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """ViT's 197 tokens: MetaSchedule tiles a loop only by its extent's divisors, so the rows are
+    padded to the next multiple of 16 where that adds at most 1/8 of the work, and sliced back."""
+    from autosearch.networks.graph import padded_rows
+
+    assert [padded_rows(m) for m in (197, 131, 128, 37, 100, 8)] == [208, 144, 128, 37, 100, 8]
+    (tmp_path / "rows.py").write_text(
+        "import torch\n"
+        "def make_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()\n"
+    )
+    argv = ["tune-model", f"{tmp_path / 'rows.py'}:make_model", "--input", "x:float32:131,8", "--trials", "0"]
+    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
+    assert s["output_matches"]
+    assert any("matmul" in t["name"] and "strided_slice" in t["name"] for t in s["tasks"]), s["tasks"]
+
+
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
     import torch
 
