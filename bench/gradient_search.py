@@ -87,6 +87,8 @@ def run_one(wl: Any, arm: str, seed: int, args: Any, target: Any, evaluator: Any
     t0 = time.perf_counter()
     model = make_cost_model(spec, seed=seed, explore="none", target=target, warn=False, search=search)
     run = TuneRun(wl, target, model, settings, store=store, evaluator=evaluator, console=console)
+    if args.score_threads:  # what tune gives the scorer (every physical core), overridden
+        model.scorer.attach(run.timer.section, args.score_threads)
     strat = _strategy(run)
     acc = {"search_s": 0.0, "notify_s": 0.0}
     _timed(strat, "propose", acc, "search_s")
@@ -217,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--min-repeat-ms", type=int, default=10)
+    ap.add_argument(
+        "--score-threads",
+        type=int,
+        default=0,
+        help="torch threads the model scores on, every arm (0: as tune, every physical core); 1 on a "
+        "shared machine, where a two-thread pool stalls on a busy core",
+    )
     ap.add_argument("--remeasure", type=int, default=5, metavar="R", help="side-by-side rounds of the bests (0: off)")
     ap.add_argument("--db", default="bench_gradient.db", help="store the measured candidates here")
     ap.add_argument("--out", default=None, help="every run as JSON, written after each run (with --resume, kept)")

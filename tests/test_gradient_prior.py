@@ -12,8 +12,8 @@ import torch
 from autosearch.backends.tvm.space import trace_json
 from autosearch.features import trace_tokens as tt
 from autosearch.features.decision_space import DecisionSpace
-from autosearch.search.gradient.prior_descent import DescentOptions, descend
-from autosearch.search.gradient.prior_tokens import RelaxedTokens, prior_scores
+from autosearch.search.gradient.prior_descent import DescentOptions, _every_vector, descend, descend_many
+from autosearch.search.gradient.prior_tokens import RelaxedTokens, prior_scores, prior_scores_many
 
 #: conv2d, dense, depthwise, softmax: the sketches of each family's design space
 WORKLOADS = (
@@ -146,6 +146,34 @@ def test_descent_raises_the_prior_score_and_rounds_to_schedules_that_build(sketc
         cands.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
     built = build_in_process(cands, host)
     assert all(b.error_msg is None and b.artifact_path for b in built), [b.error_msg for b in built]
+
+
+def test_one_batched_pass_scores_and_descends_sketches_of_different_lengths(sketches, prior) -> None:
+    """`prior_scores_many` on sketches with different token counts gives each sketch's own
+    `prior_scores`; `descend_many` returns valid vectors for each sketch, in the given order."""
+    chosen = [(ir, space) for _ctx, ir, spaces in sketches.values() for space in spaces[:1]]
+    relaxed = [RelaxedTokens(space, ir) for ir, space in chosen]
+    assert len({r.n_tokens for r in relaxed}) > 1
+    rng = np.random.default_rng(2)
+    xs = [r.space.sample(5, rng) for r in relaxed]
+    tokens = [r.tokens(*r.integral(x)) for r, x in zip(relaxed, xs)]
+    with torch.no_grad():
+        together = prior_scores_many(prior.nets, tokens)
+        alone = [prior_scores(prior.nets, t) for t in tokens]
+    for a, b in zip(together, alone):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    found = descend_many(relaxed, prior.nets, xs, DescentOptions(steps=6, checkpoints=(3,)), torch.Generator())
+    assert len(found) == len(relaxed)
+    for r, f in zip(relaxed, found):
+        assert len(f) >= 1
+        r.space.validate(f)
+
+
+def test_every_vector_of_a_small_space() -> None:
+    """A sketch with no more vectors than the screen is scored whole: each vector once."""
+    x = _every_vector(np.array([3, 1, 4]))
+    assert x.shape == (12, 3) and len(np.unique(x, axis=0)) == 12
+    assert (x.min(0) == 0).all() and (x.max(0) == [2, 0, 3]).all()
 
 
 def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_its_parents(host) -> None:

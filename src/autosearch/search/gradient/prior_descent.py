@@ -8,14 +8,16 @@ the prior's input as a function of a sketch's relaxed knobs, so its score can be
 One round (`PriorGradientSearch.propose(n)`), per sketch (`DecisionSpace`, the decision search's
 sketches: the design spaces and the compute locations of a few uniform draws):
 1. `screen` uniform vectors and mutants of the sketch's fastest measured ones are scored from
-   the prior's tables (`score_space`: tens of thousands a second);
+   the prior's tables (`score_space`: tens of thousands a second); a sketch with no more vectors
+   than `screen` (softmax's: 4 to 196) has every one scored and is not descended;
 2. on the `descend_sketches` sketches with the best scores (and every sketch holding one of the
    run's four fastest schedules), `starts` descents begin: the sketch's fastest measured vectors,
    the best-scored vectors of step 1 up to half, the rest uniform ones; each tile knob is z with
    log2 factors log2(E) softmax(z) (Felix: the product stays the loop's extent), each categorical
    knob a softmax over its candidates (`descend`);
 3. Adam on -score + penalty x (innermost factor over its limit)^2 for `steps` steps (each step on
-   one ensemble member in turn: `cycle_members`); at every
+   one ensemble member in turn: `cycle_members`), every descended sketch's starts in one batch
+   (`descend_many`: one network pass and one backward a step, on one torch thread); at every
    checkpoint each point is rounded to the nearest valid factorisation (log space) and most
    likely choice, the rounded vectors deduplicated and scored exactly;
 4. the round's picks are the best-scored of steps 1-3, spread over loop structures and covering
@@ -38,9 +40,9 @@ import torch
 
 from autosearch.errors import InputError
 from autosearch.search.decision_search import _PER_STRUCTURE, _SKETCH_COVER, DecisionSearch, _cover_sketches, _spread
-from autosearch.search.gradient.prior_tokens import RelaxedTokens, check_prior, prior_scores
+from autosearch.search.gradient.prior_tokens import RelaxedTokens, check_prior, prior_scores_many
 
-__all__ = ["DescentOptions", "PriorGradientSearch", "descend"]
+__all__ = ["DescentOptions", "PriorGradientSearch", "descend", "descend_many"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +50,9 @@ class DescentOptions:
     """How each round descends (see the module docstring)."""
 
     starts: int = 16  #: descents per descended sketch
-    steps: int = 30  #: Adam steps per descent
-    lr: float = 0.1
-    checkpoints: tuple[int, ...] = (10, 20)  #: steps at which points are also rounded (and the last)
+    steps: int = 20  #: Adam steps per descent
+    lr: float = 0.3
+    checkpoints: tuple[int, ...] = (7, 14)  #: steps at which points are also rounded (and the last)
     penalty: float = 10.0  #: weight of the squared innermost-limit excess (log2 units)
     noise: float = 0.3  #: scale of the random offset of a start's logits (descents from one start differ)
     screen: int = 256  #: uniform vectors scored per sketch per round (step 1)
@@ -71,55 +73,84 @@ def descend(
 ) -> np.ndarray:
     """Unique rounded decision vectors (m, knobs) met by Adam runs on the networks' mean score
     (or each member's in turn: `cycle_members`) from each of `starts` (n, knobs), rounded at
-    every checkpoint and at the last step."""
-    space = relaxed.space
-    starts = space.validate(starts)
-    u0, p0 = relaxed.integral(starts)
-    params: list[torch.Tensor] = []
-    tile_z: dict[int, tuple[torch.Tensor, float]] = {}
-    cat_w: dict[int, torch.Tensor] = {}
-    for j in relaxed.tile_knobs:
-        total = relaxed.log2_extent[j]
-        if len(space.knobs[j].options) < 2 or total <= 0:
-            continue  # nothing to move: the knob stays at its start
-        start = u0[j]
-        assert start is not None
-        share = start / total
-        z = torch.log(share + 0.05) + opts.noise * torch.randn(share.shape, generator=generator, dtype=torch.float64)
-        tile_z[j] = (z.requires_grad_(True), total)
-        params.append(z)
-    for j in relaxed.cat_knobs:
-        if len(space.knobs[j].options) < 2:
-            continue
-        w = 2.0 * p0[j] - 1.0 + opts.noise * torch.randn(p0[j].shape, generator=generator, dtype=torch.float64)  # type: ignore[union-attr,operator]
-        cat_w[j] = w.requires_grad_(True)
-        params.append(w)
-    if not params:
-        return np.unique(starts, axis=0)
-    for net in nets:
-        net.eval()
-    adam = _Adam(params, opts.lr)
-    found: list[np.ndarray] = []
-    for step in range(1, opts.steps + 1):
-        u = list(u0)
-        p = list(p0)
-        for j, (z, total) in tile_z.items():
+    every checkpoint and at the last step (`descend_many` on one sketch)."""
+    return descend_many([relaxed], nets, [starts], opts, generator)[0]
+
+
+class _Descent:
+    """One sketch's share of a batched descent: its relaxed knobs' leaves and their rounded points."""
+
+    def __init__(self, relaxed: RelaxedTokens, starts: np.ndarray, opts: DescentOptions, generator: torch.Generator):
+        space = self.space = relaxed.space
+        self.relaxed, self.starts = relaxed, space.validate(starts)
+        self.u0, self.p0 = relaxed.integral(self.starts)
+        self.tile_z: dict[int, tuple[torch.Tensor, float]] = {}
+        self.cat_w: dict[int, torch.Tensor] = {}
+        for j in relaxed.tile_knobs:
+            total = relaxed.log2_extent[j]
+            if len(space.knobs[j].options) < 2 or total <= 0:
+                continue  # nothing to move: the knob stays at its start
+            start = self.u0[j]
+            assert start is not None
+            share = start / total
+            z = torch.log(share + 0.05) + opts.noise * torch.randn(
+                share.shape, generator=generator, dtype=torch.float64
+            )
+            self.tile_z[j] = (z.requires_grad_(True), total)
+        for j in relaxed.cat_knobs:
+            if len(space.knobs[j].options) < 2:
+                continue
+            p0 = self.p0[j]
+            assert p0 is not None
+            w = 2.0 * p0 - 1.0 + opts.noise * torch.randn(p0.shape, generator=generator, dtype=torch.float64)
+            self.cat_w[j] = w.requires_grad_(True)
+        self.params = [z for z, _ in self.tile_z.values()] + list(self.cat_w.values())
+        self.found: list[np.ndarray] = []
+
+    def point(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
+        """(u, p): the leaves' relaxed knobs, the fixed ones at their starts."""
+        u, p = list(self.u0), list(self.p0)
+        for j, (z, total) in self.tile_z.items():
             u[j] = torch.softmax(z, 1) * total
-        for j, w in cat_w.items():
+        for j, w in self.cat_w.items():
             p[j] = torch.softmax(w, 1)
-        members = [nets[(step - 1) % len(nets)]] if opts.cycle_members else nets
-        score = prior_scores(members, relaxed.tokens(u, p))
-        loss = -score.sum() + opts.penalty * relaxed.violation(u).sum()
-        grads = torch.autograd.grad(loss, params)  # the networks' own weights get no gradient
-        adam.step([torch.nan_to_num(g) for g in grads])
-        if step in opts.checkpoints or step == opts.steps:
-            with torch.no_grad():
-                for j, (z, total) in tile_z.items():
-                    u[j] = torch.softmax(z, 1) * total
-                for j, w in cat_w.items():
-                    p[j] = torch.softmax(w, 1)
-            found.append(relaxed.round(u, p))
-    return np.unique(np.concatenate(found), axis=0)
+        return u, p
+
+    def checkpoint(self) -> None:
+        """Round the current points."""
+        with torch.no_grad():
+            self.found.append(self.relaxed.round(*self.point()))
+
+
+def descend_many(
+    relaxed: list[RelaxedTokens],
+    nets: list[Any],
+    starts: list[np.ndarray],
+    opts: DescentOptions,
+    generator: torch.Generator,
+) -> list[np.ndarray]:
+    """`descend` on several sketches at once: every sketch's starts step together, one pass of
+    the network (and of its backward) per step for all of them (`prior_scores_many`)."""
+    runs = [_Descent(r, x, opts, generator) for r, x in zip(relaxed, starts)]
+    live = [d for d in runs if d.params]
+    params = [t for d in live for t in d.params]
+    if live:
+        for net in nets:
+            net.eval()
+        adam = _Adam(params, opts.lr)
+        for step in range(1, opts.steps + 1):
+            points = [d.point() for d in live]
+            members = [nets[(step - 1) % len(nets)]] if opts.cycle_members else nets
+            scores = prior_scores_many(members, [d.relaxed.tokens(u, p) for d, (u, p) in zip(live, points)])
+            loss = -torch.cat(scores).sum()
+            for d, (u, _p) in zip(live, points):
+                loss = loss + opts.penalty * d.relaxed.violation(u).sum()
+            grads = torch.autograd.grad(loss, params)  # the networks' own weights get no gradient
+            adam.step([torch.nan_to_num(g) for g in grads])
+            if step in opts.checkpoints or step == opts.steps:
+                for d in live:
+                    d.checkpoint()
+    return [np.unique(np.concatenate(d.found), axis=0) if d.found else np.unique(d.starts, axis=0) for d in runs]
 
 
 class PriorGradientSearch(DecisionSearch):
@@ -156,23 +187,31 @@ class PriorGradientSearch(DecisionSearch):
         self._scored.clear()  # the model was fine-tuned since the last round
         opts = self.options
         screened: list[tuple[np.ndarray, np.ndarray]] = []
+        whole: set[int] = set()  # sketches small enough to score every vector of: nothing to descend
         for s, space in enumerate(self.sketches):
-            x = np.unique(self._initial_screen(s, space), axis=0)
+            if float(np.prod(space.sizes.astype(np.float64))) <= opts.screen:
+                x = _every_vector(space.sizes)
+                whole.add(s)
+            else:
+                x = np.unique(self._initial_screen(s, space), axis=0)
             screened.append((x, self._score(s, x)))
         # the sketches to descend: the best screened scores, and those of the run's fastest schedules
-        order = sorted(range(len(self.sketches)), key=lambda s: -float(screened[s][1].max()))
-        chosen = list(dict.fromkeys([*order[: opts.descend_sketches], *(s for _, s, _ in self.best[:4])]))
+        order = sorted(set(range(len(self.sketches))) - whole, key=lambda s: -float(screened[s][1].max()))
+        fastest = [s for _, s, _ in self.best[:4] if s not in whole]
+        chosen = list(dict.fromkeys([*order[: opts.descend_sketches], *fastest]))
         pool: list[tuple[float, int, np.ndarray, bytes]] = []
         descended: set[tuple[int, bytes]] = set()
         nets = list(self.adapter.model.nets)
-        with _threads(self.adapter.score_threads):
-            for s in chosen:
-                x, scores = screened[s]
-                starts = self._starts(s, x, scores)
-                found = descend(self.relaxed(s), nets, starts, opts, self.generator)
-                descended.update((s, v.tobytes()) for v in found)
-                both = np.unique(np.concatenate([x, found]), axis=0)
-                screened[s] = (both, self._score(s, both))  # one batch: a relative policy's scores compare
+        starts = [self._starts(s, *screened[s]) for s in chosen]
+        with _threads(1):
+            found = (
+                descend_many([self.relaxed(s) for s in chosen], nets, starts, opts, self.generator) if chosen else []
+            )
+        for s, f in zip(chosen, found):
+            x, _scores = screened[s]
+            descended.update((s, v.tobytes()) for v in f)
+            both = np.unique(np.concatenate([x, f]), axis=0)
+            screened[s] = (both, self._score(s, both))  # one batch: a relative policy's scores compare
         self.descended.append(len(descended))
         for s, (x, scores) in enumerate(screened):
             shapes = self.sketches[s].structure(x)
@@ -209,6 +248,12 @@ class PriorGradientSearch(DecisionSearch):
         return np.concatenate([*parts, top, rand])[:k]
 
 
+def _every_vector(sizes: np.ndarray) -> np.ndarray:
+    """(prod(sizes), knobs) every decision vector of a space with `sizes` options per knob."""
+    grids = np.meshgrid(*[np.arange(int(n)) for n in sizes], indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], 1).astype(np.int64).reshape(-1, len(sizes))
+
+
 class _Adam:
     """Adam (Kingma & Ba, torch's defaults) on a few leaf tensors. Why not `torch.optim.Adam`: its
     constructor imports torch._dynamo, 3-4 s on the first round of every process."""
@@ -230,7 +275,10 @@ class _Adam:
 
 
 class _threads:
-    """torch on `n` threads inside the block (the descent runs while nothing else of the run does)."""
+    """torch on `n` threads inside the block. The descent runs on one: its tensors are small (a
+    step is ~100 sequences of ~17 tokens), and on a shared 2-core machine a two-thread pool
+    waits on the busy core (a round's descent measured 40-64 s on two threads, 0.5-0.75 s on one,
+    while another process held a core)."""
 
     def __init__(self, n: int) -> None:
         self.n, self.old = max(1, int(n)), 0
