@@ -1,46 +1,74 @@
-"""Zero-trial schedules: every task of a network built from what the shipped prior ranks best.
+"""Zero-trial schedules: every task a network run does not measure is built from what the shipped
+priors rank best.
 
 Why: a network has 20-60 tasks and a budget of minutes; before this, every task the budget did not
 reach was built from TVM's unscheduled loops (a ResNet-50 convolution 100-250 ms untuned, 1-5 ms
-tuned), so the network ran 12-30x slower than PyTorch after six minutes (issue 47). The prefix
-prior (`pretrained-prefix`) scores decision vectors without building schedules (~20k a second), so
-each task's best-scored vector among the decision search's first round (1024 vectors a sketch,
-evolved three times) is the network's starting schedule, measured or not; tuning then only has to
-improve on it. A smaller pass (256 vectors, evolved once) took 21 s instead of 58 s on ResNet-18's
-17 tasks but built it 1.24x slower (46.5 vs 37.5 ms, AMD Zen 5, 2 cores; bench/README.md "Whole
-models against PyTorch"). A task whose design space has nothing to decide gets
-its one scheduled form (parallelised and vectorised by MetaSchedule's rules).
+tuned), so the network ran 12-30x slower than PyTorch after six minutes (issue 47).
+
+How (`PriorRanker`): the prefix prior (`pretrained-prefix`) scores decision vectors without
+building schedules (~20k a second), so the decision search's first round (1024 vectors a sketch,
+evolved three times) shortlists its `SHORTLIST` best-scored schedules; the feature prior
+(`pretrained`, PerStoreFeature of each built schedule: the loop nest as it will run) orders that
+shortlist. Each task's best-ordered schedule that computes what the task computes is its
+starting schedule. Why two models: the prefix prior's first pick was 1.5-18x slower than the best
+of its shortlist on many ResNet-50 convolutions; the feature prior's pick among the same 32 built
+ResNet-50 1.47x faster and MobileNetV2's first 14 tasks 1.32x (weighted task latencies, picks
+measured side by side, AMD Zen 5; bench/README.md "Whole models against PyTorch"); the sum of the
+two ranks did worse than the feature prior alone. A smaller first round (256 vectors, evolved
+once) took 21 s instead of 58 s on ResNet-18's 17 tasks but built it 1.24x slower. A task whose
+design space has nothing to decide gets its one scheduled form (parallelised and vectorised by
+MetaSchedule's rules).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from autosearch.errors import WorkloadError
 
-__all__ = ["PRIOR_MODEL", "prior_schedule", "prior_scorer"]
+__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule"]
 
-#: The model the zero-trial pass ranks with: the one that carries to unseen operators.
+#: The model that shortlists: it scores decision vectors, unbuilt, and carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
-
-
-def prior_scorer(target: Any) -> Any:
-    """The prior's scorer (an adapter that scores decision vectors), loaded once per network."""
-    from autosearch.search.model_spec import make_cost_model
-
-    return make_cost_model(PRIOR_MODEL, target=target, warn=False, search="decision").adapter
-
-
-#: Best-scored candidates tried in order until one computes what the unscheduled task computes.
+#: The model that orders the shortlist, from the built schedules' loop-nest features.
+ORDER_MODEL = "pretrained"
+#: Schedules the prefix prior passes to the feature prior.
+SHORTLIST = 32
+#: Best-ordered candidates tried in order until one computes what the unscheduled task computes.
 CANDIDATES = 4
 
 
-def prior_schedule(workload: Any, target: Any, scorer: Any, seed: int = 0) -> str | None:
-    """The trace (JSON text) of the task's best-scored schedule that the post-processors accept and
+class PriorRanker:
+    """The two shipped priors, loaded once per network: one shortlists, the other orders."""
+
+    def __init__(self, target: Any) -> None:
+        from autosearch.search.model_spec import make_cost_model
+
+        self.shortlister = make_cost_model(PRIOR_MODEL, target=target, warn=False, search="decision").adapter
+        self.orderer = make_cost_model(ORDER_MODEL, target=target, warn=False, search="evolutionary").adapter
+
+    def order(self, context: Any, picks: Sequence[Any]) -> list[Any]:
+        """`picks` (built schedules) fastest-first by the feature prior; ties keep their order."""
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        if len(picks) < 2:
+            return list(picks)
+        cands = [MeasureCandidate(p.sch, ArgInfo.from_entry_func(p.sch.mod, remove_preproc=True)) for p in picks]
+        scores = np.asarray(self.orderer.score(self.orderer.features(context, cands)), dtype=np.float64)
+        return [picks[i] for i in np.argsort(-scores, kind="stable")]
+
+
+def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
+    """The trace (JSON text) of the task's best-ranked schedule that the post-processors accept and
     that computes what the task computes (`verify.schedule_matches`), or None where MetaSchedule
     offers no design space for it or none of the `CANDIDATES` best is right (TVM then builds it
     untuned)."""
     from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.verify import schedule_matches
     from autosearch.search.decision_search import DecisionSearch
     from autosearch.search.strategies.base import RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
@@ -51,13 +79,11 @@ def prior_schedule(workload: Any, target: Any, scorer: Any, seed: int = 0) -> st
     except WorkloadError:
         return None
     draws = RandomDraws(ctx, spaces, seed)
-    from autosearch.networks.verify import schedule_matches
-
     try:
-        picks = DecisionSearch(ctx, spaces, draws, scorer, settings).propose(CANDIDATES)
+        picks = ranker.order(ctx, DecisionSearch(ctx, spaces, draws, ranker.shortlister, settings).propose(SHORTLIST))
     except WorkloadError:  # nothing to decide (or no sketch it can read): the space's own schedule
         picks = draws.draw(1)
-    for pick in picks:  # best-scored first
+    for pick in picks[:CANDIDATES]:
         trace = trace_json(pick.sch)
         if schedule_matches(workload, trace, target, seed):
             return trace

@@ -256,16 +256,16 @@ def _prior_pass(workloads: list[Any], target: Any, seed: int, bar: _Progress, to
     """The prior's schedule of each task in `todo` (where it has one); none on a GPU (the shipped
     prior knows CPU records only: an untuned GPU task gets TVM's default GPU schedule, dlight's)."""
     from autosearch.backends.tvm.target import is_gpu
-    from autosearch.networks.prior import prior_schedule, prior_scorer
+    from autosearch.networks.prior import PriorRanker, prior_schedule
 
     if is_gpu(target) or not todo:
         return {}
-    scorer = prior_scorer(target)
+    ranker = PriorRanker(target)
     traces: dict[int, str] = {}
     bar.stage("prior schedules", len(todo))
     for k, i in enumerate(todo):
         with interrupts.deferred():
-            trace = prior_schedule(workloads[i], target, scorer, seed)
+            trace = prior_schedule(workloads[i], target, ranker, seed)
         if trace is not None:
             traces[i] = trace
         bar.update(k + 1, len(todo), f"prior {workloads[i].name}")
