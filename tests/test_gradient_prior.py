@@ -170,7 +170,7 @@ def test_one_batched_pass_scores_and_descends_sketches_of_different_lengths(sket
 
 
 def test_every_vector_of_a_small_space() -> None:
-    """A sketch with no more vectors than the screen is scored whole: each vector once."""
+    """A sketch with at most `DescentOptions.whole` vectors is scored whole: each vector once."""
     x = _every_vector(np.array([3, 1, 4]))
     assert x.shape == (12, 3) and len(np.unique(x, axis=0)) == 12
     assert (x.min(0) == 0).all() and (x.max(0) == [2, 0, 3]).all()

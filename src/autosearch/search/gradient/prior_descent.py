@@ -8,8 +8,8 @@ the prior's input as a function of a sketch's relaxed knobs, so its score can be
 One round (`PriorGradientSearch.propose(n)`), per sketch (`DecisionSpace`, the decision search's
 sketches: the design spaces and the compute locations of a few uniform draws):
 1. `screen` uniform vectors and mutants of the sketch's fastest measured ones are scored from
-   the prior's tables (`score_space`: tens of thousands a second); a sketch with no more vectors
-   than `screen` (softmax's: 4 to 196) has every one scored and is not descended;
+   the prior's tables (`score_space`: tens of thousands a second); a sketch with at most `whole`
+   vectors (softmax's: 4 to 196) has every one scored and is not descended;
 2. on the `descend_sketches` sketches with the best scores (and every sketch holding one of the
    run's four fastest schedules), `starts` descents begin: the sketch's fastest measured vectors,
    the best-scored vectors of step 1 up to half, the rest uniform ones; each tile knob is z with
@@ -55,15 +55,16 @@ class DescentOptions:
     checkpoints: tuple[int, ...] = (7, 14)  #: steps at which points are also rounded (and the last)
     penalty: float = 10.0  #: weight of the squared innermost-limit excess (log2 units)
     noise: float = 0.3  #: scale of the random offset of a start's logits (descents from one start differ)
-    screen: int = 256  #: uniform vectors scored per sketch per round (step 1)
+    screen: int = 128  #: uniform vectors scored per sketch per round (step 1)
+    whole: int = 256  #: a sketch with at most this many vectors has every one scored, none descended
     descend_sketches: int = 6  #: sketches descended per round, by their best screened score
     #: each step follows one member of the ensemble in turn (a third of the cost of the mean's
     #: gradient with three members; the rounded points are ranked by the whole ensemble)
     cycle_members: bool = True
 
     def validate(self) -> None:
-        if self.starts < 1 or self.steps < 1 or self.screen < 1 or self.descend_sketches < 1:
-            raise InputError("gradient search: starts, steps, screen and descend_sketches must be >= 1")
+        if self.starts < 1 or self.steps < 1 or self.screen < 1 or self.descend_sketches < 1 or self.whole < 0:
+            raise InputError("gradient search: starts, steps, screen and descend_sketches must be >= 1, whole >= 0")
         if not (self.lr > 0 and self.penalty >= 0 and self.noise >= 0):
             raise InputError("gradient search: lr must be > 0, penalty and noise >= 0")
 
@@ -189,7 +190,7 @@ class PriorGradientSearch(DecisionSearch):
         screened: list[tuple[np.ndarray, np.ndarray]] = []
         whole: set[int] = set()  # sketches small enough to score every vector of: nothing to descend
         for s, space in enumerate(self.sketches):
-            if float(np.prod(space.sizes.astype(np.float64))) <= opts.screen:
+            if float(np.prod(space.sizes.astype(np.float64))) <= opts.whole:
                 x = _every_vector(space.sizes)
                 whole.add(s)
             else:
