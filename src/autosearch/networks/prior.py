@@ -12,9 +12,9 @@ evolved three times) shortlists its `SHORTLIST` best-scored schedules; the featu
 shortlist. Each task's best-ordered schedule that computes what the task computes is its
 starting schedule. Why two models: the prefix prior's first pick was 1.5-18x slower than the best
 of its shortlist on many ResNet-50 convolutions; the feature prior's pick among the same 32 built
-ResNet-50 1.47x faster and MobileNetV2's first 14 tasks 1.32x (weighted task latencies, picks
-measured side by side, AMD Zen 5; bench/README.md "Whole models against PyTorch"); the sum of the
-two ranks did worse than the feature prior alone. A smaller first round (256 vectors, evolved
+ResNet-50 1.47x faster and MobileNetV2 1.10x (weighted task latencies, picks measured side by
+side, AMD Zen 5; `bench/prior_ranking.py`, bench/README.md "Zero-trial schedules"); the sum of the
+two ranks did worse than the feature prior alone (1.31x, 1.05x). A smaller first round (256 vectors, evolved
 once) took 21 s instead of 58 s on ResNet-18's 17 tasks but built it 1.24x slower. A task whose
 design space has nothing to decide gets its one scheduled form (parallelised and vectorised by
 MetaSchedule's rules).

@@ -1,0 +1,90 @@
+"""Which prior picks a network task's zero-trial schedule: the prefix prior's first pick against
+the feature prior's (`pretrained`) pick among the prefix prior's shortlist, their rank sum, and
+the best of the shortlist (an oracle that measures them all), each task's picks measured side by
+side; the table sums weight x latency over the network's tasks.
+
+    python bench/prior_ranking.py --model resnet50 --shortlist 32
+
+The network comes from examples/zoo.py (as bench/network.py); `networks.prior.PriorRanker` is the
+rule this measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="resnet50", help="a model of examples/zoo.py")
+    ap.add_argument("--input", default="x:float32:1,3,224,224")
+    ap.add_argument("--shortlist", type=int, default=32)
+    args = ap.parse_args(argv)
+
+    from tvm.s_tir.meta_schedule import MeasureCandidate
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch.backends.tvm.build import pool_builder
+    from autosearch.backends.tvm.target import describe_target, host_target, use_physical_cores
+    from autosearch.errors import WorkloadError
+    from autosearch.networks.graph import import_network, load_source
+    from autosearch.networks.inputs import example_arrays, parse_inputs
+    from autosearch.networks.prior import PriorRanker
+    from autosearch.search.decision_search import DecisionSearch
+    from autosearch.search.strategies.base import RandomDraws, design_space
+    from autosearch.search.tune import TuneSettings, _measurer
+
+    use_physical_cores()
+    target = host_target()
+    spec = f"{ROOT / 'examples' / 'zoo.py'}:{args.model}"
+    specs = parse_inputs([args.input])
+    graph = import_network(spec, load_source(spec), specs, example_arrays(specs, 0), target)
+    ranker = PriorRanker(target)
+    measurer, builder = _measurer(target, None), pool_builder()
+    arms = ("prefix first", "feature prior's pick", "rank sum", "best of shortlist")
+    total = dict.fromkeys(arms, 0.0)
+    print(f"## {args.model}: {len(graph.tasks)} tasks on {describe_target(target)}, shortlist {args.shortlist}\n")
+    print("| task | weight | " + " | ".join(f"{a} (ms)" for a in arms) + " |")
+    print("|---|---|" + "---|" * len(arms))
+    for task, wl in zip(graph.tasks, graph.workloads):
+        settings = TuneSettings(trials=1, trials_per_round=1, seed=0, fixed_spaces=True, eps_greedy=0.0)
+        try:
+            ctx, spaces = design_space(wl, target, settings, None)
+            search = DecisionSearch(ctx, spaces, RandomDraws(ctx, spaces, 0), ranker.shortlister, settings)
+            picks = search.propose(args.shortlist)
+        except WorkloadError:
+            continue  # nothing to decide: every rule builds its one schedule
+        if len(picks) < 2:
+            continue
+        cands = [MeasureCandidate(p.sch, ArgInfo.from_entry_func(p.sch.mod, remove_preproc=True)) for p in picks]
+        scores = np.asarray(ranker.orderer.score(ranker.orderer.features(ctx, cands)))
+        by_features = np.argsort(np.argsort(-scores))
+        pick = {
+            "prefix first": 0,
+            "feature prior's pick": int(np.argmax(scores)),
+            "rank sum": int(np.argmin(np.arange(len(picks)) + by_features)),
+        }
+        results = measurer.run_built(cands, builder.build(cands, target))
+        lat = np.array([np.median(r.latencies) if r.status == "ok" and r.latencies else np.inf for r in results])
+        row = {**{a: float(lat[i]) for a, i in pick.items()}, "best of shortlist": float(lat.min())}
+        w = int(task.weight)
+        for a in arms:
+            total[a] += w * row[a]
+        print(f"| {wl.name} | {w} | " + " | ".join(f"{row[a] * 1e3:.3f}" for a in arms) + " |", flush=True)
+    print("| **sum of weight x latency** | | " + " | ".join(f"**{total[a] * 1e3:.2f}**" for a in arms) + " |")
+    ratio = total["prefix first"] / total["feature prior's pick"]
+    print(
+        f"\nSUMMARY {args.model}: prefix first / feature prior's pick = {ratio:.3f}; "
+        f"rank sum {total['prefix first'] / total['rank sum']:.3f}; best of shortlist {total['prefix first'] / total['best of shortlist']:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
