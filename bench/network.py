@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", default="0,10,30", help="ours' budgets in minutes; 0 = the prior alone")
     ap.add_argument(
         "--arms",
-        default="pretrained:evolutionary",
+        default="pretrained-prefix:decision",
         help="ours' MODEL:SEARCH pairs (tune-model's --model and --search), comma-separated; each runs every "
         "budget but 0 (the prior alone is the same for all)",
     )

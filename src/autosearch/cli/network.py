@@ -32,12 +32,18 @@ def tune_model(
     trials: Optional[int] = typer.Option(
         None, "--trials", help="Cap on measured trials over all tasks; 0 builds from the prior alone."
     ),
-    model: str = typer.Option("pretrained", "--model", help="Cost model in the measured rounds, as for `tune`."),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        help="Cost model in the measured rounds, as for `tune` (default: pretrained-prefix on a CPU, pretrained "
+        "elsewhere).",
+    ),
     search: str = typer.Option(
-        "evolutionary",
+        "auto",
         "--search",
-        help="Search in the measured rounds, as for `tune`: evolutionary (MetaSchedule's), decision or gradient "
-        "(both need a trace-prefix-tokens prior such as --model pretrained-prefix).",
+        help="Search in the measured rounds, as for `tune`: auto (decision with a trace-prefix-tokens prior on a "
+        "CPU, else evolutionary), evolutionary (MetaSchedule's), decision or gradient (both need a "
+        "trace-prefix-tokens prior such as pretrained-prefix).",
     ),
     trials_per_round: int = typer.Option(16, "--trials-per-round", help="Schedules per round of one task."),
     target: Optional[str] = typer.Option(None, "--target", help="Default: this CPU."),
@@ -64,7 +70,7 @@ def tune_model(
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.inputs import parse_inputs
     from autosearch.networks.tune import network_explore, tune_network
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.model_spec import default_model, make_cost_model, resolve_search
     from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.store import Store
     from autosearch.workloads.module import check_module_spec
@@ -78,8 +84,10 @@ def tune_model(
     tgt = parse_target(target)
     if out is not None:
         check_out_dir(out)
+    model = model or default_model(tgt)
+    tm = make_cost_model(model, seed=seed, target=tgt, warn=False, search=search)  # fails before the import
+    search = resolve_search(search, tm)
     settings = TuneSettings(trials_per_round=trials_per_round, seed=seed, search=search)
-    tm = make_cost_model(model, seed=seed, search=search)  # a bad --model fails before the import
     if search == "decision":  # and so does a model the decision search cannot score with
         from autosearch.search.decision_search import check_decision_model
 
