@@ -92,12 +92,17 @@ def test_predictions_match_halide(featurizations, weights):
     np.testing.assert_allclose(ours, ref, rtol=2e-5)
 
 
-def test_loss_gradients_and_adam_step_match_halide(featurizations):
+def _halide_train_step(featurizations):
+    """Stock weights, one synthetic pipeline's features and Halide's own training step on them."""
     w = Weights.baseline()
     feats, runtimes = _synthetic_group(featurizations)
     pf = feats[0][:, 39 + 7 :].reshape(-1, 40, 7)
     sf = np.ascontiguousarray(feats[:, :, :39])
-    ref = reference_train_step(w, pf, sf, runtimes, NUM_CORES, learning_rate=0.001)
+    return w, pf, sf, runtimes, reference_train_step(w, pf, sf, runtimes, NUM_CORES, learning_rate=0.001)
+
+
+def test_loss_gradients_and_adam_step_match_halide(featurizations):
+    w, pf, sf, runtimes, ref = _halide_train_step(featurizations)
 
     net = Adams2019Net(NUM_CORES, w)
     pred, stage2 = net.forward_with_coefficients(torch.from_numpy(pf), torch.from_numpy(sf))
@@ -120,11 +125,7 @@ def test_fused_gradient_and_adam_step_match_halide(featurizations):
     """fit's hand-written step (`_FusedAdam`, no autograd) against Halide's compiled training step."""
     from autosearch.models.adams2019 import PipelineBatch, _FusedAdam, _Ready
 
-    w = Weights.baseline()
-    feats, runtimes = _synthetic_group(featurizations)
-    pf = feats[0][:, 39 + 7 :].reshape(-1, 40, 7)
-    sf = np.ascontiguousarray(feats[:, :, :39])
-    ref = reference_train_step(w, pf, sf, runtimes, NUM_CORES, learning_rate=0.001)
+    w, pf, sf, runtimes, ref = _halide_train_step(featurizations)
     batch = PipelineBatch(1, torch.from_numpy(pf.copy()), torch.from_numpy(sf), torch.from_numpy(runtimes))
     net = Adams2019Net(NUM_CORES, w)
     fused = _FusedAdam(net, 0.001)

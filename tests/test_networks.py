@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -306,7 +307,12 @@ def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
 
     seen: list[str] = []
     real = prior.prior_schedule
-    monkeypatch.setattr(prior, "prior_schedule", lambda wl, *a, **k: seen.append(wl.name) or real(wl, *a, **k))
+
+    def counted(wl: Any, *a: Any, **k: Any) -> Any:
+        seen.append(wl.name)
+        return real(wl, *a, **k)
+
+    monkeypatch.setattr(prior, "prior_schedule", counted)
     (tmp_path / "net.py").write_text(NET)
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
     s = _tune_json(
@@ -317,6 +323,12 @@ def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
     assert len(tuned) == 1 and rest and s["output_matches"]
     assert sorted(seen) == sorted(rest)
     assert {t["built_with"] for t in s["tasks"] if t["name"] in rest} == {"prior"}
+
+
+def _prior_only(capsys: pytest.CaptureFixture[str], tmp_path: Path, module: str, inp: str) -> dict[str, Any]:
+    """`tune-model MODULE:make_model --input INP --trials 0 --json`'s summary (a store in tmp_path)."""
+    argv = ["tune-model", f"{tmp_path / module}:make_model", "--input", inp, "--trials", "0"]
+    return _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
 
 
 def test_fast_math_is_the_default_and_falls_back_to_exact_when_the_output_fails(
@@ -334,12 +346,10 @@ def test_fast_math_is_the_default_and_falls_back_to_exact_when_the_output_fails(
         "def make_model():\n"
         "    return Under()\n"
     )
-    argv = ["tune-model", f"{tmp_path / 'under.py'}:make_model", "--input", "x:float32:4,8", "--trials", "0"]
-    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
+    s = _prior_only(capsys, tmp_path, "under.py", "x:float32:4,8")
     assert s["output_matches"] and not s["fast_math"] and s["fast_math_fell_back"]
     (tmp_path / "net.py").write_text(NET)
-    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", "x:float32:4,64", "--trials", "0"]
-    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
+    s = _prior_only(capsys, tmp_path, "net.py", "x:float32:4,64")
     assert s["output_matches"] and s["fast_math"] and not s["fast_math_fell_back"]
 
 
@@ -357,8 +367,7 @@ def test_a_prime_row_count_is_padded_for_the_tiles_and_the_output_still_matches(
         "    torch.manual_seed(0)\n"
         "    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()\n"
     )
-    argv = ["tune-model", f"{tmp_path / 'rows.py'}:make_model", "--input", "x:float32:131,8", "--trials", "0"]
-    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--json"])
+    s = _prior_only(capsys, tmp_path, "rows.py", "x:float32:131,8")
     assert s["output_matches"]
     assert any("matmul" in t["name"] and "strided_slice" in t["name"] for t in s["tasks"]), s["tasks"]
 
