@@ -37,6 +37,22 @@ ZOO = {
 }
 
 
+def _warm(target: Any) -> Any:
+    """Tasks timed as `tune` times one operator: repeated runs, caches warm."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+
+    return EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10)
+
+
+def _cold(target: Any) -> Any:
+    from autosearch.networks.tune import network_evaluator
+
+    return network_evaluator(target)
+
+
+EVALUATORS = {"cold": _cold, "warm": _warm}
+
+
 def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
     """PyTorch eager and torch.compile (inductor) latency, each in a fresh process
     (`networks.tune.torch_timing`), and torch.compile's compile seconds."""
@@ -97,13 +113,13 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     specs = parse_inputs(inputs)
     rows: dict[str, dict[str, Any]] = {}
     exes: dict[str, Any] = {}
-    arms = [(m, model, search) for m in args.minutes for model, search in (args.arms if m else args.arms[:1])]
-    for minutes, model, search in arms:
+    arms = [(m, *arm) for m in args.minutes for arm in (args.arms if m else args.arms[:1])]
+    for minutes, model, search, timing in arms:
         label = f"ours {minutes:g} min" if minutes else "ours prior only"
         if len(args.arms) > 1 and minutes:
-            label += f" ({model}, {search})"
+            label += f" ({model}, {search}, {timing})"
         t0 = time.perf_counter()
-        with Store(work / f"{name}-{minutes:g}-{search}.db") as store:
+        with Store(work / f"{name}-{minutes:g}-{search}-{timing}.db") as store:
             r = tune_network(
                 spec,
                 specs,
@@ -115,6 +131,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
                 trials=0 if not minutes else None,
                 minutes=minutes or None,
                 store=store,
+                evaluator=EVALUATORS[timing](target),
                 console=console,
                 seed=args.seed,
                 time_torch=False,
@@ -195,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--arms",
         default="pretrained-prefix:decision",
-        help="ours' MODEL:SEARCH pairs (tune-model's --model and --search), comma-separated; each runs every "
-        "budget but 0 (the prior alone is the same for all)",
+        help="ours' MODEL:SEARCH[:TIMING] arms (tune-model's --model and --search; TIMING: how tasks are "
+        "timed, cold = weights flushed from the caches before each run, tune-model's default on a CPU, or "
+        "warm = repeated runs, the default before), comma-separated; each runs every budget but 0 (the "
+        "prior alone is the same for all)",
     )
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
@@ -206,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
-    args.arms = [tuple(a.split(":", 1)) for a in args.arms.split(",") if a.strip()]
-    if not args.arms or any(len(a) != 2 for a in args.arms):
-        ap.error("--arms takes MODEL:SEARCH pairs, e.g. pretrained-prefix:decision")
+    args.arms = [tuple((a + ":cold" if a.count(":") == 1 else a).split(":")) for a in args.arms.split(",") if a.strip()]
+    if not args.arms or any(len(a) != 3 or a[2] not in EVALUATORS for a in args.arms):
+        ap.error("--arms takes MODEL:SEARCH[:TIMING] with TIMING cold or warm, e.g. pretrained-prefix:decision")
     from autosearch.backends.tvm.target import describe_target, host_target, use_physical_cores
 
     use_physical_cores()

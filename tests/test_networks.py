@@ -298,6 +298,31 @@ def test_measured_rounds_then_a_rerun_that_builds_from_the_store(
     assert same["built_with"] == "tuned (earlier run)" and again["output_matches"]
 
 
+def test_measured_rounds_time_a_cpu_task_with_its_weights_flushed_from_the_caches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a network each layer's weights arrive cold: tune-model's rounds time a CPU task after a
+    cache flush, one run a repeat (a GPU target keeps repeated runs, flushing being CPU-only)."""
+    import autosearch.search.tune as search_tune
+    from autosearch.backends.tvm.target import parse_target
+    from autosearch.networks.tune import network_evaluator
+
+    used: list[Any] = []
+    real = search_tune._measurer
+
+    def spy(target: Any, evaluator: Any, *a: Any, **k: Any) -> Any:
+        used.append(evaluator)
+        return real(target, evaluator, *a, **k)
+
+    monkeypatch.setattr(search_tune, "_measurer", spy)
+    (tmp_path / "net.py").write_text(NET)
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "4,64", "--db", str(tmp_path / "n.db")]
+    s = _tune_json(capsys, [*argv, "--trials", "4", "--trials-per-round", "4", "--json"])
+    assert s["trials_measured"] == 4 and s["output_matches"]
+    assert used and all(e.enable_cpu_cache_flush and e.number == 1 and e.min_repeat_ms == 0 for e in used)
+    assert not network_evaluator(parse_target("cuda")).enable_cpu_cache_flush
+
+
 def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
