@@ -528,31 +528,35 @@ def tune_network(
     return result
 
 
+def _on_device(target: Any, arrays: list[np.ndarray]) -> tuple[Any, list[Any]]:
+    """The target's device and the example inputs copied onto it."""
+    import tvm
+
+    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
+    return dev, [tvm.runtime.tensor(a, dev) for a in arrays]
+
+
 def _build_and_check(
     result: NetworkResult, graph: Any, database: Any, target: Any, arrays: list[np.ndarray], expected: list[np.ndarray]
 ) -> None:
     """Build with the chosen schedules (a task missing from `database`: TVM's untuned form) and
     check the output against the original model's."""
-    import tvm
     from tvm import relax
 
     from autosearch.networks.graph import build_network
 
-    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
-    args = [tvm.runtime.tensor(a, dev) for a in arrays]
+    dev, args = _on_device(target, arrays)
     ex = result.executable = build_network(graph, database, target)
     result.check = compare_outputs(flatten_outputs(relax.VirtualMachine(ex, dev)["main"](*args)), expected)
 
 
 def _time(result: NetworkResult, target: Any, arrays: list[np.ndarray], spec: str, time_torch: bool, seed: int) -> None:
     """Time the build, and PyTorch in a fresh process."""
-    import tvm
     from tvm import relax
 
     from autosearch.reference import torch_device
 
-    dev = tvm.cpu() if target.kind.name == "llvm" else tvm.device(target.kind.name)
-    args = [tvm.runtime.tensor(a, dev) for a in arrays]
+    dev, args = _on_device(target, arrays)
     result.tuned_latency = time_vm(relax.VirtualMachine(result.executable, dev), dev, args)
     device = torch_device(target) if time_torch else None
     if device:
