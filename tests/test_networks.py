@@ -320,7 +320,7 @@ def test_measured_rounds_time_a_cpu_task_with_its_weights_flushed_from_the_cache
     s = _tune_json(capsys, [*argv, "--trials", "4", "--trials-per-round", "4", "--json"])
     assert s["trials_measured"] == 4 and s["output_matches"]
     assert used and all(e.enable_cpu_cache_flush and e.number == 1 and e.min_repeat_ms == 0 for e in used)
-    assert not network_evaluator(parse_target("cuda")).enable_cpu_cache_flush
+    assert not network_evaluator(parse_target("cuda-h100")).enable_cpu_cache_flush
 
 
 def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
