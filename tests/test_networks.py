@@ -298,6 +298,32 @@ def test_measured_rounds_then_a_rerun_that_builds_from_the_store(
     assert same["built_with"] == "tuned (earlier run)" and again["output_matches"]
 
 
+def test_a_task_whose_fastest_schedule_computes_something_else_is_built_with_the_next_that_does_not(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fastest measured schedule is refused by the check (here: the first one each task's
+    check sees); the task is built with the next measured schedule from the store, fastest first,
+    not with TVM's default (MobileNetV2's padded-output convolutions: 64x slower untuned)."""
+    import autosearch.networks.verify as verify
+
+    real = verify.schedule_matches
+    asked: dict[str, list[str]] = {}
+
+    def first_refused(wl: Any, trace: str, *a: Any, **k: Any) -> bool:
+        asked.setdefault(wl.name, []).append(trace)
+        return len(asked[wl.name]) > 1 and real(wl, trace, *a, **k)
+
+    monkeypatch.setattr(verify, "schedule_matches", first_refused)
+    (tmp_path / "net.py").write_text(NET)
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "64,64", "--db", str(tmp_path / "n.db")]
+    s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8", "--json"])
+    (task,) = [t for t in s["tasks"] if t["trials"]]
+    assert s["output_matches"] and task["built_with"] == "tuned"
+    assert task["refused"] == "1 faster tuned schedule(s) compute a different result"
+    tried = asked[task["name"]]
+    assert len(tried) == 2 and tried[0] != tried[1]
+
+
 def test_measured_rounds_time_a_cpu_task_with_its_weights_flushed_from_the_caches(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
