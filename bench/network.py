@@ -39,9 +39,9 @@ ZOO = {
 
 def _warm(target: Any) -> Any:
     """Tasks timed as `tune` times one operator: repeated runs, caches warm."""
-    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.measure import TUNE_EVALUATOR
 
-    return EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10)
+    return TUNE_EVALUATOR
 
 
 def _cold(target: Any) -> Any:

@@ -61,11 +61,11 @@ def network_evaluator(target: Any) -> Any:
     in the network each layer's weights arrive cold, so a kernel timed warm and repeated looks up to
     1.4x faster than it runs there (BERT's 768x3072 matmul: 1.27 ms warm, 1.81 ms flushed, 2.08 ms
     inside the network), and the search ranks schedules by a speed the network never sees."""
-    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.measure import TUNE_EVALUATOR, EvaluatorSettings
     from autosearch.backends.tvm.target import is_gpu
 
     if is_gpu(target):
-        return EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10)
+        return TUNE_EVALUATOR
     return EvaluatorSettings(number=1, repeat=5, min_repeat_ms=0, enable_cpu_cache_flush=True)
 
 
@@ -420,7 +420,9 @@ def _choose(
             refused += 1
             info["refused"] = f"{refused} faster {how} schedule(s) compute a different result"
             continue
-        info["built_with"] = how if how != "untuned (measured faster)" or not refused else "untuned"
+        if trace is None and refused:
+            how = "untuned"  # not measured faster: every faster schedule was refused
+        info["built_with"] = how
         if trace is not None:
             _commit(database, workload, trace, latency, target)
         return

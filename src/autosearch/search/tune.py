@@ -217,7 +217,7 @@ class TuneRun:
         console: Any = None,
         rpc: tuple[str, int, str] | None = None,
     ) -> None:
-        from autosearch.backends.tvm.measure import EvaluatorSettings
+        from autosearch.backends.tvm.measure import TUNE_EVALUATOR
         from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
         from autosearch.search.adapter import group_key
         from autosearch.search.strategies import make_strategy
@@ -251,9 +251,7 @@ class TuneRun:
                 )
             self.result.search = self.strategy.kind
             with self.timer.section("setup:runner"):
-                self.measurer = _measurer(
-                    target, evaluator or EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10), rpc
-                )
+                self.measurer = _measurer(target, evaluator or TUNE_EVALUATOR, rpc)
                 self.builder = pool_builder(build_timeout)
             if store is not None:
                 store.add_workload(WorkloadRecord.from_workload(workload))

@@ -17,7 +17,7 @@ from autosearch import interrupts
 from autosearch.backends.tvm.build import median_cap, pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
-__all__ = ["EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout", "rpc_devices"]
+__all__ = ["TUNE_EVALUATOR", "EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout", "rpc_devices"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ class EvaluatorSettings:
             min_repeat_ms=self.min_repeat_ms,
             enable_cpu_cache_flush=self.enable_cpu_cache_flush,
         )
+
+
+#: How `tune` times one operator when not told otherwise: three repeats of at least 10 ms each,
+#: the caches warm.
+TUNE_EVALUATOR = EvaluatorSettings(number=1, repeat=3, min_repeat_ms=10)
 
 
 @dataclass(frozen=True)
