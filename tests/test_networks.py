@@ -513,3 +513,58 @@ def test_a_schedule_that_computes_something_else_is_never_built() -> None:
     (task,) = [w for w in graph.workloads if w.name == case["task"]]
     assert schedule_matches(task, json.dumps(case["right"]), target)
     assert not schedule_matches(task, json.dumps(case["wrong"]), target)
+
+
+def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_keep_the_faster_build` (a GPU target's last step) times both builds for real, interleaved,
+    and keeps the faster, its output checked. Run here on the CPU: the prior's build is the fast
+    one, TVM's untuned loops the slow one; the second call swaps which of them is called "default"."""
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.search.model_spec import make_cost_model
+
+    (tmp_path / "net.py").write_text(NET)
+    spec, specs = f"{tmp_path / 'net.py'}:make_model", parse_inputs(["x:float32:256,64"], [])
+    target = host_target()
+    r = nt.tune_network(
+        spec,
+        specs,
+        target,
+        lambda: make_cost_model("pretrained-prefix", target=target, warn=False),
+        trials=0,
+        progress=False,
+        time_torch=False,
+    )
+    assert r.correct and {t["built_with"] for t in r.tasks} == {"prior"}
+    arrays = example_arrays(specs, 0)
+    expected = nt.reference_outputs(graph_mod.load_source(spec), arrays)
+    graph = graph_mod.import_network(spec, graph_mod.load_source(spec), specs, arrays, target)
+    dev, args = nt._on_device(target, arrays)
+    prior_build = r.executable
+    nt._keep_the_faster_build(r, graph, target, dev, args, expected)
+    assert not r.kept_default and r.executable is prior_build
+    assert r.default_latency is not None and r.tuned_latency is not None and r.default_latency > r.tuned_latency
+    # the untuned build as "tuned", the prior's as TVM's "default": the default is kept, checked
+    untuned = graph_mod.build_network(graph, MemoryDatabase(), target)
+    r.executable, r.check = untuned, None
+    monkeypatch.setattr(graph_mod, "build_network", lambda *a, **k: prior_build)
+    nt._keep_the_faster_build(r, graph, target, dev, args, expected)
+    assert r.kept_default and r.executable is prior_build and r.correct
+    assert r.tuned_latency == r.default_latency
+
+
+def test_a_gpu_budget_reserves_no_time_for_the_prior_pass_it_does_not_run() -> None:
+    """A CPU budget keeps seconds a task for the prior pass at its end; a GPU has no prior pass
+    (the shipped priors know CPU records), and reserving them left a 2-minute ResNet-50 on an H200
+    without a single measured round."""
+    from autosearch.backends.tvm.target import host_target, parse_target
+    from autosearch.networks.tune import PRIOR_SECONDS_PER_TASK, _prior_pass, prior_seconds_per_task
+
+    gpu = parse_target("cuda-h200")
+    assert prior_seconds_per_task(gpu) == 0.0 and _prior_pass([object()], gpu, 0, None, [0]) == {}  # type: ignore[arg-type]
+    assert prior_seconds_per_task(host_target()) == PRIOR_SECONDS_PER_TASK > 0

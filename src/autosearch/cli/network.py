@@ -153,6 +153,9 @@ def _print_network(r: Any) -> None:
     if r.tuned_latency and r.torch_latency:
         line += f" -> x{r.torch_latency / r.tuned_latency:.2f} PyTorch's speed"
     console.print(line)
+    if r.default_latency is not None:
+        kept = "kept: it ran faster" if r.kept_default else "the tuned build kept"
+        console.print(f"TVM's default schedules everywhere: {format_seconds(r.default_latency)} ({kept})")
     if r.artifact:
         console.print(f"artifact: {r.artifact} (autosearch run {r.artifact})")
 
