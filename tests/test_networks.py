@@ -282,20 +282,34 @@ def test_integer_token_inputs_and_an_onnx_file(capsys: pytest.CaptureFixture[str
     )
 
 
-def test_measured_rounds_then_a_rerun_that_builds_from_the_store(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+def test_measured_rounds_then_a_rerun_that_builds_from_the_stores_fastest_schedule_that_passes_the_check(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Measured trials tune the task; a second run that measures nothing (`--trials 0`, as a run
-    killed before it reached the task) builds it from the store's best, not from the prior."""
+    killed before it reached the task) builds it from the store, not from the prior, as `_choose`
+    does: fastest first, past any schedule the check refuses (here the first it sees)."""
+    import autosearch.networks.verify as verify
+
     (tmp_path / "net.py").write_text(NET)
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "4,64", "--db", str(tmp_path / "n.db")]
     s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8", "--json"])
     assert s["output_matches"] and s["trials_measured"] == 8 and "tune" in s["time_breakdown"]
     (task,) = [t for t in s["tasks"] if t["trials"]]
     assert task["built_with"].startswith(("tuned", "untuned (measured")) and task["best_latency_s"] > 0
+    real = verify.schedule_matches
+    asked: list[str] = []
+
+    def first_refused(wl: Any, trace: str, *a: Any, **k: Any) -> bool:
+        if wl.name != task["name"]:
+            return real(wl, trace, *a, **k)
+        asked.append(trace)
+        return len(asked) > 1 and real(wl, trace, *a, **k)
+
+    monkeypatch.setattr(verify, "schedule_matches", first_refused)
     again = _tune_json(capsys, [*argv, "--trials", "0", "--json"])
     (same,) = [t for t in again["tasks"] if t["name"] == task["name"]]
     assert same["built_with"] == "tuned (earlier run)" and again["output_matches"]
+    assert len(asked) == 2 and asked[0] != asked[1]
 
 
 def test_a_task_whose_fastest_schedule_computes_something_else_is_built_with_the_next_that_does_not(

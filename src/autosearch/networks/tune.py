@@ -388,16 +388,19 @@ def _tune(
 def _stored_bests(
     store: Any, workloads: list[Any], target: Any, finished: dict[int, Any]
 ) -> dict[int, tuple[str, float]]:
-    """The store's fastest schedule of each task this run did not tune: a rerun that stops before
+    """The store's fastest schedule that computes what the task computes (up to `VERIFY_RANKS`
+    tried, as `_choose` does) of each task this run did not tune: a rerun that stops before
     reaching a task still builds it with what an earlier run measured."""
     from autosearch.backends.tvm.target import canonical_target
+    from autosearch.networks.verify import schedule_matches
 
     out: dict[int, tuple[str, float]] = {}
     for i, wl in enumerate(workloads):
         if i not in finished:
-            rows = store.best(wl.key, canonical_target(target), 1)
-            if rows:
-                out[i] = (rows[0].schedule, rows[0].median)
+            for row in store.best(wl.key, canonical_target(target), VERIFY_RANKS):
+                if schedule_matches(wl, row.schedule, target):
+                    out[i] = (row.schedule, row.median)
+                    break
     return out
 
 
@@ -470,7 +473,6 @@ def tune_network(
     from autosearch.backends.tvm.target import use_physical_cores
     from autosearch.networks.artifact import export_artifact
     from autosearch.networks.graph import import_network, load_source
-    from autosearch.networks.verify import schedule_matches
     from autosearch.search.tune import TuneSettings, check_out_dir
 
     if out_dir is not None:
@@ -524,10 +526,9 @@ def tune_network(
             result.breakdown["tune"] = time.perf_counter() - t0
         earlier: set[int] = set()  # tasks this run did not reach, built with an earlier run's best
         for i, (trace, latency) in (_stored_bests(store, graph.workloads, target, finished) if store else {}).items():
-            if schedule_matches(graph.workloads[i], trace, target):
-                _commit(database, graph.workloads[i], trace, latency, target)
-                result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
-                earlier.add(i)
+            _commit(database, graph.workloads[i], trace, latency, target)
+            result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
+            earlier.add(i)
         if not result.interrupted:  # the prior for the tasks left (all of them at 0 trials)
             t0 = time.perf_counter()
             todo = [i for i in range(len(graph.workloads)) if i not in finished and i not in earlier]
