@@ -569,6 +569,7 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
     monkeypatch.setattr(graph_mod, "build_network", lambda *a, **k: prior_build)
     nt._keep_the_faster_build(r, graph, target, dev, args, expected)
     assert r.kept_default and r.executable is prior_build and r.correct
+    assert {t["built_with"] for t in r.tasks} == {"default (the network's default build ran faster)"}
     assert r.tuned_latency == r.default_latency
 
 

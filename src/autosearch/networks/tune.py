@@ -639,3 +639,5 @@ def _keep_the_faster_build(
         if check.ok:
             result.executable, result.check, result.kept_default = default, check, True
             result.tuned_latency = result.default_latency
+            for task in result.tasks:
+                task["built_with"] = "default (the network's default build ran faster)"
