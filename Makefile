@@ -21,6 +21,8 @@ demo: $(STAMP)
 	$(BIN)/autosearch collect --workloads batch_matmul/1x128x128x128,softmax/256x256 --per-workload 16 --db demo.db
 	$(BIN)/autosearch db stats --db demo.db
 	$(BIN)/autosearch tune batch_matmul/1x128x128x128 --trials 32 --trials-per-round 16 --db demo.db
+	# the main job: a whole model (one BERT-base layer) tuned for 2 minutes, checked and timed against PyTorch
+	$(BIN)/autosearch tune-model examples/bert_layer.py:make_model --input-shape 1,128,768 --budget-minutes 2 --db demo.db
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
