@@ -385,27 +385,33 @@ def _tune(
     }
 
 
+#: Measured schedules of a task tried, fastest first, until one computes what the task computes.
+VERIFY_RANKS = 24
+
+
+def _ranked_in_store(store: Any, workload: Any, target: Any) -> list[Any]:
+    """The store's `VERIFY_RANKS` fastest records of the task on this target, fastest first."""
+    from autosearch.backends.tvm.target import canonical_target
+
+    return list(store.best(workload.key, canonical_target(target), VERIFY_RANKS))
+
+
 def _stored_bests(
     store: Any, workloads: list[Any], target: Any, finished: dict[int, Any]
 ) -> dict[int, tuple[str, float]]:
     """The store's fastest schedule that computes what the task computes (up to `VERIFY_RANKS`
     tried, as `_choose` does) of each task this run did not tune: a rerun that stops before
     reaching a task still builds it with what an earlier run measured."""
-    from autosearch.backends.tvm.target import canonical_target
     from autosearch.networks.verify import schedule_matches
 
     out: dict[int, tuple[str, float]] = {}
     for i, wl in enumerate(workloads):
         if i not in finished:
-            for row in store.best(wl.key, canonical_target(target), VERIFY_RANKS):
+            for row in _ranked_in_store(store, wl, target):
                 if schedule_matches(wl, row.schedule, target):
                     out[i] = (row.schedule, row.median)
                     break
     return out
-
-
-#: Measured schedules of a task tried, fastest first, until one computes what the task computes.
-VERIFY_RANKS = 24
 
 
 def _choose(
@@ -416,7 +422,6 @@ def _choose(
     (checked when it was chosen) where the task had no measured round. Why not only the best:
     most of the fast schedules of MobileNetV2's convolutions fused with a padded output compute
     something else (the fastest right one was the 20th of 32), and TVM's default there is 64x slower."""
-    from autosearch.backends.tvm.target import canonical_target
     from autosearch.networks.verify import schedule_matches
 
     if r is not None:
@@ -425,7 +430,7 @@ def _choose(
     if r is not None and r.best_trace is not None and r.best_latency is not None:
         options.append((r.best_latency, "tuned", r.best_trace))
         if store is not None:
-            rows = store.best(workload.key, canonical_target(target), VERIFY_RANKS)
+            rows = _ranked_in_store(store, workload, target)
             options += [(row.median, "tuned", row.schedule) for row in rows if row.schedule != r.best_trace]
         if r.untuned_latency is not None:
             options.append((r.untuned_latency, "untuned (measured faster)", None))
@@ -632,9 +637,8 @@ def _keep_the_faster_build(
     for _ in range(DEFAULT_GUARD_ROUNDS):
         for k, vm in vms.items():
             times[k].append(time_vm(vm, dev, args, repeat=3))
-    tuned, result.default_latency = (float(np.median(times[k])) for k in ("tuned", "default"))
-    result.tuned_latency = tuned
-    if result.default_latency < tuned:
+    result.tuned_latency, result.default_latency = (float(np.median(times[k])) for k in ("tuned", "default"))
+    if result.default_latency < result.tuned_latency:
         check = compare_outputs(flatten_outputs(vms["default"]["main"](*args)), expected)
         if check.ok:
             result.executable, result.check, result.kept_default = default, check, True
