@@ -437,6 +437,31 @@ def test_a_prime_row_count_is_padded_for_the_tiles_and_the_output_still_matches(
     assert any("matmul" in t["name"] and "strided_slice" in t["name"] for t in s["tasks"]), s["tasks"]
 
 
+def test_a_decoders_empty_key_value_cache_concatenation_imports_and_matches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """transformers' decoders (GPT-2, Llama) start their key/value cache as a tensor of shape (0,)
+    and `torch.cat` it with the 4-D keys, which torch allows and Relax's concat refused ("Concat
+    expects all input tensors to have same ndim"). Here the same pattern in a few lines."""
+    (tmp_path / "cache.py").write_text(
+        "import torch\n"
+        "class Cached(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.k = torch.nn.Linear(8, 8)\n"
+        "        self.register_buffer('cache', torch.tensor([]), persistent=False)\n"
+        "    def forward(self, x):\n"
+        "        keys = self.k(x).view(1, 4, 2, 4).transpose(1, 2)\n"
+        "        keys = torch.cat([self.cache, keys], dim=-2)\n"
+        "        return keys.transpose(1, 2).reshape(4, 8) * 2.0\n"
+        "def make_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return Cached().eval()\n"
+    )
+    s = _prior_only(capsys, tmp_path, "cache.py", "x:float32:4,8")
+    assert s["output_matches"], s
+
+
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
     import torch
 

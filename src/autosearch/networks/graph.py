@@ -80,6 +80,7 @@ def _from_torch(net: Any, arrays: Sequence[np.ndarray], spec: str) -> tuple[Any,
 
     try:
         ep = torch.export.export(net, tuple(torch.from_numpy(a) for a in arrays))
+        _drop_empty_concat_inputs(ep)
         mod = from_exported_program(ep, keep_params_as_input=True)
     except Exception as exc:
         raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
@@ -89,6 +90,40 @@ def _from_torch(net: Any, arrays: Sequence[np.ndarray], spec: str) -> tuple[Any,
     n_in = len(fparams) - len(values)
     bound = {str(getattr(p, "name_hint", None) or p.name): v for p, v in zip(fparams[n_in:], values)}
     return mod, bound
+
+
+def _drop_empty_concat_inputs(ep: Any) -> int:
+    """Remove the 1-D empty tensors from every `aten.cat` of an exported program (in place); the
+    number of concatenations changed.
+
+    Why: `torch.cat` skips a tensor of shape (0,) whatever the others' rank (a legacy rule), and
+    transformers' key/value cache starts as one, so every decoder (GPT-2, Llama) concatenates it
+    with its 4-D keys; Relax's `concat` rejects the mixed ranks. Dropping it computes the same."""
+    import torch
+
+    def empty_1d(node: Any) -> bool:
+        shape = getattr(getattr(node, "meta", {}).get("val"), "shape", None)
+        return shape is not None and tuple(shape) == (0,)
+
+    changed = 0
+    graph = ep.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target != torch.ops.aten.cat.default:
+            continue
+        inputs = list(node.args[0])
+        keep = [a for a in inputs if not empty_1d(a)]
+        if len(keep) == len(inputs) or not keep:
+            continue
+        changed += 1
+        if len(keep) == 1:
+            node.replace_all_uses_with(keep[0])
+            graph.erase_node(node)
+        else:
+            node.args = (keep, *node.args[1:])
+    if changed:
+        graph.eliminate_dead_code()
+        ep.graph_module.recompile()
+    return changed
 
 
 def _from_onnx(model: Any, specs: Sequence[InputSpec], spec: str) -> tuple[Any, dict[str, Any]]:
