@@ -462,6 +462,25 @@ def test_a_decoders_empty_key_value_cache_concatenation_imports_and_matches(
     assert s["output_matches"], s
 
 
+def test_a_cube_and_a_square_are_built_as_products_and_still_match(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """GPT-2's GELU computes `x ** 3`: built as products (as PyTorch's CPU kernel does), not a
+    `pow` call per element; other exponents keep `power`."""
+    (tmp_path / "cube.py").write_text(
+        "import torch\n"
+        "class Cube(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return 0.044715 * torch.pow(x, 3.0) + x ** 2 - x ** 2.5\n"
+        "def make_model():\n"
+        "    return Cube()\n"
+    )
+    s = _prior_only(capsys, tmp_path, "cube.py", "x:float32:4,64")
+    assert s["output_matches"], s
+    names = " ".join(t["name"] for t in s["tasks"])
+    assert names.count("power") == 1, names  # x ** 2.5 only
+
+
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
     import torch
 

@@ -4,7 +4,8 @@ Pipeline (TVM 0.27):
 1. Import: `torch.export` -> `from_exported_program` for `FILE.py:FUNC`, or Relax's ONNX frontend
    for a `.onnx` file; the parameters are bound as constants.
 2. Graph passes: `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
-   weights: one task fewer per convolution and one pass less over every activation), `--fast-math`
+   weights: one task fewer per convolution and one pass less over every activation), `x ** 2`
+   and `x ** 3` as products (`power_as_products`), `--fast-math`
    (`fast_math_module`), matmul rows padded to a multiple of 16 where they have no factor of 4
    (`pad_matmul_rows`: ViT's 197 tokens), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
    FoldConstant, FuseOps, FuseTIR) with `AttachAttrLayoutFreeBuffers` before fusion, so that
@@ -36,6 +37,7 @@ __all__ = [
     "load_source",
     "pad_matmul_rows",
     "padded_rows",
+    "power_as_products",
     "tasks_of",
 ]
 
@@ -239,6 +241,39 @@ def pad_matmul_rows(mod: Any) -> Any:
     return rewriter.builder_.get()
 
 
+def power_as_products(mod: Any) -> Any:
+    """Every `relax.power(x, c)` with a constant exponent 2 or 3 as `x * x` (`* x`), as PyTorch's
+    CPU kernel computes it.
+
+    Why: TVM lowers `power` to a `pow` call per element (and warns "Detected pow(x, y) where
+    y >= 3" on every build); GPT-2's GELU (`0.044715 * x ** 3`) is the common case."""
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    @expr_functor.mutator
+    class Products(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if str(getattr(call.op, "name", "")) != "relax.power":
+                return call
+            value = getattr(call.args[1], "value", None)  # a constant's tensor
+            if not hasattr(value, "numpy") or value.numpy().size != 1:
+                return call
+            exponent = float(value.numpy().reshape(()))
+            x = call.args[0]
+            dtype = getattr(getattr(x, "ty", None), "dtype", "")
+            if exponent not in (2.0, 3.0) or not str(dtype).startswith("float"):
+                return call
+            square = self.builder_.emit(relax.op.multiply(x, x))
+            return square if exponent == 2.0 else relax.op.multiply(square, x)
+
+    rewriter = Products(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
+    return rewriter.builder_.get()
+
+
 def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
     """Parameters bound, BatchNorm folded, (fast math), TVM's zero pipeline with layout-free weights."""
     import tvm
@@ -248,6 +283,7 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
     if params:
         mod = t.BindParams("main", params)(mod)
     mod = tvm.transform.Sequential([t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
+    mod = power_as_products(mod)
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
