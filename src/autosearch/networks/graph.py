@@ -256,10 +256,11 @@ def power_as_products(mod: Any) -> Any:
             call = super().visit_call_(call)
             if str(getattr(call.op, "name", "")) != "relax.power":
                 return call
-            value = getattr(call.args[1], "value", None)  # a constant's tensor
-            if not hasattr(value, "numpy") or value.numpy().size != 1:
+            value: Any = getattr(call.args[1], "value", None)  # a constant's tensor
+            values = value.numpy() if hasattr(value, "numpy") else None
+            if values is None or values.size != 1:
                 return call
-            exponent = float(value.numpy().reshape(()))
+            exponent = float(values.reshape(()))
             x = call.args[0]
             dtype = getattr(getattr(x, "ty", None), "dtype", "")
             if exponent not in (2.0, 3.0) or not str(dtype).startswith("float"):
