@@ -148,6 +148,17 @@ def _from_onnx(model: Any, specs: Sequence[InputSpec], spec: str) -> tuple[Any, 
     return mod, {}
 
 
+def _rewrite_functions(mutator: Any, mod: Any) -> Any:
+    """`mod` with every Relax function rewritten by `mutator` (a `relax.PyExprMutator` class)."""
+    from tvm import relax
+
+    rewriter = mutator(mod)
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
+    return rewriter.builder_.get()
+
+
 def fast_math_module(mod: Any) -> Any:
     """`--fast-math`: GELU, `erf`, `exp`, `tanh` and softmax as TVM's polynomial approximations
     (`topi.fast_erf`, `fast_exp`, `fast_tanh`, `fast_softmax`), the rewrite of TVM's own
@@ -180,11 +191,7 @@ def fast_math_module(mod: Any) -> Any:
                 return self.builder_.call_te(fn, call.args[0], primfunc_name_hint="fast_gelu")
             return super().visit_call_(call)
 
-    rewriter = FastGelu(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return relax.transform.FastMathTransform()(rewriter.builder_.get())
+    return relax.transform.FastMathTransform()(_rewrite_functions(FastGelu, mod))
 
 
 #: Row counts padded to a multiple of this where the padding adds at most `_PAD_WASTE` of the work.
@@ -234,11 +241,7 @@ def pad_matmul_rows(mod: Any) -> Any:
 
     from tvm import tirx
 
-    rewriter = PadRows(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return rewriter.builder_.get()
+    return _rewrite_functions(PadRows, mod)
 
 
 def power_as_products(mod: Any) -> Any:
@@ -270,11 +273,7 @@ def power_as_products(mod: Any) -> Any:
             square = self.builder_.emit(relax.op.multiply(x, x))
             return square if exponent == 2.0 else relax.op.multiply(square, x)
 
-    rewriter = Products(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return rewriter.builder_.get()
+    return _rewrite_functions(Products, mod)
 
 
 def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
