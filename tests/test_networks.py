@@ -14,6 +14,7 @@ import pytest
 
 from autosearch.cli import main
 from autosearch.errors import InputError
+from autosearch.networks import load_artifact
 from autosearch.networks.check import compare_outputs
 from autosearch.networks.inputs import InputSpec, example_arrays, parse_inputs
 from autosearch.search.scheduler import TaskScheduler, task_kind
@@ -75,6 +76,9 @@ def test_inputs_are_parsed_and_checked_before_anything_is_imported() -> None:
         InputSpec("x", "float32", (4, 64)).check_array(np.zeros((4, 63), "float32"))
     with pytest.raises(InputError, match="expected dtype int64, got float32"):
         InputSpec("ids", "int64", (4,)).check_array(np.zeros(4, "float32"))
+    with pytest.raises(InputError, match="range 0..60 reaches outside the 50 rows"):
+        InputSpec("ids", "int64", (4,), 0, 60).indexing(50)
+    assert InputSpec.from_json(InputSpec("ids", "int64", (4,), 0, 50).indexing(50).to_json()).index_high == 50
 
 
 def test_output_check_is_relative_to_the_outputs_scale() -> None:
@@ -241,6 +245,7 @@ except Exception as exc:
 """
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
+    assert "Scope Loaded" not in p.stderr  # TVM's per-function load trace is kept off the screen
     assert "InputError input x: expected shape 4x64, got 4x63" in p.stdout
     np.save(tmp_path / "x.npy", np.ones((4, 64), np.float32))
     r = _tune_json(capsys, ["run", str(art), "--input", f"x={tmp_path / 'x.npy'}", "--json"])
@@ -259,9 +264,19 @@ def test_integer_token_inputs_and_an_onnx_file(capsys: pytest.CaptureFixture[str
     s = _tune_json(
         capsys,
         ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50", "--trials", "0"]
-        + ["--db", str(tmp_path / "n.db"), "--json"],
+        + ["--db", str(tmp_path / "n.db"), "--out", str(tmp_path / "art"), "--json"],
     )
     assert s["output_matches"] and s["inputs"][0]["dtype"] == "int64"
+    # the ids index a 50-row embedding: the library refuses an id past it (TVM's take would read
+    # out of bounds where PyTorch raises IndexError), and takes the ones inside
+    assert s["inputs"][0]["index_high"] == 50
+    m = load_artifact(tmp_path / "art")
+    ids = np.arange(24, dtype=np.int64).reshape(2, 12)
+    assert m(ids)[0].shape == (2, 8)
+    with pytest.raises(InputError, match=r"input ids: values must lie in \[0, 50\) .* got 27\.\.50"):
+        m(ids + 27)
+    with pytest.raises(InputError, match="got -1..22"):
+        m(ids - 1)
     w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(32, 16)).astype(np.float32), "w")
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],

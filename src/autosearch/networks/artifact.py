@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import InputError
+from autosearch.native_log import dropped
 from autosearch.networks.inputs import InputSpec
 
 __all__ = ["ARTIFACT_VERSION", "CompiledModel", "export_artifact", "load_artifact"]
@@ -44,7 +45,8 @@ def export_artifact(
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out)
     os.close(fd)
     try:
-        executable.export_library(tmp)
+        with dropped():
+            executable.export_library(tmp)
         os.replace(tmp, out / LIBRARY)
     finally:
         if os.path.exists(tmp):
@@ -77,8 +79,9 @@ class CompiledModel:
         self.target = manifest.get("target", "")
         self.device = tvm.cpu() if '"llvm"' in self.target or self.target.startswith("llvm") else tvm.cuda()
         try:
-            lib = tvm.runtime.load_module(str(folder / LIBRARY))
-            self._vm = relax.VirtualMachine(lib, self.device)
+            with dropped():
+                lib = tvm.runtime.load_module(str(folder / LIBRARY))
+                self._vm = relax.VirtualMachine(lib, self.device)
         except Exception as exc:
             raise InputError(
                 f"cannot load {folder / LIBRARY}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

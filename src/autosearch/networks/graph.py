@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from autosearch.errors import InputError, WorkloadError, one_line
+from autosearch.native_log import dropped
 from autosearch.networks.inputs import InputSpec
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "build_network",
     "fast_math_module",
     "import_network",
+    "index_bounds",
     "load_source",
     "pad_matmul_rows",
     "padded_rows",
@@ -49,6 +51,8 @@ class NetworkGraph:
     mod: Any
     tasks: list[Any]
     workloads: list[Any]
+    #: rows of the table each integer input indexes (`index_bounds`), by input name
+    index_bounds: dict[str, int] = field(default_factory=dict)
 
 
 def load_source(spec: str) -> Any:
@@ -146,6 +150,59 @@ def _from_onnx(model: Any, specs: Sequence[InputSpec], spec: str) -> tuple[Any, 
     except Exception as exc:
         raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
     return mod, {}
+
+
+#: Relax ops that carry an index tensor's values through unchanged (only its shape or type moves).
+_INDEX_PRESERVING = {
+    "relax.astype",
+    "relax.reshape",
+    "relax.expand_dims",
+    "relax.squeeze",
+    "relax.flatten",
+    "relax.permute_dims",
+    "relax.broadcast_to",
+}
+
+
+def index_bounds(mod: Any, specs: Sequence[InputSpec]) -> dict[str, int]:
+    """The rows of the table each integer input of `main` indexes: for every `take(table, ids,
+    axis)` whose `ids` is an input (through casts and reshapes only), `table.shape[axis]`, the
+    smallest where an input indexes several. Inputs match `main`'s parameters by name, else by
+    position (PyTorch's exporter names them after `forward`'s arguments, not `--input`).
+
+    Why: TVM lowers `take` in its "fast" mode, with no bounds check (it warns so on every build),
+    so a token id past the vocabulary reads memory outside the embedding table in a built library
+    where PyTorch raises IndexError; knowing the bound, the loader refuses such an input."""
+    from tvm import relax
+
+    func = mod["main"]
+    params = list(func.params)
+    names = [str(getattr(p, "name_hint", None) or p.name) for p in params]
+    ints = [s for s in specs if s.dtype.startswith("int")]
+    by_name = all(s.name in names for s in ints)
+    origin: dict[Any, str] = {}
+    for i, s in enumerate(specs):
+        if s in ints and (by_name or i < len(params)):
+            origin[params[names.index(s.name) if by_name else i]] = s.name
+    bounds: dict[str, int] = {}
+    blocks = getattr(func.body, "blocks", [])
+    for binding in (b for block in blocks for b in block.bindings):
+        call = getattr(binding, "value", None)
+        if not isinstance(call, relax.Call) or not call.args:
+            continue
+        op = str(getattr(call.op, "name", ""))
+        if op in _INDEX_PRESERVING and call.args[0] in origin:
+            origin[binding.var] = origin[call.args[0]]
+        elif op == "relax.take" and len(call.args) >= 2 and call.args[1] in origin:
+            dims = getattr(getattr(getattr(call.args[0], "ty", None), "shape", None), "values", None)
+            if dims is None or not all(hasattr(d, "value") for d in dims):
+                continue
+            axis = getattr(call.attrs, "axis", None)
+            sizes = [int(d.value) for d in dims]
+            rows = math.prod(sizes) if axis is None else sizes[int(axis)]
+            name = origin[call.args[1]]
+            bounds[name] = min(rows, bounds.get(name, rows))
+    return bounds
 
 
 def _rewrite_functions(mutator: Any, mod: Any) -> Any:
@@ -284,8 +341,8 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
     t = relax.transform
     if params:
         mod = t.BindParams("main", params)(mod)
+    mod = power_as_products(mod)  # before FoldConstant, which lowers every `power` it meets (and warns)
     mod = tvm.transform.Sequential([t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
-    mod = power_as_products(mod)
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
@@ -339,10 +396,11 @@ def import_network(
         mod, params = _from_onnx(source, specs, spec)
     else:
         mod, params = _from_torch(source, arrays, spec)
-    with target:
+    bounds = index_bounds(mod, specs)
+    with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
         prepared = _graph_passes(mod, params, fast_math=fast_math)
     tasks, workloads = tasks_of(prepared, target, spec)
-    return NetworkGraph(prepared, tasks, workloads)
+    return NetworkGraph(prepared, tasks, workloads, bounds)
 
 
 def build_network(graph: NetworkGraph, database: Any, target: Any) -> Any:

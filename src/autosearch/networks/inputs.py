@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,13 +29,17 @@ DEFAULT_INT_RANGE = (0, 100)
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One input of a network: its name, dtype and shape; `low`/`high` bound integer draws."""
+    """One input of a network: its name, dtype and shape; `low`/`high` bound integer draws;
+    `index_high`, where the input indexes a table (token ids into an embedding), is that table's
+    row count: a built library reads out of bounds past it (TVM's `take` does not check), so a
+    value outside [0, index_high) is refused before it reaches the library."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     low: int = DEFAULT_INT_RANGE[0]
     high: int = DEFAULT_INT_RANGE[1]
+    index_high: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "shape": list(self.shape)}
@@ -49,6 +53,7 @@ class InputSpec:
                 shape=tuple(int(x) for x in d["shape"]),
                 low=int(d.get("low", DEFAULT_INT_RANGE[0])),
                 high=int(d.get("high", DEFAULT_INT_RANGE[1])),
+                index_high=None if d.get("index_high") is None else int(d["index_high"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"bad input description {d!r}: {exc}") from None
@@ -66,6 +71,20 @@ class InputSpec:
             )
         if self.high <= self.low:
             raise InputError(f"input {self.name}: integer range {self.low}..{self.high} is empty")
+        if self.index_high is not None and self.index_high < 1:
+            raise InputError(f"input {self.name}: index bound must be >= 1, got {self.index_high}")
+
+    def indexing(self, rows: int | None) -> InputSpec:
+        """This input as one that indexes a table of `rows` rows (None: it indexes none); refuses a
+        draw range that reaches past the table (the library would read out of bounds)."""
+        if rows is None:
+            return self
+        if self.low < 0 or self.high > rows:
+            raise InputError(
+                f"input {self.name}: range {self.low}..{self.high} reaches outside the {rows} rows of the "
+                f"table it indexes; give --input {self.name}:{self.dtype}:{','.join(map(str, self.shape))}:0..{rows}"
+            )
+        return replace(self, index_high=rows)
 
     def check_array(self, a: np.ndarray) -> None:
         """Refuse an array this input cannot take, in one line naming the input."""
@@ -75,6 +94,13 @@ class InputSpec:
             )
         if str(a.dtype) != self.dtype:
             raise InputError(f"input {self.name}: expected dtype {self.dtype}, got {a.dtype}")
+        if self.index_high is not None and a.size:
+            lo, hi = int(a.min()), int(a.max())
+            if lo < 0 or hi >= self.index_high:
+                raise InputError(
+                    f"input {self.name}: values must lie in [0, {self.index_high}) (it indexes a table of "
+                    f"{self.index_high} rows), got {lo}..{hi}"
+                )
 
 
 _SHAPE = re.compile(r"^\d+([,x]\d+)*$")

@@ -498,6 +498,8 @@ def tune_network(
         t0 = time.perf_counter()
         graph = import_network(spec, source, specs, arrays, target, fast_math=fast_math)
     result.breakdown["import"] = time.perf_counter() - t0
+    specs = [s.indexing(graph.index_bounds.get(s.name)) for s in specs]  # the artifact refuses ids past a table
+    result.inputs = list(specs)
     result.tasks = [
         {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None, "built_with": "untuned"}
         for t, wl in zip(graph.tasks, graph.workloads)
