@@ -405,6 +405,23 @@ def test_the_prior_pass_covers_only_the_tasks_no_round_reached(
     assert {t["built_with"] for t in s["tasks"] if t["name"] in rest} == {"prior"}
 
 
+def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the minutes left after the import cannot hold the prior pass's reserve for every task
+    (ConvNext-tiny's 44 tasks in 3 minutes), the pass runs first and the rounds get the rest: rounds
+    are measured, and every task is built from a round or the prior, none untuned. (Before, the
+    rounds never started: 0 trials, and the time the pass did not use was left idle.)"""
+    import autosearch.networks.tune as nt
+
+    monkeypatch.setattr(nt, "PRIOR_SECONDS_PER_TASK", 600.0)  # the reserve exceeds any budget here
+    (tmp_path / "net.py").write_text(NET)
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
+    s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--budget-minutes", "0.3", "--json"])
+    assert s["trials_measured"] > 0 and s["output_matches"]
+    assert {t["built_with"] for t in s["tasks"]} <= {"prior", "tuned", "untuned (measured faster)"}
+
+
 def _prior_only(capsys: pytest.CaptureFixture[str], tmp_path: Path, module: str, inp: str) -> dict[str, Any]:
     """`tune-model MODULE:make_model --input INP --trials 0 --json`'s summary (a store in tmp_path)."""
     argv = ["tune-model", f"{tmp_path / module}:make_model", "--input", inp, "--trials", "0"]

@@ -12,6 +12,10 @@ Steps (each module of this package does one):
    `PRIOR_SECONDS_PER_TASK` a task. Why after the rounds, not before: a task's first round already
    measures what the prior ranks best (the decision search scores with the same prior), and a
    prior pass over every task cost 92 s of ResNet-50's 10 minutes and 150 s of MobileNetV2's.
+   Except where the budget left after the import is no more than that reserve for every task
+   (ConvNext-tiny's 44 tasks in 3 minutes): the rounds would never start and the seconds the pass
+   does not use would be idle (it measured 0 trials and finished 96 s early), so the pass runs
+   first and the rounds get the rest.
 4. Each task is built with its best measured schedule, or TVM's default where that measured faster,
    or an earlier run's best, or the prior's; `graph.build_network` pre-packs the weights.
 5. The output is checked against the original model relative to its scale (`check`), the build is
@@ -322,8 +326,10 @@ def _tune(
     cap: int | None,
     bar: _Progress,
     rpc: tuple[str, int, str] | None = None,
+    reserve: float = 0.0,
 ) -> dict[int, tuple[Any, Any]]:
-    """Measured rounds until the trials or the minutes are spent; each task's run and TuneResult."""
+    """Measured rounds until the trials or the minutes are spent, leaving `reserve` seconds for each
+    task no round has reached (its prior pass, after the rounds); each task's run and TuneResult."""
     from autosearch.search.scheduler import TaskScheduler, task_kind
     from autosearch.search.tune import TuneRun
 
@@ -349,7 +355,6 @@ def _tune(
         return runs.get(i)
 
     n = len(graph.workloads)
-    reserve = prior_seconds_per_task(target)
     sched = TaskScheduler(
         [float(t["weight"]) for t in result.tasks],
         flops=[wl.flops for wl in graph.workloads],
@@ -510,8 +515,25 @@ def tune_network(
     budget = bool(trials) or (trials is None and bool(minutes))
     finished: dict[int, tuple[Any, Any]] = {}
     priors: dict[int, str] = {}
+    reserve = prior_seconds_per_task(target)
+    # a budget shorter than the prior pass's reserve for every task would measure nothing and leave
+    # the time the pass does not use idle: then the prior pass runs first and the rounds get the rest
+    prior_first = deadline is not None and deadline - time.perf_counter() <= reserve * len(graph.workloads)
     with _Progress(console, progress, deadline) as bar:
-        if budget:
+
+        def prior_pass(todo: Sequence[int]) -> None:
+            t0 = time.perf_counter()
+            try:
+                priors.update(_prior_pass(graph.workloads, target, seed, bar, todo))
+            except BaseException as exc:
+                if not interrupts.handled(exc):
+                    raise
+                result.interrupted = True
+            result.breakdown["prior"] = result.breakdown.get("prior", 0.0) + time.perf_counter() - t0
+
+        if prior_first:
+            prior_pass(range(len(graph.workloads)))
+        if budget and not result.interrupted:
             run_settings = dataclasses.replace(
                 settings or TuneSettings(), trials=trials or _UNBOUNDED, fixed_spaces=True, seed=seed
             )
@@ -529,6 +551,7 @@ def tune_network(
                 trials,
                 bar,
                 rpc,
+                0.0 if prior_first else reserve,
             )
             result.breakdown["tune"] = time.perf_counter() - t0
         earlier: set[int] = set()  # tasks this run did not reach, built with an earlier run's best
@@ -537,15 +560,9 @@ def tune_network(
             result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
             earlier.add(i)
         if not result.interrupted:  # the prior for the tasks left (all of them at 0 trials)
-            t0 = time.perf_counter()
-            todo = [i for i in range(len(graph.workloads)) if i not in finished and i not in earlier]
-            try:
-                priors = _prior_pass(graph.workloads, target, seed, bar, todo)
-            except BaseException as exc:
-                if not interrupts.handled(exc):
-                    raise
-                result.interrupted = True
-            result.breakdown["prior"] = time.perf_counter() - t0
+            prior_pass(
+                [i for i in range(len(graph.workloads)) if i not in finished and i not in (earlier | set(priors))]
+            )
     for i, wl in enumerate(graph.workloads):
         if i not in earlier:
             _choose(result.tasks[i], wl, finished.get(i, (None, None))[1], priors.get(i), database, target, store)
