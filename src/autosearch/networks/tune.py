@@ -531,8 +531,9 @@ def tune_network(
                 result.interrupted = True
             result.breakdown["prior"] = result.breakdown.get("prior", 0.0) + time.perf_counter() - t0
 
-        if prior_first:
-            prior_pass(range(len(graph.workloads)))
+        if prior_first:  # not for a task an earlier run measured: it is built from the store (below)
+            stored = {i for i, wl in enumerate(graph.workloads) if store and _ranked_in_store(store, wl, target)}
+            prior_pass([i for i in range(len(graph.workloads)) if i not in stored])
         if budget and not result.interrupted:
             run_settings = dataclasses.replace(
                 settings or TuneSettings(), trials=trials or _UNBOUNDED, fixed_spaces=True, seed=seed
