@@ -422,6 +422,35 @@ def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measu
     assert {t["built_with"] for t in s["tasks"]} <= {"prior", "tuned", "untuned (measured faster)"}
 
 
+def _vectorized(width: int, dtype: str = "float32") -> Any:
+    """An elementwise kernel over 48 elements whose inner loop of `width` lanes is vectorized."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    a = te.placeholder((48,), name="A", dtype=dtype)
+    b = te.compute((48,), lambda i: a[i] + a[i], name="B")
+    sch = Schedule(tvm.IRModule({"main": te.create_prim_func([a, b])}))
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    sch.vectorize(sch.split(i, [None, width])[1])
+    return sch
+
+
+def test_whole_register_vectors_flags_a_vector_with_a_part_register_tail() -> None:
+    """24 floats (768 bits) are one AVX-512 register and a half, which LLVM builds lane by lane;
+    16 and 48 fill whole ones; on AVX2 (256 bits) 24 floats are three registers; a vector shorter
+    than one register (12 or 3 floats) is widened, not split; an unvectorized kernel passes."""
+    from autosearch.networks.prior import whole_register_vectors
+
+    assert not whole_register_vectors(_vectorized(24), 512)
+    assert whole_register_vectors(_vectorized(16), 512) and whole_register_vectors(_vectorized(48), 512)
+    assert whole_register_vectors(_vectorized(24), 256)
+    assert whole_register_vectors(_vectorized(12), 512) and whole_register_vectors(_vectorized(3), 512)
+    assert not whole_register_vectors(_vectorized(24, "float16"), 256)  # 384 bits: one and a half
+    assert whole_register_vectors(_vectorized(24, "float16"), 128)  # three 128-bit registers
+    assert whole_register_vectors(_vectorized(24), 0)  # a target without SIMD width: no rule
+
+
 def _prior_only(capsys: pytest.CaptureFixture[str], tmp_path: Path, module: str, inp: str) -> dict[str, Any]:
     """`tune-model MODULE:make_model --input INP --trials 0 --json`'s summary (a store in tmp_path)."""
     argv = ["tune-model", f"{tmp_path / module}:make_model", "--input", inp, "--trials", "0"]
