@@ -52,8 +52,9 @@ def whole_register_vectors(sch: Any, simd_bits: int) -> bool:
     number of registers (lanes x element bits a multiple of `simd_bits`). LLVM builds a longer
     vector with a part-register tail lane by lane (24 floats on AVX-512: 306 `vinsertps` in the
     kernel, 14x slower than 16 floats), which the priors' features do not show."""
-    from autosearch.search.gradient.structure import block_nests
     from tvm.tirx import ForKind
+
+    from autosearch.search.gradient.structure import block_nests
 
     if simd_bits <= 0:
         return True
