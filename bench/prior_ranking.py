@@ -36,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     from autosearch.errors import WorkloadError
     from autosearch.networks.graph import import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
-    from autosearch.networks.prior import PriorRanker, whole_register_vectors
+    from autosearch.networks.prior import PriorRanker
     from autosearch.search.decision_search import DecisionSearch
+    from autosearch.search.registers import whole_register_vectors
     from autosearch.search.strategies.base import RandomDraws, design_space
     from autosearch.search.tune import TuneSettings, _measurer
 

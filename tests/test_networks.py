@@ -440,7 +440,7 @@ def test_whole_register_vectors_flags_a_vector_with_a_part_register_tail() -> No
     """24 floats (768 bits) are one AVX-512 register and a half, which LLVM builds lane by lane;
     16 and 48 fill whole ones; on AVX2 (256 bits) 24 floats are three registers; a vector shorter
     than one register (12 or 3 floats) is widened, not split; an unvectorized kernel passes."""
-    from autosearch.networks.prior import whole_register_vectors
+    from autosearch.search.registers import whole_register_vectors
 
     assert not whole_register_vectors(_vectorized(24), 512)
     assert whole_register_vectors(_vectorized(16), 512) and whole_register_vectors(_vectorized(48), 512)

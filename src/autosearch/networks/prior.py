@@ -15,7 +15,7 @@ of its shortlist on many ResNet-50 convolutions; the feature prior's pick among 
 ResNet-50 1.47x faster and MobileNetV2 1.10x (weighted task latencies, picks measured side by
 side, AMD Zen 5; `bench/prior_ranking.py`, bench/README.md "Zero-trial schedules"); the sum of the
 two ranks did worse than the feature prior alone (1.31x, 1.05x). Schedules with a vector longer
-than one SIMD register but not a whole number of them go last (`whole_register_vectors`): on
+than one SIMD register but not a whole number of them go last (`search.registers`): on
 ViT-base the feature prior's pick for the Q/K/V projections had 24-float vectors, which LLVM
 builds lane by lane on AVX-512, and ran 14x slower than the shortlist's best; the rule built
 ViT-base 3.88x, ConvNext-tiny 1.95x and MobileNetV2 1.28x faster, ResNet-18 0.95x (the stricter
@@ -35,7 +35,7 @@ import numpy as np
 
 from autosearch.errors import WorkloadError
 
-__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule", "whole_register_vectors"]
+__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule"]
 
 #: The model that shortlists: it scores decision vectors, unbuilt, and carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
@@ -47,47 +47,25 @@ SHORTLIST = 32
 CANDIDATES = 4
 
 
-def whole_register_vectors(sch: Any, simd_bits: int) -> bool:
-    """Whether every vectorized loop of a built schedule longer than one SIMD register is a whole
-    number of registers (lanes x element bits a multiple of `simd_bits`). LLVM builds a longer
-    vector with a part-register tail lane by lane (24 floats on AVX-512: 306 `vinsertps` in the
-    kernel, 14x slower than 16 floats), which the priors' features do not show."""
-    from tvm.tirx import ForKind
-
-    from autosearch.search.gradient.structure import block_nests
-
-    if simd_bits <= 0:
-        return True
-    for nest in block_nests(sch.mod["main"]):
-        lanes = 1
-        for lp in nest.loops:
-            if lp.kind == ForKind.VECTORIZED:
-                lanes *= int(lp.extent)
-        if lanes == 1:
-            continue
-        writes = nest.realize.block.writes
-        bits = lanes * (writes[0].source.dtype.bits if writes else 32)
-        if bits > simd_bits and bits % simd_bits:
-            return False
-    return True
-
-
 class PriorRanker:
     """The two shipped priors, loaded once per network: one shortlists, the other orders."""
 
     def __init__(self, target: Any) -> None:
-        from autosearch.backends.tvm.device import isa_info
         from autosearch.search.model_spec import make_cost_model
+        from autosearch.search.registers import simd_bits
 
         self.shortlister = make_cost_model(PRIOR_MODEL, target=target, warn=False, search="decision").adapter
         self.orderer = make_cost_model(ORDER_MODEL, target=target, warn=False, search="evolutionary").adapter
-        self.simd_bits = int(isa_info(target)["simd_bits"])
+        self.simd_bits = simd_bits(target)
 
     def order(self, context: Any, picks: Sequence[Any]) -> list[Any]:
         """`picks` (built schedules) fastest-first: those whose vectors fill whole registers
-        (`whole_register_vectors`) first, each part by the feature prior; ties keep their order."""
+        (`registers.whole_register_vectors`) first, each part by the feature prior; ties keep
+        their order."""
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        from autosearch.search.registers import whole_register_vectors
 
         if len(picks) < 2:
             return list(picks)
