@@ -214,20 +214,3 @@ def test_each_distinct_vector_is_scored_once_a_round() -> None:
     search.policy, seen[:] = ControlExploration(), []
     search._score(s, pop)
     assert seen == [len(pop)]
-
-
-def test_schedules_with_a_part_register_vector_tail_are_proposed_last() -> None:
-    """With 144 output channels the sketches offer 24- and 72-float vectors (one AVX-512 register
-    and a half, four and a half): with the rule for 512-bit registers a round proposes none of
-    them while whole ones remain; the same search without the rule proposes some."""
-    from autosearch.search.registers import whole_register_vectors
-
-    wl = get_workload("mobilenetv2/conv2d_nhwc/1x56x56x24/k1s1p0/144")
-    picks = {}
-    for bits in (0, 512):
-        settings = TuneSettings(trials=64, search="decision", population=64, genetic_num_iters=1, seed=0)
-        source = DecisionStrategy(wl, host_target(), _prefix_model(), settings)
-        source.search.register_bits = bits
-        picks[bits] = source.propose(16)
-    assert any(not whole_register_vectors(c.sch, 512) for c in picks[0])
-    assert picks[512] and all(whole_register_vectors(c.sch, 512) for c in picks[512])

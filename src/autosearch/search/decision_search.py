@@ -38,7 +38,6 @@ import numpy as np
 
 from autosearch import interrupts
 from autosearch.errors import InputError, WorkloadError
-from autosearch.search.registers import simd_bits, whole_register_vectors
 
 __all__ = ["DecisionSearch", "check_decision_model"]
 
@@ -79,7 +78,6 @@ class DecisionSearch:
 
         check_decision_model(adapter)
         self.context, self.adapter, self.draws, self.settings = context, adapter, draws, settings
-        self.register_bits = simd_bits(context.target)
         self.policy = policy if policy is not None else NoExploration()
         self.rng = np.random.default_rng([settings.seed, 0xDEC1])
         ir = context.mod.script()
@@ -220,13 +218,8 @@ class DecisionSearch:
 
     def _build(self, vectors: Any, n: int) -> list[Any]:
         """Up to n new candidates from (sketch, vector) pairs in order: replayed, post-processed,
-        never one proposed or measured before in this run. One whose vectors end in a part of a
-        SIMD register (`registers.whole_register_vectors`) comes only where the others run out;
-        one not proposed stays free for later rounds."""
-        from autosearch.search.strategies.base import mod_hash
-
+        never one proposed or measured before in this run."""
         out: list[Any] = []
-        tails: list[Any] = []
         if n <= 0:
             return out
         for s, v in vectors:
@@ -236,23 +229,13 @@ class DecisionSearch:
                 continue
             self.tried.add(key)
             cand = self._replay(self.sketches[s].trace(v))
-            if cand is None:
-                continue
-            whole = whole_register_vectors(cand.sch, self.register_bits)
-            if not whole and len(tails) >= n:
-                self.tried.discard(key)
-                continue
-            if not self.draws.claim([cand], 1):
+            if cand is None or not self.draws.claim([cand], 1):
                 continue
             self._origin[id(cand)] = (s, v)
-            (out if whole else tails).append(cand)
+            out.append(cand)
             if len(out) >= n:
                 break
-        for cand in tails[n - len(out) :]:
-            s, v = self._origin.pop(id(cand))
-            self.tried.discard((s, v.tobytes()))
-            self.draws.seen.discard(mod_hash(cand.sch.mod))
-        return out + tails[: n - len(out)]
+        return out
 
     def _replay(self, trace: list[Any]) -> Any:
         """The candidate of a prefix trace: replayed, then post-processed; None if they refuse it."""

@@ -4,8 +4,10 @@ Why: LLVM splits a vector longer than one register into register-sized parts, an
 part-register tail lane by lane (a 24-float vector on AVX-512: 306 `vinsertps` in a matmul
 kernel, 14x slower than the same loop with 16 floats). Neither prior's features show it, and on
 the tuning benchmark's stores such schedules measured 2.5x (1x1 convolution, 24 channels) to 9x
-(BERT dense) slower in median than the others. The searches and the zero-trial pass put them
-last.
+(BERT dense) slower in median than the others. The zero-trial pass orders them last
+(`networks.prior`). Proposing them last in the searches' rounds too was tried and reverted: it
+left four of MobileNetV2's padded-output convolutions untuned (bench/HISTORY.md, "The
+whole-register rule inside the searches").
 """
 
 from __future__ import annotations
