@@ -38,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     from autosearch.networks.inputs import example_arrays, parse_inputs
     from autosearch.networks.prior import PriorRanker
     from autosearch.search.decision_search import DecisionSearch
-    from autosearch.search.registers import whole_register_vectors
     from autosearch.search.strategies.base import RandomDraws, design_space
     from autosearch.search.tune import TuneSettings, _measurer
 
@@ -66,11 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         cands = [MeasureCandidate(p.sch, ArgInfo.from_entry_func(p.sch.mod, remove_preproc=True)) for p in picks]
         scores = np.asarray(ranker.orderer.score(ranker.orderer.features(ctx, cands)))
-        whole = np.array([whole_register_vectors(p.sch, ranker.simd_bits) for p in picks])
         pick = {
             "prefix first": 0,
             "feature prior's pick": int(np.argmax(scores)),
-            "whole registers first": int(np.lexsort((-scores, ~whole))[0]),
+            "whole registers first": int(ranker.rank(picks, scores)[0]),
         }
         results = measurer.run_built(cands, builder.build(cands, target))
         lat = np.array([np.median(r.latencies) if r.status == "ok" and r.latencies else np.inf for r in results])

@@ -65,14 +65,19 @@ class PriorRanker:
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-        from autosearch.search.registers import whole_register_vectors
-
         if len(picks) < 2:
             return list(picks)
         cands = [MeasureCandidate(p.sch, ArgInfo.from_entry_func(p.sch.mod, remove_preproc=True)) for p in picks]
         scores = np.asarray(self.orderer.score(self.orderer.features(context, cands)), dtype=np.float64)
+        return [picks[i] for i in self.rank(picks, scores)]
+
+    def rank(self, picks: Sequence[Any], scores: np.ndarray) -> np.ndarray:
+        """Indices of `picks` best-first, given their feature-prior `scores`: whole-register
+        vectors first, then by score; ties keep their order."""
+        from autosearch.search.registers import whole_register_vectors
+
         whole = np.array([whole_register_vectors(p.sch, self.simd_bits) for p in picks])
-        return [picks[i] for i in np.lexsort((-scores, ~whole))]
+        return np.lexsort((-np.asarray(scores), ~whole))
 
 
 def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:

@@ -561,9 +561,8 @@ def tune_network(
             result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
             earlier.add(i)
         if not result.interrupted:  # the prior for the tasks left (all of them at 0 trials)
-            prior_pass(
-                [i for i in range(len(graph.workloads)) if i not in finished and i not in (earlier | set(priors))]
-            )
+            done = set(finished) | earlier | set(priors)
+            prior_pass([i for i in range(len(graph.workloads)) if i not in done])
     for i, wl in enumerate(graph.workloads):
         if i not in earlier:
             _choose(result.tasks[i], wl, finished.get(i, (None, None))[1], priors.get(i), database, target, store)
