@@ -162,6 +162,27 @@ def test_scheduler_weighs_a_similar_tasks_gap_against_whole_rounds_not_single_tr
     assert s.pick() == 0
 
 
+def test_scheduler_lets_a_siblings_rate_lapse_for_a_task_that_stopped_gaining() -> None:
+    """ResNet-50 at 30 minutes: the 3x3 convolution on 7x7 images stayed below its 14x14 sibling's
+    FLOP/s, gained nothing after its 19th round and took 3,104 of 4,848 trials. Once it has had
+    `window` rounds without a 1% gain its sibling's rate no longer counts, and a task with fewer
+    rounds gets the next one; a real gain brings the term back."""
+    names = ["net/fused_conv2d181_add_relu", "net/fused_conv2d101_add_relu", "net/fused_conv2d201_add"]
+    s = TaskScheduler([1.0, 3.0, 1.0], flops=[231e6, 231e6, 206e6], kinds=[task_kind(n) for n in names], eps=0.0)
+    for _ in range(4):
+        s.record(1, 16, 0.3e-3)  # 770 GFLOP/s: the reach for task 0 is 2 x 231e6 / 770e9 = 0.6 ms
+    s.record(2, 16, 2.0e-3)
+    s.record(2, 16, 1.96e-3)
+    s.record(0, 16, 1.49e-3)
+    assert s.pick() == 0  # still has its sibling's rate to chase
+    for best in (1.38e-3, 1.375e-3, 1.372e-3, 1.37e-3):  # flat after one gain
+        s.record(0, 16, best)
+    assert s._stalled(s.tasks[0]) and s.pick() == 2
+    s.record(0, 16, 1.20e-3)  # a real gain: the sibling's rate counts again
+    assert not s._stalled(s.tasks[0])
+    assert s.gradient(0) == pytest.approx(0.2 * (1.20e-3 - 1.375e-3) / 3 + 0.8 * (0.6e-3 - 1.20e-3))
+
+
 def test_scheduler_compares_rates_only_within_a_flop_band() -> None:
     """Ansor's similarity tag: the same operator and FLOPs within a factor 1.618; a 7x7 stem
     convolution is not held to the FLOP/s of a convolution with 10x its arithmetic."""

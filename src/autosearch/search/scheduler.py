@@ -17,7 +17,12 @@ stayed at 16 GFLOP/s after 16 trials while its sibling `conv2d1` ran at 80, and 
 (its own history showed no gain). Why rounds, not trials: the similar-task gap is a whole round's
 gain; set against per-trial gains (16x smaller) it won every pick, and ResNet-50's `conv2d181`
 (weight 1) took 272 of a 10-minute run's 767 trials while 19 of its 26 tasks had one round (AMD
-Zen 5, bench/README.md "Whole models against PyTorch"). Every task first gets one round; an `eps`
+Zen 5, bench/README.md "Whole models against PyTorch"). The similar-task term lapses while a task
+gains less than 1% over its last `window` rounds: a task that does not follow its siblings (a 3x3
+convolution on 7x7 images against the same FLOPs on 14x14) would otherwise hold the term forever,
+since its own estimate g_i / t_i shrinks and the siblings' rate does not: at 30 minutes
+ResNet-50's `conv2d181` (weight 1) took 3,104 of 4,848 trials, none faster after its 292nd, while
+most tasks had 2-6 rounds. Every task first gets one round; an `eps`
 share of rounds goes to a random unfinished task.
 
 The first pass goes in order of weight x FLOPs (the task's share of the network's arithmetic): under a
@@ -34,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["TaskScheduler", "TaskStat", "task_kind"]
+
+STALL_GAIN = 0.01  # a best that falls less than this over `window` rounds is timing noise, not a gain
 
 
 def task_kind(name: str) -> str:
@@ -100,10 +107,18 @@ class TaskScheduler:
         dt = min(self.window, max(1, rounds - 1))
         backward = (g - back_from) / dt if math.isfinite(back_from) else -g / rounds
         g_next = g - g / rounds
-        reach = self._similar_best_rate(i)
+        reach = self._similar_best_rate(i) if not self._stalled(t) else None
         if reach is not None and t.flops:
             g_next = min(g_next, self.beta * t.flops / reach)
         return t.weight * (self.alpha * backward + (1 - self.alpha) * (g_next - g))
+
+    def _stalled(self, t: TaskStat) -> bool:
+        """No real gain (STALL_GAIN) over the task's last `window` rounds: it has shown it does not
+        follow its siblings' FLOP/s, so their rate stops counting for it (until it gains again)."""
+        if len(t.best) <= self.window:
+            return False
+        before, now = t.best[-1 - self.window], t.best[-1]
+        return math.isfinite(before) and now > before * (1.0 - STALL_GAIN)
 
     def _similar_best_rate(self, i: int) -> float | None:
         """The highest FLOP/s any task similar to i (i included) has reached; None without a sibling."""
