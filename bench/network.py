@@ -10,6 +10,7 @@ threads (the faster of all cores and one thread for eager, as `tune-model` repor
 
     python bench/network.py --models resnet50,mobilenet_v2,bert_base,vit_base,convnext_tiny --minutes 0,10,30
     python bench/network.py --models resnet18 --minutes 0,2 --skip-stock          # a quick look
+    python bench/network.py --models resnet50 --minutes 0 --layouts blocked,imported --skip-stock
 
 Models come from examples/zoo.py (transformers architectures from a config, no download) with
 their inputs in ZOO below; `--network FILE.py:FUNC --input ...` benchmarks any other model.
@@ -113,13 +114,15 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     specs = parse_inputs(inputs)
     rows: dict[str, dict[str, Any]] = {}
     exes: dict[str, Any] = {}
-    arms = [(m, *arm) for m in args.minutes for arm in (args.arms if m else args.arms[:1])]
-    for minutes, model, search, timing in arms:
+    arms = [(m, *arm, lay) for m in args.minutes for arm in (args.arms if m else args.arms[:1]) for lay in args.layouts]
+    for minutes, model, search, timing, layout in arms:
         label = f"ours {minutes:g} min" if minutes else "ours prior only"
         if len(args.arms) > 1 and minutes:
             label += f" ({model}, {search}, {timing})"
+        if len(args.layouts) > 1:
+            label += f" [{layout}]"
         t0 = time.perf_counter()
-        with Store(work / f"{name}-{minutes:g}-{search}-{timing}.db") as store:
+        with Store(work / f"{name}-{minutes:g}-{search}-{timing}-{layout}.db") as store:
             r = tune_network(
                 spec,
                 specs,
@@ -135,6 +138,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
                 console=console,
                 seed=args.seed,
                 time_torch=False,
+                blocked=layout == "blocked",
             )
         exes[label] = r.executable
         rows[label] = {"trials": r.trials, "tune_s": time.perf_counter() - t0, "summary": r.summary()}
@@ -217,6 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         "warm = repeated runs, the default before), comma-separated; each runs every budget but 0 (the "
         "prior alone is the same for all)",
     )
+    ap.add_argument(
+        "--layouts",
+        default="blocked",
+        help="convolution layouts of ours, comma-separated: blocked (NCHW16c with AVX-512, tune-model's "
+        "default on a CPU) and/or imported (as the model has them); each runs every arm and budget",
+    )
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true", help="no tune_relax arm")
@@ -225,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
+    args.layouts = [x for x in args.layouts.split(",") if x.strip()]
+    if not args.layouts or set(args.layouts) - {"blocked", "imported"}:
+        ap.error("--layouts takes blocked and/or imported")
     args.arms = [tuple((a + ":cold" if a.count(":") == 1 else a).split(":")) for a in args.arms.split(",") if a.strip()]
     if not args.arms or any(len(a) != 3 or a[2] not in EVALUATORS for a in args.arms):
         ap.error("--arms takes MODEL:SEARCH[:TIMING] with TIMING cold or warm, e.g. pretrained-prefix:decision")

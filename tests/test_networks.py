@@ -649,10 +649,99 @@ def test_a_schedule_that_computes_something_else_is_never_built() -> None:
     case = json.loads((Path(__file__).parent / "data" / "miscompiled_pad_schedule.json").read_text())
     x = np.random.default_rng(0).random((1, 16, case["size"], case["size"]), dtype=np.float32)
     target = host_target()
-    graph = import_network("pad", PadNet.make(case["channels"]), [InputSpec("x", "float32", x.shape)], [x], target)
+    net, specs = PadNet.make(case["channels"]), [InputSpec("x", "float32", x.shape)]
+    graph = import_network("pad", net, specs, [x], target, blocked=False)  # the layout the case was found in
     (task,) = [w for w in graph.workloads if w.name == case["task"]]
     assert schedule_matches(task, json.dumps(case["right"]), target)
     assert not schedule_matches(task, json.dumps(case["wrong"]), target)
+
+
+class BlockNet:
+    """A 3-channel stem (stays NCHW), a convolution of 16 -> 32 channels (whole blocks of 4, 8 or
+    16 lanes: blocked), a depthwise one (grouped: stays) and a residual add."""
+
+    @staticmethod
+    def make() -> object:
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+                self.conv = torch.nn.Conv2d(16, 32, 3, padding=1)
+                self.dw = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                y = torch.relu(self.conv(torch.relu(self.stem(x))))
+                return self.dw(y) + y
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+def test_convolutions_with_whole_channel_blocks_are_built_blocked_and_match_pytorch() -> None:
+    """`layouts.blocked_convolutions`: only the 16 -> 32 convolution goes to NCHW{b}c (b: the
+    register's float32 lanes; its output blocked), the network built untuned from it computes
+    PyTorch's output as the unblocked one does, and without SIMD registers (a GPU) nothing changes."""
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+    from autosearch.networks.layouts import blocked_convolutions
+    from autosearch.search.registers import simd_bits
+
+    target = host_target()
+    lanes = simd_bits(target) // 32
+    x = np.random.default_rng(0).random((1, 3, 12, 12), dtype=np.float32)
+    specs, net = [InputSpec("x", "float32", x.shape)], BlockNet.make()
+    expected = nt.reference_outputs(net, [x])
+    blocked = graph_mod.import_network("blocks", net, specs, [x], target)
+    plain = graph_mod.import_network("blocks", net, specs, [x], target, blocked=False)
+    (conv,) = [w for w in blocked.workloads if "NCHWc" in w.name]
+    out = f"T.Buffer((T.int64(1), T.int64({32 // lanes}), T.int64(12), T.int64(12), T.int64({lanes}))"
+    assert out in conv.mod()["main"].script()  # the blocked output
+    assert not any("NCHWc" in w.name for w in plain.workloads)
+    assert len(blocked.workloads) >= len(plain.workloads)  # the stem and the depthwise conv stay
+    dev, args = nt._on_device(target, [x])
+    for graph in (blocked, plain):
+        built = graph_mod.build_network(graph, MemoryDatabase(), target)
+        assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
+    assert blocked_convolutions(plain.mod, 0) is plain.mod  # no SIMD registers known (a GPU): as is
+
+
+def test_a_model_whose_layer_norm_the_blocked_layout_would_reach_keeps_its_layouts() -> None:
+    """ConvNext's case: a blocked convolution's output pooled and normalised (`mean` over the
+    image, then `layer_norm` over the channels) fails TVM's layout inference, so the model is
+    built as imported, and right."""
+    import torch
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.norm = torch.nn.Conv2d(16, 32, 2, stride=2), torch.nn.LayerNorm(32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.norm(self.conv(x).mean((2, 3)))
+
+    torch.manual_seed(0)
+    net, target = Net().eval(), host_target()
+    x = np.random.default_rng(0).random((1, 16, 8, 8), dtype=np.float32)
+    graph = graph_mod.import_network("ln", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    assert not any("NCHWc" in w.name for w in graph.workloads)
+    dev, args = nt._on_device(target, [x])
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
+    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
 
 
 def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(

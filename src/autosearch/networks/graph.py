@@ -4,7 +4,8 @@ Pipeline (TVM 0.27):
 1. Import: `torch.export` -> `from_exported_program` for `FILE.py:FUNC`, or Relax's ONNX frontend
    for a `.onnx` file; the parameters are bound as constants.
 2. Graph passes: `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
-   weights: one task fewer per convolution and one pass less over every activation), `x ** 2`
+   weights: one task fewer per convolution and one pass less over every activation), on a CPU
+   convolutions in a blocked channel layout, NCHW16c with AVX-512 (`layouts`), `x ** 2`
    and `x ** 3` as products (`power_as_products`), `--fast-math`
    (`fast_math_module`), matmul rows padded to a multiple of 16 where they have no factor of 4
    (`pad_matmul_rows`: ViT's 197 tokens), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
@@ -333,16 +334,20 @@ def power_as_products(mod: Any) -> Any:
     return _rewrite_functions(Products, mod)
 
 
-def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
-    """Parameters bound, BatchNorm folded, (fast math), TVM's zero pipeline with layout-free weights."""
+def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register_bits: int = 0) -> Any:
+    """Parameters bound, BatchNorm folded, convolutions blocked to `register_bits` SIMD registers
+    (`layouts`; 0: as imported), (fast math), TVM's zero pipeline with layout-free weights."""
     import tvm
     from tvm import relax
+
+    from autosearch.networks.layouts import blocked_convolutions, legalize_map
 
     t = relax.transform
     if params:
         mod = t.BindParams("main", params)(mod)
     mod = power_as_products(mod)  # before FoldConstant, which lowers every `power` it meets (and warns)
     mod = tvm.transform.Sequential([t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
+    mod = blocked_convolutions(mod, register_bits)
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
@@ -350,7 +355,7 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool) -> Any:
         [
             t.DecomposeOpsForInference(),
             t.CanonicalizeBindings(),
-            t.LegalizeOps(),
+            t.LegalizeOps(legalize_map()),
             t.AnnotateTIROpPattern(),
             t.FoldConstant(),
             t.AttachAttrLayoutFreeBuffers(),
@@ -390,15 +395,19 @@ def import_network(
     target: Any,
     *,
     fast_math: bool = False,
+    blocked: bool = True,
 ) -> NetworkGraph:
-    """The prepared module and tasks of a loaded model (`load_source`); see the module doc."""
+    """The prepared module and tasks of a loaded model (`load_source`); see the module doc.
+    `blocked=False` keeps every convolution in its imported layout."""
+    from autosearch.search.registers import simd_bits
+
     if hasattr(source, "graph"):  # an onnx.ModelProto
         mod, params = _from_onnx(source, specs, spec)
     else:
         mod, params = _from_torch(source, arrays, spec)
     bounds = index_bounds(mod, specs)
     with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
-        prepared = _graph_passes(mod, params, fast_math=fast_math)
+        prepared = _graph_passes(mod, params, fast_math=fast_math, register_bits=simd_bits(target) if blocked else 0)
     tasks, workloads = tasks_of(prepared, target, spec)
     return NetworkGraph(prepared, tasks, workloads, bounds)
 

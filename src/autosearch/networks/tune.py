@@ -473,11 +473,13 @@ def tune_network(
     out_dir: str | None = None,
     seed: int = 0,
     rpc: tuple[str, int, str] | None = None,
+    blocked: bool = True,
 ) -> NetworkResult:
     """Import, prior schedules, tune under `trials` and/or `minutes` (both None or 0: the prior
     alone), build, check, time and (with `out_dir`) export; see the module doc. With `rpc=(host,
     port, key)` the measurements go to the tracker's devices (as many at once as it holds); the
-    network is still built, checked and timed here."""
+    network is still built, checked and timed here. `blocked=False`: convolutions in the layout
+    they were imported in (`graph.import_network`; what bench/network.py compares against)."""
     from rich.console import Console
 
     from autosearch.backends.tvm.target import use_physical_cores
@@ -501,7 +503,7 @@ def tune_network(
         source = load_source(spec)
         expected = reference_outputs(source, arrays)
         t0 = time.perf_counter()
-        graph = import_network(spec, source, specs, arrays, target, fast_math=fast_math)
+        graph = import_network(spec, source, specs, arrays, target, fast_math=fast_math, blocked=blocked)
     result.breakdown["import"] = time.perf_counter() - t0
     specs = [s.indexing(graph.index_bounds.get(s.name)) for s in specs]  # the artifact refuses ids past a table
     result.inputs = list(specs)
@@ -572,7 +574,7 @@ def tune_network(
     if fast_math and not result.correct and not result.interrupted:
         # the approximations moved the output past the tolerance: the exact functions, same schedules
         with _quiet():
-            graph = import_network(spec, source, specs, arrays, target, fast_math=False)
+            graph = import_network(spec, source, specs, arrays, target, fast_math=False, blocked=blocked)
         result.fast_math, result.fast_math_fell_back = False, True
         _build_and_check(result, graph, database, target, arrays, expected)
     _time(result, graph, target, arrays, expected, spec, time_torch, seed)
