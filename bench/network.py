@@ -32,6 +32,7 @@ ZOO = {
     "resnet18": ["x:float32:1,3,224,224"],
     "mobilenet_v2": ["x:float32:1,3,224,224"],
     "convnext_tiny": ["x:float32:1,3,224,224"],
+    "efficientnet_b0": ["x:float32:1,3,224,224"],
     "vit_base": ["x:float32:1,3,224,224"],
     "bert_base": ["input_ids:int64:1,128:0..30522"],
     "gpt2_small": ["input_ids:int64:1,128:0..50257"],

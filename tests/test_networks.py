@@ -98,6 +98,16 @@ def test_output_check_is_relative_to_the_outputs_scale() -> None:
     assert not compare_outputs([np.ones(2)], [np.ones(2), np.ones(2)]).ok
 
 
+def test_an_output_near_the_subnormal_range_is_flagged_in_the_check() -> None:
+    """Transformers' EfficientNet at its own initialisation outputs ~1e-30: the check passes (the
+    answer is right) but says why every backend is slow on it; a 1e-10 output is not flagged."""
+    tiny = [np.full((2, 3), 7e-31)]
+    assert compare_outputs(tiny, tiny).ok
+    assert "subnormal" in compare_outputs(tiny, tiny).describe()
+    small = [np.full((2, 3), 1e-10)]
+    assert "subnormal" not in compare_outputs(small, small).describe()
+
+
 def test_scheduler_tries_every_task_then_follows_the_gradient() -> None:
     s = TaskScheduler([1.0, 1.0, 4.0], eps=0.0)
     first = [s.pick() for _ in range(1)]
@@ -561,6 +571,29 @@ def test_a_cube_and_a_square_are_built_as_products_and_still_match(
     assert s["output_matches"], s
     names = " ".join(t["name"] for t in s["tasks"])
     assert names.count("power") == 1, names  # x ** 2.5 only
+
+
+def test_a_pool_whose_window_covers_the_image_is_built_as_a_mean_and_still_matches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """EfficientNet's pooler (transformers): `AvgPool2d(1280, ceil_mode=True)` on a 7x7 image is a
+    mean over the image; a pool with windows smaller than the image stays a pool."""
+    (tmp_path / "pools.py").write_text(
+        "import torch\n"
+        "class Pools(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.whole = torch.nn.AvgPool2d(1280, ceil_mode=True)\n"
+        "        self.part = torch.nn.AvgPool2d(3, stride=2)\n"
+        "    def forward(self, x):\n"
+        "        return self.whole(x) + self.part(x).sum(dim=(2, 3), keepdim=True)\n"
+        "def make_model():\n"
+        "    return Pools()\n"
+    )
+    s = _prior_only(capsys, tmp_path, "pools.py", "x:float32:1,24,7,7")
+    assert s["output_matches"], s
+    names = " ".join(t["name"] for t in s["tasks"])
+    assert names.count("avg_pool2d") == 1 and "mean" in names, names
 
 
 def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
