@@ -100,7 +100,7 @@ def test_output_check_is_relative_to_the_outputs_scale() -> None:
 
 def test_an_output_near_the_subnormal_range_is_flagged_in_the_check() -> None:
     """Transformers' EfficientNet at its own initialisation outputs ~1e-30: the check passes (the
-    answer is right) but says why every backend is slow on it; a 1e-10 output is not flagged."""
+    answer is right) but says the model's activations shrank; a 1e-10 output is not flagged."""
     tiny = [np.full((2, 3), 7e-31)]
     assert compare_outputs(tiny, tiny).ok
     assert "subnormal" in compare_outputs(tiny, tiny).describe()
