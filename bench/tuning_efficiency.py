@@ -409,7 +409,7 @@ def _remeasure(
     spread over other minutes than the other arm's: the side-by-side medians compare the
     schedules, not the minutes they happened to be measured in. Each round runs in a fresh runner
     process: in one long-lived runner, 6 of 108 bests of the gradient benchmark re-measured 1.3-2.1x
-    slower than in their runs in all rounds (BERT dense 543 vs 286 us), and 290-300 us in each of
+    slower than in their runs in all rounds (BERT dense 543 vs 286 us), and 293-303 us in each of
     eight fresh runners since (bench/HISTORY.md), so a runner's own state must not decide the median."""
     import random
 
