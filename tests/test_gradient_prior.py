@@ -179,7 +179,8 @@ def test_every_vector_of_a_small_space() -> None:
 def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_its_parents(host) -> None:
     """`--search gradient` with the prefix prior runs the descent on it (not the knob model's search):
     new, distinct, post-processed schedules, most of them from descents; measured ones (stand-in
-    latencies here) become the next round's starting points and are never proposed again."""
+    latencies here) become the next round's starting points, and the screen's one- and two-knob moves
+    around them, and are never proposed again."""
     from autosearch.backends.tvm.measure import MeasureResult
     from autosearch.search.model_spec import make_cost_model
     from autosearch.search.strategies import PriorGradientStrategy, make_strategy
@@ -202,6 +203,8 @@ def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_it
     others = search.sketches[s].sample(32, np.random.default_rng(0))
     starts = search._starts(s, others, np.zeros(len(others)))
     assert (starts == fastest).all(axis=1).any()  # the fastest measured vector is a starting point
+    moved = (search._initial_screen(s, search.sketches[s]) != fastest).sum(axis=1)  # the screen around it
+    assert (moved == 0).any() and (moved == 1).sum() >= 8 and (moved == 2).sum() >= 4  # one- and two-knob moves
     second = source.propose(8)
     assert len(second) == 8 and not {c.sch.mod.script() for c in first} & {c.sch.mod.script() for c in second}
 

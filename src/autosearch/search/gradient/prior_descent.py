@@ -7,9 +7,9 @@ the prior's input as a function of a sketch's relaxed knobs, so its score can be
 
 One round (`PriorGradientSearch.propose(n)`), per sketch (`DecisionSpace`, the decision search's
 sketches: the design spaces and the compute locations of a few uniform draws):
-1. `screen` uniform vectors and mutants of the sketch's fastest measured ones are scored from
-   the prior's tables (`score_space`: tens of thousands a second); a sketch with at most `whole`
-   vectors (softmax's: 4 to 196) has every one scored and is not descended;
+1. `screen` uniform vectors and one- and two-knob mutants of the sketch's fastest measured ones
+   are scored from the prior's tables (`score_space`: tens of thousands a second); a sketch with
+   at most `whole` vectors (softmax's: 4 to 196) has every one scored and is not descended;
 2. on the `descend_sketches` sketches with the best scores (and every sketch holding one of the
    run's four fastest schedules), `starts` descents begin: the sketch's fastest measured vectors,
    the best-scored vectors of step 1 up to half, the rest uniform ones; each tile knob is z with
@@ -59,6 +59,7 @@ class DescentOptions:
     penalty: float = 10.0  #: weight of the squared innermost-limit excess (log2 units)
     noise: float = 0.3  #: scale of the random offset of a start's logits (descents from one start differ)
     screen: int = 128  #: uniform vectors scored per sketch per round (step 1)
+    elite_mutants: int = 16  #: step 1's one-knob mutants of each of a sketch's fastest measured vectors
     whole: int = 256  #: a sketch with at most this many vectors has every one scored, none descended
     descend_sketches: int = 6  #: sketches descended per round, by their best screened score
     #: each step follows one member of the ensemble in turn (a third of the cost of the mean's
@@ -68,6 +69,8 @@ class DescentOptions:
     def validate(self) -> None:
         if self.starts < 1 or self.steps < 1 or self.screen < 1 or self.descend_sketches < 1 or self.whole < 0:
             raise InputError("gradient search: starts, steps, screen and descend_sketches must be >= 1, whole >= 0")
+        if self.elite_mutants < 0:
+            raise InputError("gradient search: elite_mutants must be >= 0")
         if not (self.lr > 0 and self.penalty >= 0 and self.noise >= 0):
             raise InputError("gradient search: lr must be > 0, penalty and noise >= 0")
 
@@ -233,12 +236,16 @@ class PriorGradientSearch(DecisionSearch):
         return out
 
     def _initial_screen(self, s: int, space: Any) -> np.ndarray:
-        """Step 1's vectors: uniform ones and mutants of the sketch's fastest measured ones."""
+        """Step 1's vectors: uniform ones, and around the sketch's fastest measured ones
+        `elite_mutants` one-knob mutants each and a one-knob mutant of each of those (the local
+        moves the decision search's generations make; 16 and two steps rather than 4 and one:
+        bench/HISTORY.md "local moves around the elites")."""
         elites = [v for _, si, v in self.best if si == s][:16]
         pop = space.sample(self.options.screen, self.rng)
         if elites:
             e = np.stack(elites)
-            pop = np.concatenate([pop, e, space.mutate(np.repeat(e, 4, axis=0), self.rng)])
+            near = space.mutate(np.repeat(e, self.options.elite_mutants, axis=0), self.rng)
+            pop = np.concatenate([pop, e, near, space.mutate(near, self.rng)])
         return pop
 
     def _starts(self, s: int, x: np.ndarray, scores: np.ndarray) -> np.ndarray:
