@@ -179,8 +179,8 @@ def test_every_vector_of_a_small_space() -> None:
 def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_its_parents(host) -> None:
     """`--search gradient` with the prefix prior runs the descent on it (not the knob model's search):
     new, distinct, post-processed schedules, most of them from descents; measured ones (stand-in
-    latencies here) become the next round's starting points, and the screen's one- and two-knob moves
-    around them, and are never proposed again."""
+    latencies here) become the next round's starting points and the centres of its screen's one- and
+    two-knob moves, and are never proposed again."""
     from autosearch.backends.tvm.measure import MeasureResult
     from autosearch.search.model_spec import make_cost_model
     from autosearch.search.strategies import PriorGradientStrategy, make_strategy
