@@ -507,9 +507,9 @@ class _SpaceTables:
         self.size = size
         # every piece through each member's first layers in one call (was a call per piece: 40%
         # of the gradient search's table time went to per-call overhead on small tensors)
-        rows = torch.from_numpy(np.ascontiguousarray(np.concatenate([t for t, _ in pieces]), dtype=np.float32))
+        piece_rows = torch.from_numpy(np.ascontiguousarray(np.concatenate([t for t, _ in pieces]), dtype=np.float32))
         where = torch.from_numpy(np.repeat([r for _, r in pieces], [len(t) for t, _ in pieces]).astype(np.int64))
-        self.tables = [net.row_values(rows, where) for net in nets]
+        self.tables = [net.row_values(piece_rows, where) for net in nets]
         self.nbytes = sum(t.numel() * t.element_size() for t in self.tables)
 
     def scores(self, x: np.ndarray) -> torch.Tensor:
