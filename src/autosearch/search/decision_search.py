@@ -204,12 +204,22 @@ class DecisionSearch:
 
     def _initial(self, s: int, space: Any) -> np.ndarray:
         """Random vectors, and one- and two-knob mutants of the sketch's fastest measured ones."""
-        elites = [v for _, si, v in self.best if si == s][:16]
+        elites = self._elites(s)
         pop = space.sample(self.population, self.rng)
         if elites:
-            e = np.repeat(np.stack(elites), max(1, self.population // (4 * len(elites))), axis=0)
-            pop = np.concatenate([pop, space.mutate(e, self.rng), space.mutate(space.mutate(e, self.rng), self.rng)])
+            pop = np.concatenate([pop, self._local_moves(space, elites, self.population // (4 * len(elites)))])
         return pop
+
+    def _elites(self, s: int) -> list[np.ndarray]:
+        """The sketch's fastest measured vectors (at most 16), fastest first."""
+        return [v for _, si, v in self.best if si == s][:16]
+
+    def _local_moves(self, space: Any, elites: list[np.ndarray], per: int) -> np.ndarray:
+        """`per` (at least 1) one-knob mutants of each elite, and a further one-knob move of each
+        of those: the neighbourhood of the measured bests a round refines (the gradient search's
+        screen makes the same moves)."""
+        near = space.mutate(np.repeat(np.stack(elites), max(1, per), axis=0), self.rng)
+        return np.concatenate([near, space.mutate(near, self.rng)])
 
     def _random_vectors(self) -> Any:
         for _ in range(64 * len(self.sketches)):

@@ -236,23 +236,22 @@ class PriorGradientSearch(DecisionSearch):
         return out
 
     def _initial_screen(self, s: int, space: Any) -> np.ndarray:
-        """Step 1's vectors: uniform ones, and around the sketch's fastest measured ones
-        `elite_mutants` one-knob mutants each and a one-knob mutant of each of those (the local
-        moves the decision search's generations make; 16 and two steps rather than 4 and one:
-        bench/HISTORY.md "local moves around the elites")."""
-        elites = [v for _, si, v in self.best if si == s][:16]
+        """Step 1's vectors: uniform ones, the sketch's fastest measured ones, and their
+        `elite_mutants` one-knob mutants each with a further move of each (`_local_moves`, the
+        decision search's own; 16 and two steps rather than 4 and one: bench/HISTORY.md "local
+        moves around the elites")."""
+        elites = self._elites(s)
         pop = space.sample(self.options.screen, self.rng)
         if elites:
-            e = np.stack(elites)
-            near = space.mutate(np.repeat(e, self.options.elite_mutants, axis=0), self.rng)
-            pop = np.concatenate([pop, e, near, space.mutate(near, self.rng)])
+            moves = [self._local_moves(space, elites, self.options.elite_mutants)] if self.options.elite_mutants else []
+            pop = np.concatenate([pop, np.stack(elites), *moves])
         return pop
 
     def _starts(self, s: int, x: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """The descents' starting points: the sketch's fastest measured vectors, then the
         best-scored screened ones up to half, the rest uniform."""
         k = self.options.starts
-        elites = [v for _, si, v in self.best if si == s][: max(1, k // 4)]
+        elites = self._elites(s)[: max(1, k // 4)]
         top = x[np.argsort(-scores, kind="stable")[: max(0, k // 2 - len(elites))]]
         rand = self.sketches[s].sample(max(0, k - len(elites) - len(top)), self.rng)
         parts = [np.stack(elites)] if elites else []
