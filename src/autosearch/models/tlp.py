@@ -505,8 +505,8 @@ class _SpaceTables:
                 self.single.append((int(r), j, size))
                 size += toks.shape[0]
         self.size = size
-        # every piece through each member's first layers in one call (was a call per piece: 40%
-        # of the gradient search's table time went to per-call overhead on small tensors)
+        # every piece through each member's first layers in one call (was a call per piece, each
+        # on a few rows: the gradient search's scoring on a capsule conv, 64 trials, 5.4 -> 3.1 s)
         piece_rows = torch.from_numpy(np.ascontiguousarray(np.concatenate([t for t, _ in pieces]), dtype=np.float32))
         where = torch.from_numpy(np.repeat([r for _, r in pieces], [len(t) for t, _ in pieces]).astype(np.int64))
         self.tables = [net.row_values(piece_rows, where) for net in nets]
