@@ -187,6 +187,27 @@ def test_the_runner_runs_kernels_on_the_targets_cores_not_tvms_half():
             m.close()
 
 
+def test_the_runners_worker_starts_in_the_background_and_runs_once_started():
+    """A local runner returns before its worker process has started (TVM's LocalRunner waits for
+    it), so the start overlaps the caller's own work; the first task runs after the start, in the
+    worker, under its own timeout."""
+    import functools
+
+    from autosearch.backends.tvm.measure import _starting_runner
+
+    t0 = time.perf_counter()
+    runner = _starting_runner()(timeout_sec=2, initializer=functools.partial(time.sleep, 3))
+    try:
+        assert time.perf_counter() - t0 < 2.5  # the worker's start takes 3 s and more
+        # queued behind the 3 s start, yet not timed out at 2 s: a task's timeout starts at its send
+        assert runner.pool.submit(os.getpid).result() != os.getpid()
+        assert time.perf_counter() - t0 >= 3
+    finally:
+        from autosearch.backends.tvm.build import shutdown_pool
+
+        shutdown_pool(runner.pool)
+
+
 def test_a_builder_removes_the_artifacts_no_run_removed(host):
     import os
 

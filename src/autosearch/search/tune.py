@@ -154,7 +154,7 @@ def _close_measurers() -> None:
 
 
 def _measurer(target: Any, evaluator: Any, rpc: tuple[str, int, str] | None = None) -> Any:
-    """One Measurer per (target, evaluator, RPC tracker) and process: LocalRunner's start-up check
+    """One Measurer per (target, evaluator, RPC tracker) and process: its runner's worker start
     costs seconds. With `rpc=(host, port, key)` runs go to the tracker's devices for that key."""
     from autosearch.backends.tvm.measure import Measurer
 

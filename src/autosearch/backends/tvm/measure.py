@@ -7,6 +7,7 @@ and tuning; this module times what it built and turns every outcome into a `Meas
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -120,6 +121,28 @@ def rpc_devices(host: str, port: int, key: str) -> int:
     return n
 
 
+@functools.cache
+def _starting_runner() -> Any:
+    """TVM's LocalRunner, except that its start-up check does not wait for the worker process.
+
+    Why: LocalRunner's constructor sends its worker a check and waits for the answer, which is the
+    worker's start (TVM's import: 2.5-5.4 s measured on a 2-core `znver1`). The worker is needed
+    only at the first run, so it now starts while this process imports the workload, generates
+    its design space and builds the first round, on the other core. The first run queues behind
+    the start in the pool's one thread, and a task's timeout counts from its own send, so the
+    start never counts against a run's cap; `Measurer` waits for `started` before it times the
+    first run, so the start is not in that run's wall time either."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.runner import LocalRunner
+
+    @derived_object
+    class StartingRunner(LocalRunner._cls):
+        def _sanity_check(self) -> None:
+            self.started = self.pool.submit(int)  # a builtin: starts the worker, nothing of ours to import
+
+    return StartingRunner
+
+
 class Measurer:
     """Builds candidates in parallel and runs them one at a time on the device.
 
@@ -148,8 +171,11 @@ class Measurer:
         self.device_type = "cuda" if is_gpu(target) else "cpu"
         self.builder = pool_builder(build_timeout, build_workers)
         self._pending_runner: Any = None
+        self._worker_start: Any = None  # the local runner's background worker start (a Future)
         #: Devices measured on at once: the tracker's servers for the key (1 on the local device).
         self.devices = 1
+        #: Runs go to this machine's worker process (not an RPC tracker).
+        self.devices_local = rpc is None
         if rpc is not None:
             host, port, key = rpc
             self.devices = rpc_devices(host, int(port), key)
@@ -178,20 +204,26 @@ class Measurer:
         return self._run_timeout
 
     def _local_runner(self, timeout: float) -> Any:
-        """A LocalRunner, built with Ctrl-C held back: interrupted halfway, its worker pool would be
-        garbage while its thread still runs, and TVM then fails to join that thread at exit."""
-        import functools
-
-        from tvm.s_tir.meta_schedule.runner import LocalRunner
-
+        """A LocalRunner (`_starting_runner`), built with Ctrl-C held back: interrupted halfway, its
+        worker pool would be garbage while its thread still runs, and TVM then fails to join that
+        thread at exit."""
         from autosearch.backends.tvm.target import runtime_threads, set_runtime_threads
 
         init = functools.partial(set_runtime_threads, runtime_threads(self.target))
         with _sigint_deferred():
-            runner = LocalRunner(timeout_sec=timeout, evaluator_config=self.evaluator.config(), initializer=init)
+            runner = _starting_runner()(timeout_sec=timeout, evaluator_config=self.evaluator.config(), initializer=init)
             self._pending_runner = runner
         self._pending_runner = None  # a Ctrl-C held back above is raised here, with `runner` closable
+        self._worker_start = runner.started
         return runner
+
+    def _await_worker_start(self) -> None:
+        """Wait for the local runner's worker to have started (`_starting_runner`) before a run is
+        timed; a start that failed (killed at the timeout) is restarted like a killed run's worker."""
+        start, self._worker_start = self._worker_start, None
+        if start is not None:
+            interrupts.wait([start])
+            self._last_failed = self._last_failed or start.exception() is not None
 
     def _restart_worker(self) -> None:
         """Start a killed (or crashed) worker again with an empty task under the full timeout.
@@ -205,9 +237,7 @@ class Measurer:
         self._last_failed = fut.exception() is not None
 
     def _maybe_restart_runner(self) -> None:
-        from tvm.s_tir.meta_schedule.runner import LocalRunner
-
-        if isinstance(self.runner, LocalRunner) and self._ran >= self._runner_restart:
+        if self.devices_local and self._ran >= self._runner_restart:
             shutdown_pool(self.runner.pool)
             self.runner = self._local_runner(self._run_timeout)
             self._ran = 0
@@ -233,7 +263,7 @@ class Measurer:
         more than once to run it again); removes the artifacts.
         On the local device a run longer than `timeout` (default and at most: the runner's) is
         killed and becomes a `timeout` result; an RPC runner keeps its session timeout."""
-        from tvm.s_tir.meta_schedule.runner import LocalRunner, RunnerInput
+        from tvm.s_tir.meta_schedule.runner import RunnerInput
         from tvm.s_tir.meta_schedule.utils import remove_build_dir
 
         results: list[MeasureResult | None] = [None] * len(candidates)
@@ -246,11 +276,12 @@ class Measurer:
         self._maybe_restart_runner()
         self._ran += len(to_run)
         inputs = [RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in to_run]
-        local = isinstance(self.runner, LocalRunner)
+        local = self.devices_local
         # TVM's pool reads its timeout per task (`send`), so a cap applies to the tasks sent under it
         limit = self._run_timeout if timeout is None else min(timeout, self._run_timeout)
         try:
             if local:  # one at a time (LocalRunner runs them in turn anyway): each run's wall time
+                self._await_worker_start()
                 timed = []
                 for inp in inputs:
                     if self._last_failed:
