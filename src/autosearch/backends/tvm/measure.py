@@ -126,7 +126,8 @@ def _starting_runner() -> Any:
     """TVM's LocalRunner, except that its start-up check does not wait for the worker process.
 
     Why: LocalRunner's constructor sends its worker a check and waits for the answer, which is the
-    worker's start (TVM's import: 2.5-5.4 s measured on a 2-core `znver1`). The worker is needed
+    worker's start (TVM's import: 2.5-3.5 s measured before; 5.4 s in a profile of `tune-model` on a
+    2-core `znver1`). The worker is needed
     only at the first run, so it now starts while this process imports the workload, generates
     its design space and builds the first round, on the other core. The first run queues behind
     the start in the pool's one thread, and a task's timeout counts from its own send, so the
@@ -174,8 +175,7 @@ class Measurer:
         self._worker_start: Any = None  # the local runner's background worker start (a Future)
         #: Devices measured on at once: the tracker's servers for the key (1 on the local device).
         self.devices = 1
-        #: Runs go to this machine's worker process (not an RPC tracker).
-        self.devices_local = rpc is None
+        self._runs_locally = rpc is None  # in this machine's worker process, not on an RPC tracker
         if rpc is not None:
             host, port, key = rpc
             self.devices = rpc_devices(host, int(port), key)
@@ -237,7 +237,7 @@ class Measurer:
         self._last_failed = fut.exception() is not None
 
     def _maybe_restart_runner(self) -> None:
-        if self.devices_local and self._ran >= self._runner_restart:
+        if self._runs_locally and self._ran >= self._runner_restart:
             shutdown_pool(self.runner.pool)
             self.runner = self._local_runner(self._run_timeout)
             self._ran = 0
@@ -276,11 +276,10 @@ class Measurer:
         self._maybe_restart_runner()
         self._ran += len(to_run)
         inputs = [RunnerInput(built[i].artifact_path, self.device_type, candidates[i].args_info) for i in to_run]
-        local = self.devices_local
         # TVM's pool reads its timeout per task (`send`), so a cap applies to the tasks sent under it
         limit = self._run_timeout if timeout is None else min(timeout, self._run_timeout)
         try:
-            if local:  # one at a time (LocalRunner runs them in turn anyway): each run's wall time
+            if self._runs_locally:  # one at a time (LocalRunner runs them in turn anyway): each run's wall time
                 self._await_worker_start()
                 timed = []
                 for inp in inputs:
