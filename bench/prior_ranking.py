@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     from autosearch.backends.tvm.build import pool_builder
+    from autosearch.backends.tvm.measure import shared_measurer
     from autosearch.backends.tvm.target import describe_target, host_target, use_physical_cores
     from autosearch.errors import WorkloadError
     from autosearch.networks.graph import import_network, load_source
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from autosearch.networks.prior import PriorRanker
     from autosearch.search.decision_search import DecisionSearch
     from autosearch.search.strategies.base import RandomDraws, design_space
-    from autosearch.search.tune import TuneSettings, _measurer
+    from autosearch.search.tune import TuneSettings
 
     use_physical_cores()
     target = host_target()
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = parse_inputs([args.input])
     graph = import_network(spec, load_source(spec), specs, example_arrays(specs, 0), target)
     ranker = PriorRanker(target)
-    measurer, builder = _measurer(target, None), pool_builder()
+    measurer, builder = shared_measurer(target), pool_builder()
     arms = ("prefix first", "feature prior's pick", "whole registers first", "best of shortlist")
     total = dict.fromkeys(arms, 0.0)
     print(f"## {args.model}: {len(graph.tasks)} tasks on {describe_target(target)}, shortlist {args.shortlist}\n")

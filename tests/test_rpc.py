@@ -118,8 +118,8 @@ def test_tune_and_tune_model_measure_through_a_tracker_with_two_servers(two_serv
     out = capsys.readouterr().out
     s = json.loads(out[out.index("{") :])
     assert s["output_matches"] and s["trials_measured"] == 8
-    from autosearch.search.tune import _MEASURERS  # the runs went to the tracker's two servers
+    from autosearch.backends.tvm.measure import _SHARED  # the runs went to the tracker's two servers
 
-    remote = [m for k, m in _MEASURERS.items() if k[2] == (host, port, key)]
+    remote = [m for k, m in _SHARED.items() if k[2] == (host, port, key)]
     assert remote and all(type(m.runner).__name__ == "RPCRunner" for m in remote)
     assert all(m.devices == 2 for m in remote)

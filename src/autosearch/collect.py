@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from autosearch import interrupts
-from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer
+from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer, close_shared_measurers, shared_measurer
 from autosearch.backends.tvm.space import TaskSpace
 from autosearch.backends.tvm.target import canonical_target, device_fingerprint
 from autosearch.errors import AutosearchError, InputError
@@ -142,12 +142,10 @@ def collect(
                 bar.update(task, description=f"{wl.name[:40]}")
                 _collect_workload(job, wl, need, lambda n: bar.advance(task, n))
         except BaseException as exc:
+            close_shared_measurers()  # a worker stopped mid-run is not reused
             if not interrupts.handled(exc):  # a Ctrl-C, or an error TVM raised in its place
                 raise
             job.summary.interrupted = True
-        finally:
-            if job.measurer is not None:
-                job.measurer.close()
     job.summary.seconds = time.monotonic() - start
     return job.summary
 
@@ -170,7 +168,7 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
     """Sample, measure and store `need` new schedules of one workload, a batch per transaction."""
     info = job.summary.per_workload[wl.name]
     if job.measurer is None:
-        job.measurer = Measurer(job.target, job.evaluator, rpc=job.rpc)
+        job.measurer = shared_measurer(job.target, job.evaluator, rpc=job.rpc)
     try:
         space = TaskSpace(wl.mod(), job.target, seed=job.seed + job.store.count(wl.key, job.tgt), name=wl.name)
     except AutosearchError as exc:

@@ -246,8 +246,9 @@ _mount_subcommands()
 
 
 def _release_workers() -> None:
-    """After Ctrl-C: stop TVM's worker pools here, in the main thread. A pool left to the garbage
-    collector may be finalized on one of its own threads ("cannot join current thread")."""
+    """After Ctrl-C or an internal error: stop TVM's worker pools here, in the main thread. A pool
+    left to the garbage collector may be finalized on one of its own threads ("cannot join current
+    thread")."""
     import gc
 
     if "autosearch.backends.tvm.build" in sys.modules:
@@ -262,11 +263,18 @@ def main(argv: list[str] | None = None) -> Any:
 
     AutosearchError and usage errors exit 2, Ctrl-C 130. An unexpected exception also prints one
     line (its type and first line) and exits 1; `AUTOSEARCH_TRACEBACK=1` shows the whole trace.
+    The build workers outlive a call that ended cleanly, so a program that calls `main` again
+    does not start them again (each imports TVM: ~6 s of CPU); they are closed at exit.
     """
     try:
         rv = _run(argv)
-    finally:
+    except SystemExit as exc:
+        if exc.code not in (None, 0, 2):  # interrupted (130) or an internal error (1)
+            _release_workers()
+        raise
+    except BaseException:
         _release_workers()
+        raise
     if isinstance(rv, int) and rv:
         sys.exit(rv)
     return rv

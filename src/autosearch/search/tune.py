@@ -18,7 +18,6 @@ and the result holds the best schedule found so far. The cost model arrives as a
 
 from __future__ import annotations
 
-import atexit
 import os
 import uuid
 from collections.abc import Callable
@@ -144,26 +143,6 @@ def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 
-_MEASURERS: dict[Any, Any] = {}
-
-
-@atexit.register
-def _close_measurers() -> None:
-    while _MEASURERS:
-        _MEASURERS.popitem()[1].close()
-
-
-def _measurer(target: Any, evaluator: Any, rpc: tuple[str, int, str] | None = None) -> Any:
-    """One Measurer per (target, evaluator, RPC tracker) and process: its runner's worker start
-    costs seconds. With `rpc=(host, port, key)` runs go to the tracker's devices for that key."""
-    from autosearch.backends.tvm.measure import Measurer
-
-    key = (str(target), evaluator, rpc)
-    if key not in _MEASURERS:
-        _MEASURERS[key] = Measurer(target, evaluator, rpc=rpc)
-    return _MEASURERS[key]
-
-
 def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     """Create `out_dir` (or fail in one line) *before* the budget is spent, not after."""
     out = Path(out_dir)
@@ -217,7 +196,7 @@ class TuneRun:
         console: Any = None,
         rpc: tuple[str, int, str] | None = None,
     ) -> None:
-        from autosearch.backends.tvm.measure import TUNE_EVALUATOR
+        from autosearch.backends.tvm import measure
         from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
         from autosearch.search.adapter import group_key
         from autosearch.search.strategies import make_strategy
@@ -251,7 +230,7 @@ class TuneRun:
                 )
             self.result.search = self.strategy.kind
             with self.timer.section("setup:runner"):
-                self.measurer = _measurer(target, evaluator or TUNE_EVALUATOR, rpc)
+                self.measurer = measure.shared_measurer(target, evaluator or measure.TUNE_EVALUATOR, rpc)
                 self.builder = pool_builder(build_timeout)
             if store is not None:
                 store.add_workload(WorkloadRecord.from_workload(workload))

@@ -6,6 +6,7 @@ and tuning; this module times what it built and turns every outcome into a `Meas
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import math
@@ -18,7 +19,16 @@ from autosearch import interrupts
 from autosearch.backends.tvm.build import median_cap, pool_builder, shutdown_pool
 from autosearch.errors import InputError
 
-__all__ = ["TUNE_EVALUATOR", "EvaluatorSettings", "MeasureResult", "Measurer", "adaptive_run_timeout", "rpc_devices"]
+__all__ = [
+    "TUNE_EVALUATOR",
+    "EvaluatorSettings",
+    "MeasureResult",
+    "Measurer",
+    "adaptive_run_timeout",
+    "close_shared_measurers",
+    "rpc_devices",
+    "shared_measurer",
+]
 
 
 @dataclass(frozen=True)
@@ -307,3 +317,26 @@ class Measurer:
             for path in dict.fromkeys(built[i].artifact_path for i in to_run):
                 remove_build_dir(path)
         return [r for r in results if r is not None]
+
+
+_SHARED: dict[Any, Measurer] = {}
+
+
+@atexit.register
+def close_shared_measurers() -> None:
+    """Close every process-wide Measurer (at exit, or after an interrupted run)."""
+    while _SHARED:
+        _SHARED.popitem()[1].close()
+
+
+def shared_measurer(
+    target: Any, evaluator: EvaluatorSettings | None = None, rpc: tuple[str, int, str] | None = None
+) -> Measurer:
+    """The process's Measurer for (target, evaluator, RPC tracker). Why shared: its runner's worker
+    start is TVM's import (~6 s of CPU on a 2-core `znver1`), so every collection and tuning run in
+    one process (a network's tasks, a program that collects then tunes) pays it once. With
+    `rpc=(host, port, key)` runs go to the tracker's devices for that key."""
+    key = (str(target), evaluator, rpc)
+    if key not in _SHARED:
+        _SHARED[key] = Measurer(target, evaluator, rpc=rpc)
+    return _SHARED[key]
