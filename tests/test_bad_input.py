@@ -170,7 +170,10 @@ def test_ctrl_c_during_collect_exits_130_and_keeps_the_database(tmp_path: Path) 
             time.sleep(0.5)
         time.sleep(3)
         proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
         _, err = proc.communicate(timeout=120)
+        # ~1 s alone; a builder pool left open once made the exit wait ~10 s for its threads
+        assert time.monotonic() - sent < 5, err[-2000:]
     finally:
         if proc.poll() is None:
             proc.kill()

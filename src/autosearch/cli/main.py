@@ -268,6 +268,8 @@ def main(argv: list[str] | None = None) -> Any:
     """
     try:
         rv = _run(argv)
+        if isinstance(rv, int) and rv:  # a command that returns its status (an interrupted collect: 130)
+            sys.exit(rv)
     except SystemExit as exc:
         if exc.code not in (None, 0, 2):  # interrupted (130) or an internal error (1)
             _release_workers()
@@ -275,8 +277,6 @@ def main(argv: list[str] | None = None) -> Any:
     except BaseException:
         _release_workers()
         raise
-    if isinstance(rv, int) and rv:
-        sys.exit(rv)
     return rv
 
 
