@@ -772,7 +772,7 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
     one, TVM's untuned loops the slow one; the second call swaps which of them is called "default"."""
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
-    from autosearch.backends.tvm.target import host_target
+    from autosearch.backends.tvm.target import host_target, set_runtime_threads
     from autosearch.networks import graph as graph_mod
     from autosearch.networks import tune as nt
     from autosearch.search.model_spec import make_cost_model
@@ -783,11 +783,9 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
     # worker holds the second core, and a kernel on a two-thread pool then waits for it (seen
     # twice: the prior's build, 24 us alone, timed slower than the untuned loops' 1.3 ms). TVM's
     # pool never grows again, so this worker's later in-process kernels run on one thread too.
-    import tvm_ffi
-
     target = host_target(num_cores=1)
-    monkeypatch.setenv("TVM_NUM_THREADS", "1")
-    tvm_ffi.get_global_func("runtime.config_threadpool")(0, 1)
+    monkeypatch.setenv("TVM_NUM_THREADS", "1")  # what set_runtime_threads writes, restored after the test
+    set_runtime_threads(1)
     r = nt.tune_network(
         spec,
         specs,
