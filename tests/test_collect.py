@@ -173,6 +173,43 @@ def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
     assert res[2].seconds > 0 and res[2].latencies and took < 30
 
 
+def test_releasing_the_workers_after_ctrl_c_ends_a_run_in_progress(host):
+    """`cli.main` releases the workers after Ctrl-C: the shared Measurer's too, so a kernel being
+    timed is killed rather than holding the exit until it ends (measured before: 17.7 s)."""
+    import threading
+    import time
+
+    from autosearch.backends.tvm.build import pool_builder
+    from autosearch.backends.tvm.measure import EvaluatorSettings, shared_measurer
+    from autosearch.cli.main import _release_workers
+
+    slow = _summing_candidate(2**28)  # seconds a call; warm-up and 3 repeats: well over 10 s
+    m = shared_measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=10))
+    built = pool_builder().build([slow], host)
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            out["result"] = m.run_built([slow], built)
+        except BaseException as exc:  # what the killed worker leaves is the point, not its type
+            out["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while m._worker_start is not None and time.monotonic() < deadline:  # the worker has started ...
+        time.sleep(0.1)
+    time.sleep(1.5)  # ... and is timing the kernel
+    assert worker.is_alive() and not out
+    t0 = time.monotonic()
+    _release_workers()
+    worker.join(8)
+    assert not worker.is_alive(), "the run went on after the workers were released"
+    assert time.monotonic() - t0 < 8
+    res = out.get("result")
+    assert "error" in out or (isinstance(res, list) and res[0].status != "ok"), out
+
+
 @pytest.mark.skipif("TVM_NUM_THREADS" in os.environ, reason="the user's TVM_NUM_THREADS overrides the target")
 def test_the_runner_runs_kernels_on_the_targets_cores_not_tvms_half():
     from autosearch.backends.tvm.measure import Measurer
