@@ -173,19 +173,22 @@ def test_a_capped_run_is_cut_off_at_the_cap_not_the_runner_timeout(host):
     assert res[2].seconds > 0 and res[2].latencies and took < 30
 
 
-def test_releasing_the_workers_after_ctrl_c_ends_a_run_in_progress(host):
+def test_releasing_the_workers_after_ctrl_c_ends_a_run_in_progress(host, monkeypatch):
     """`cli.main` releases the workers after Ctrl-C: the shared Measurer's too, so a kernel being
     timed is killed rather than holding the exit until it ends (measured before: 17.7 s)."""
     import threading
     import time
 
-    from autosearch.backends.tvm.build import pool_builder
-    from autosearch.backends.tvm.measure import EvaluatorSettings, shared_measurer
+    import autosearch.backends.tvm.build as build
+    import autosearch.backends.tvm.measure as measure
     from autosearch.cli.main import _release_workers
 
     slow = _summing_candidate(2**28)  # seconds a call; warm-up and 3 repeats: well over 10 s
-    m = shared_measurer(host, EvaluatorSettings(repeat=3, min_repeat_ms=10))
-    built = pool_builder().build([slow], host)
+    built = build.pool_builder().build([slow], host)
+    # only this test's workers are released: the process's others serve the tests after it
+    monkeypatch.setattr(build, "_BUILDERS", {})
+    monkeypatch.setattr(measure, "_SHARED", {})
+    m = measure.shared_measurer(host, measure.EvaluatorSettings(repeat=3, min_repeat_ms=10))
     out: dict[str, object] = {}
 
     def run() -> None:

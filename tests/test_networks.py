@@ -324,23 +324,30 @@ def test_an_onnx_file_builds_and_matches_onnxs_reference(capsys: pytest.CaptureF
 
 
 @pytest.mark.usefixtures("no_pytorch_timing")
-def test_measured_rounds_time_cold_weights_build_past_a_refused_fastest_and_a_rerun_builds_from_the_store(
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_store_and_ctrl_c_exits_at_once(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One task, tuned by measured rounds and then rebuilt by a run that measures nothing.
+    """One task, in three runs of one command (a tune-model run costs 15-30 s here, so one test).
 
-    - In a network each layer's weights arrive cold: the rounds time a CPU task after a cache flush,
-      one run a repeat (a GPU target keeps repeated runs, flushing being CPU-only).
-    - The fastest measured schedule is refused by the output check (here: the first one each check
-      sees): the task is built with the next measured schedule, fastest first, not with TVM's
-      default (MobileNetV2's padded-output convolutions: 64x slower untuned).
-    - A second run with `--trials 0` (as a run killed before it reached the task) builds it from the
-      store, not from the prior, past any schedule the check refuses, as `_choose` does.
-    (One run shares what three tests each measured before: a tune-model run costs 15-30 s here.)"""
+    - Measured rounds time the task after a cache flush, one run a repeat: in a network each
+      layer's weights arrive cold (a GPU target keeps repeated runs, flushing being CPU-only). The
+      fastest schedule is refused by the output check (here: the first one each check sees): the
+      task is built with the next measured one, fastest first, not with TVM's default
+      (MobileNetV2's padded-output convolutions: 64x slower untuned).
+    - `--trials 0` (as after a run killed before it reached the task) builds the task from the
+      store, not from the prior, past a refused schedule too.
+    - Ctrl-C as a round is stored: exit 130 within seconds, unbuilt (checking, building and timing
+      took 18-51 s on a BERT layer), the round in the store, and a message that says how to go on."""
+    import os
+    import signal
+    import time
+
     import autosearch.backends.tvm.measure as measure
     import autosearch.networks.verify as verify
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.tune import network_evaluator
+    from autosearch.store import Store
 
     used: list[Any] = []
     real_measurer = measure.shared_measurer
@@ -359,8 +366,9 @@ def test_measured_rounds_time_cold_weights_build_past_a_refused_fastest_and_a_re
     monkeypatch.setattr(measure, "shared_measurer", spy)
     monkeypatch.setattr(verify, "schedule_matches", first_refused)
     (tmp_path / "net.py").write_text(NET)
-    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "64,64", "--db", str(tmp_path / "n.db")]
-    s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8", "--json"])
+    db = tmp_path / "n.db"
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "64,64", "--db", str(db), "--json"]
+    s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8"])
     (task,) = [t for t in s["tasks"] if t["trials"]]
     assert s["output_matches"] and s["trials_measured"] == 8 and "tune" in s["time_breakdown"]
     assert task["built_with"] == "tuned" and task["best_latency_s"] > 0
@@ -371,11 +379,39 @@ def test_measured_rounds_time_cold_weights_build_past_a_refused_fastest_and_a_re
     assert not network_evaluator(parse_target("cuda-h100")).enable_cpu_cache_flush
 
     asked.clear()
-    again = _tune_json(capsys, [*argv, "--trials", "0", "--json"])
+    again = _tune_json(capsys, [*argv, "--trials", "0"])
     (same,) = [t for t in again["tasks"] if t["name"] == task["name"]]
     assert same["built_with"] == "tuned (earlier run)" and again["output_matches"]
     rebuilt = asked[task["name"]]
     assert len(rebuilt) == 2 and rebuilt[0] != rebuilt[1]
+
+    real_add = Store.add_measurements
+    sent: list[float] = []
+
+    def ctrl_c_as_a_round_is_stored(self: Any, *a: Any, **k: Any) -> Any:
+        out = real_add(self, *a, **k)
+        if not sent:  # a real SIGINT, as a terminal sends it
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(Store, "add_measurements", ctrl_c_as_a_round_is_stored)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # what `main` installs its own over
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            main([*argv, "--trials", "400", "--trials-per-round", "8"])
+    finally:
+        signal.signal(signal.SIGINT, old)
+        monkeypatch.setattr(Store, "add_measurements", real_add)
+    took = time.monotonic() - sent[0]
+    out, text = capsys.readouterr()
+    assert stopped.value.code == 130, text[-2000:]
+    assert took < 5, f"exited {took:.1f} s after Ctrl-C"
+    s = json.loads(out[out.index("{") :])
+    assert s["interrupted"] and s["tuned_latency_s"] is None and s["output_matches"] is False
+    assert f"interrupted: every schedule measured so far is in {db}" in text, text[-2000:]
+    with Store(db, readonly=True) as st:
+        assert len(list(st.measurements())) >= 16  # the first run's 8 and the interrupted round's
 
 
 @pytest.mark.usefixtures("no_pytorch_timing")

@@ -124,6 +124,12 @@ def tune_model(
     else:
         _print_network(r)
     if r.interrupted:
+        err.print(
+            f"interrupted: every schedule measured so far is in {db}; the same command again goes on "
+            "from them, or with --trials 0 builds the network from them now",
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(130)
     if not r.correct:
         raise typer.Exit(3)
@@ -147,6 +153,8 @@ def _print_network(r: Any) -> None:
             task["built_with"],
         )
     console.print(t)
+    if r.interrupted:  # stopped before the build: nothing else to report
+        return
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
     console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}")
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"

@@ -384,10 +384,11 @@ def _tune(
         if not interrupts.handled(exc):
             raise
         result.interrupted = True
-    return {
-        i: (run, run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False))
-        for i, run in runs.items()
-    }
+    done: dict[int, tuple[Any, Any]] = {}
+    for i, run in runs.items():  # a Ctrl-C while a task's untuned schedule is timed stops it and the network
+        done[i] = (run, run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False))
+        result.interrupted = result.interrupted or done[i][1].interrupted
+    return done
 
 
 #: Measured schedules of a task tried, fastest first, until one computes what the task computes.
@@ -557,6 +558,8 @@ def tune_network(
                 0.0 if prior_first else reserve,
             )
             result.breakdown["tune"] = time.perf_counter() - t0
+        if result.interrupted:
+            return _stopped(result, finished, t_start)
         earlier: set[int] = set()  # tasks this run did not reach, built with an earlier run's best
         for i, (trace, latency) in (_stored_bests(store, graph.workloads, target, finished) if store else {}).items():
             _commit(database, graph.workloads[i], trace, latency, target)
@@ -565,6 +568,8 @@ def tune_network(
         if not result.interrupted:  # the prior for the tasks left (all of them at 0 trials)
             done = set(finished) | earlier | set(priors)
             prior_pass([i for i in range(len(graph.workloads)) if i not in done])
+        if result.interrupted:
+            return _stopped(result, finished, t_start)
     for i, wl in enumerate(graph.workloads):
         if i not in earlier:
             _choose(result.tasks[i], wl, finished.get(i, (None, None))[1], priors.get(i), database, target, store)
@@ -581,6 +586,16 @@ def tune_network(
     result.breakdown["build_and_time"] = time.perf_counter() - t0
     if out_dir is not None and result.executable is not None:
         result.artifact = str(export_artifact(result.executable, out_dir, specs, target, result.summary()))
+    result.seconds = time.perf_counter() - t_start
+    return result
+
+
+def _stopped(result: NetworkResult, finished: dict[int, tuple[Any, Any]], t_start: float) -> NetworkResult:
+    """An interrupted run ends here, unbuilt: checking, building and timing the network took 18-51 s
+    after a Ctrl-C (measured on a BERT layer), and everything measured is already in the store, where
+    the same command run again (or with `--trials 0`) builds from it."""
+    for i, (_run, r) in finished.items():
+        result.tasks[i].update(trials=r.trials, best_latency_s=r.best_latency)
     result.seconds = time.perf_counter() - t_start
     return result
 

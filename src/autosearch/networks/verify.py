@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
 
 __all__ = ["schedule_matches"]
@@ -78,5 +79,6 @@ def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> b
         arrays, want = _reference(workload, target, seed)
         got = _run(sch.mod, target, arrays)
     except Exception:  # a schedule that does not even build or run is no schedule to build with
+        interrupts.check()  # ... unless TVM's compiler turned a Ctrl-C into its own error
         return False
     return all(compare_outputs([g], [w], RTOL).ok for g, w in zip(got, want))  # each buffer on its own scale
