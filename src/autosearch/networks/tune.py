@@ -420,6 +420,11 @@ def _stored_bests(
     return out
 
 
+def _record_run(info: dict[str, Any], r: Any) -> None:
+    """A task's summary figures from its measured rounds (`TuneResult`)."""
+    info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
+
+
 def _choose(
     info: dict[str, Any], workload: Any, r: Any, prior: str | None, database: Any, target: Any, store: Any = None
 ) -> None:
@@ -431,7 +436,7 @@ def _choose(
     from autosearch.networks.verify import schedule_matches
 
     if r is not None:
-        info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
+        _record_run(info, r)
     options: list[tuple[float, str, str | None]] = []
     if r is not None and r.best_trace is not None and r.best_latency is not None:
         options.append((r.best_latency, "tuned", r.best_trace))
@@ -565,9 +570,8 @@ def tune_network(
             _commit(database, graph.workloads[i], trace, latency, target)
             result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
             earlier.add(i)
-        if not result.interrupted:  # the prior for the tasks left (all of them at 0 trials)
-            done = set(finished) | earlier | set(priors)
-            prior_pass([i for i in range(len(graph.workloads)) if i not in done])
+        done = set(finished) | earlier | set(priors)  # the prior for the tasks left (all of them at 0 trials)
+        prior_pass([i for i in range(len(graph.workloads)) if i not in done])
         if result.interrupted:
             return _stopped(result, finished, t_start)
     for i, wl in enumerate(graph.workloads):
@@ -595,7 +599,7 @@ def _stopped(result: NetworkResult, finished: dict[int, tuple[Any, Any]], t_star
     after a Ctrl-C (measured on a BERT layer), and everything measured is already in the store, where
     the same command run again (or with `--trials 0`) builds from it."""
     for i, (_run, r) in finished.items():
-        result.tasks[i].update(trials=r.trials, best_latency_s=r.best_latency)
+        _record_run(result.tasks[i], r)
     result.seconds = time.perf_counter() - t_start
     return result
 
