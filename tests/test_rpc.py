@@ -15,9 +15,14 @@ def _free_port() -> int:
 
 
 def _farm(n: int, key: str):
-    """A tracker and `n` servers with one key on free loopback ports."""
+    """A tracker and `n` servers with one key on free loopback ports, each a TVM pool worker that
+    starts without torch, as ours do (`lean_workers`: seconds saved a process)."""
     from tvm.rpc.server import Server
     from tvm.rpc.tracker import Tracker
+
+    from autosearch.backends.tvm.worker import lean_workers
+
+    lean_workers()
 
     tp = _free_port()
     tracker = Tracker(host="127.0.0.1", port=tp, port_end=tp + 1, silent=True)

@@ -89,6 +89,9 @@ class PoolBuilder:
     def __init__(self, max_workers: int | None = None, timeout: float = 60.0) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
 
+        from autosearch.backends.tvm.worker import lean_workers
+
+        lean_workers()
         self.timeout = timeout
         # every artifact lives under this directory until its run removes it; `close` removes the
         # rest (builds killed mid-export, batches a Ctrl-C cut short): nothing piles up in /tmp

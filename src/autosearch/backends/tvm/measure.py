@@ -137,7 +137,7 @@ def _starting_runner() -> Any:
 
     Why: LocalRunner's constructor sends its worker a check and waits for the answer, which is the
     worker's start (TVM's import: 2.5-3.5 s measured before; 5.4 s in a profile of `tune-model` on a
-    2-core `znver1`). The worker is needed
+    2-core `znver1`, 1.6 s since it starts without torch, `backends.tvm.worker`). The worker is needed
     only at the first run, so it now starts while this process imports the workload, generates
     its design space and builds the first round, on the other core. The first run queues behind
     the start in the pool's one thread, and a task's timeout counts from its own send, so the
@@ -145,6 +145,10 @@ def _starting_runner() -> Any:
     first run, so the start is not in that run's wall time either."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.runner import LocalRunner
+
+    from autosearch.backends.tvm.worker import lean_workers
+
+    lean_workers()
 
     @derived_object
     class StartingRunner(LocalRunner._cls):
