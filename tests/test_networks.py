@@ -324,7 +324,6 @@ def test_an_onnx_file_builds_and_matches_onnxs_reference(capsys: pytest.CaptureF
 
 
 @pytest.mark.usefixtures("no_pytorch_timing")
-@pytest.mark.usefixtures("no_pytorch_timing")
 def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_store_and_ctrl_c_exits_at_once(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,7 +42,6 @@ from autosearch.backends.halide.sampling import sample_batch as _sample_batch
 from autosearch.backends.halide.toolchain import default_threads, device_fingerprint, target_json
 from autosearch.backends.halide.weights import Weights, validate_weights_file
 from autosearch.errors import AutosearchError, InputError
-from autosearch.models.adams2019 import Adams2019Trainer, evaluate, group_samples
 
 __all__ = [
     "BatchReport",
@@ -215,6 +214,10 @@ def retrain_cost_model(
     wp = Path(weight_path)
     if wp.suffix != ".weights":
         raise InputError(f"weight_path {wp} must end in '.weights' (Adams2019 treats anything else as a directory)")
+    # here, not at the top: a pipeline file imports `PipelineDef` from this module in every Halide
+    # worker that loads it, and the trainer's torch import was 3.4 s of each such start
+    from autosearch.models.adams2019 import Adams2019Trainer, evaluate, group_samples
+
     n_threads = int(threads or default_threads())
     trainer = Adams2019Trainer(
         learning_rate, train_iters, num_cores=n_threads, seed=seed, progress=progress, threads=TRAIN_THREADS
