@@ -258,7 +258,8 @@ def test_prior_only_build_keeps_fast_math_and_exports_an_artifact_a_fresh_proces
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """`--trials 0` is a real compile from the prior's schedules alone; the exported library, loaded
-    in a fresh process through the Python API, computes what PyTorch computes; `run` times it."""
+    in a fresh process without PyTorch through the Python API, computes what PyTorch computes; `run`
+    times it."""
     (tmp_path / "net.py").write_text(NET)
     art = tmp_path / "art"
     s = _tune_json(
@@ -271,15 +272,23 @@ def test_prior_only_build_keeps_fast_math_and_exports_an_artifact_a_fresh_proces
     assert s["pytorch_latency_s"] > 0  # PyTorch timed beside it, in its own process
     assert s["fast_math"] and not s["fast_math_fell_back"]  # fast math is the default and kept here
     assert {t["built_with"] for t in s["tasks"]} == {"prior"}  # no task left to TVM's unscheduled loops
+    # the fresh process has no PyTorch at all (a deployed artifact needs TVM's runtime and NumPy):
+    # PyTorch's output is computed here
+    import torch
+
+    from autosearch.networks.graph import load_source
+
+    x = np.random.default_rng(1).random((4, 64), dtype=np.float32)
+    want = load_source(f"{tmp_path / 'net.py'}:make_model")(torch.from_numpy(x)).detach().numpy()
+    np.save(tmp_path / "check_x.npy", x)
+    np.save(tmp_path / "check_want.npy", want)
     code = f"""
-import sys, numpy as np, torch
-sys.path.insert(0, {str(tmp_path)!r})
-from net import make_model
+import sys, numpy as np
+sys.modules["torch"] = None  # `import torch` fails: the artifact must load and run without it
 from autosearch.networks import load_artifact
 m = load_artifact({str(art)!r})
-x = np.random.default_rng(1).random((4, 64), dtype=np.float32)
+x, want = np.load({str(tmp_path / "check_x.npy")!r}), np.load({str(tmp_path / "check_want.npy")!r})
 (got,) = m(x)
-want = make_model().eval()(torch.from_numpy(x)).detach().numpy()
 assert got.shape == want.shape and np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want)), (got, want)
 try:
     m(x[:, :63])
