@@ -33,7 +33,12 @@ class _Launcher:
 
 
 def lean_workers() -> None:
-    """Start TVM's pool workers through this module from now on (idempotent)."""
+    """Start TVM's pool workers through this module from now on (idempotent).
+
+    Process-wide: every `PopenWorker` TVM starts afterwards in this process (MetaSchedule's own
+    builders and runners, an RPC server started from here) has torch blocked for good, so that no
+    later lazy import of tvm_ffi's brings it in during a timed run. A task of one's own sent to
+    such a pool that imports torch gets an ImportError."""
     from tvm.support import popen_pool
 
     if not isinstance(popen_pool.subprocess, _Launcher):
