@@ -338,8 +338,9 @@ def shared_measurer(
 ) -> Measurer:
     """The process's Measurer for (target, evaluator, RPC tracker). Why shared: its runner's worker
     start is TVM's import (1.6 s of CPU on a 2-core `znver1`, 6 s before it left torch out), so
-    every collection and tuning run in one process (a network's tasks, a program that collects then tunes) pays it once. With
-    `rpc=(host, port, key)` runs go to the tracker's devices for that key."""
+    every collection and tuning run in one process (a network's tasks, a program that collects
+    then tunes) pays it once. With `rpc=(host, port, key)` runs go to the tracker's devices for
+    that key."""
     key = (str(target), evaluator, rpc)
     if key not in _SHARED:
         _SHARED[key] = Measurer(target, evaluator, rpc=rpc)
