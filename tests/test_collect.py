@@ -227,6 +227,10 @@ def test_the_runner_runs_kernels_on_the_targets_cores_not_tvms_half():
             m.close()
 
 
+#: True in a process where `import torch` fails at once (`backends.tvm.worker` blocked it).
+_TORCH_BLOCKED = "__import__('sys').modules.get('torch', 0) is None"
+
+
 def test_the_runners_worker_starts_in_the_background_without_pytorch_and_runs_once_started():
     """A local runner returns before its worker process has started (TVM's LocalRunner waits for
     it), so the start overlaps the caller's own work; the first task runs after the start, in the
@@ -248,10 +252,6 @@ def test_the_runners_worker_starts_in_the_background_without_pytorch_and_runs_on
         from autosearch.backends.tvm.build import shutdown_pool
 
         shutdown_pool(runner.pool)
-
-
-#: True in a process where `import torch` fails at once (`backends.tvm.worker` blocked it).
-_TORCH_BLOCKED = "__import__('sys').modules.get('torch', 0) is None"
 
 
 def test_a_builder_builds_without_pytorch_and_removes_the_artifacts_no_run_removed(host):
