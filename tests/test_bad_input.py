@@ -144,7 +144,7 @@ def test_ctrl_c_during_collect_exits_130_and_keeps_the_database(tmp_path: Path) 
             "64",
             "--batch-size",
             "32",
-            "--repeat",
+            "--repeats",
             "1",
             "--min-repeat-ms",
             "1",

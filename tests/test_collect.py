@@ -65,7 +65,7 @@ def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
         "16",
         "--batch-size",
         "4",
-        "--repeat",
+        "--repeats",
         "2",
         "--min-repeat-ms",
         "1",

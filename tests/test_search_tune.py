@@ -24,7 +24,7 @@ SMALL = [
     "16",
     "--genetic-iters",
     "1",
-    "--repeat",
+    "--repeats",
     "2",
     "--min-repeat-ms",
     "1",

@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from autosearch.cli.common import console, err, one_line_errors, parse_params
+from autosearch.cli.options import HALIDE_THREADS_OPT, deprecated_spelling, renamed
 from autosearch.errors import AutosearchError
 
 __all__ = ["app"]
@@ -30,9 +31,7 @@ PIPELINE_ARG = typer.Argument(
     ..., help="'random', a builtin or classic app (blur, matmul, unsharp, harris, bilateral_grid, ...) or a .py file."
 )
 PARAM_OPT = typer.Option(None, "--param", "-p", help="Pipeline parameter KEY=VALUE (repeatable), e.g. -p width=256.")
-THREADS_OPT = typer.Option(
-    None, "--threads", help="Threads for Halide (and Adams2019 parallelism); default: one per physical core."
-)
+THREADS_OPT = HALIDE_THREADS_OPT
 JSON_OPT = typer.Option(False, "--json", help="Print a JSON summary.")
 
 
@@ -173,7 +172,8 @@ def schedule(
     weights: Optional[Path] = typer.Option(None, "--weights", help="Adams2019 .weights (default: Halide's built-in)."),
     beam_size: int = typer.Option(32, "--beam-size"),
     threads: Optional[int] = THREADS_OPT,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the .schedule.h here."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the .schedule.h here."),
+    output_old: Optional[Path] = renamed("--output", "--out"),
     benchmark: bool = typer.Option(False, "--benchmark", help="Also compile and time the schedule."),
     repeats: int = typer.Option(5, "--repeats"),
     json_out: bool = JSON_OPT,
@@ -184,6 +184,7 @@ def schedule(
     from autosearch.backends.halide.pipelines import resolve_pipeline
     from autosearch.backends.halide.toolchain import default_threads
 
+    output = deprecated_spelling(out, output_old, "--output", "--out")
     spec = resolve_pipeline(pipeline, parse_params(param))
     n = int(threads or default_threads())
     p: dict[str, Any] = {"parallelism": n, "beam_size": beam_size}

@@ -13,6 +13,7 @@ from rich.table import Table
 from autosearch import interrupts
 from autosearch.backends.tvm.target import use_physical_cores
 from autosearch.cli.common import console, emit_json, err, parse_rpc
+from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
 from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
 
@@ -97,12 +98,14 @@ def collect(
     budget_minutes: Optional[float] = typer.Option(None, "--budget-minutes", help="Stop after this long."),
     batch_size: int = typer.Option(16, "--batch-size", help="Schedules per build/run/write batch."),
     number: int = typer.Option(1, "--number", help="Runs averaged into one repeat."),
-    repeat: int = typer.Option(5, "--repeat", help="Repeats kept per schedule (median is the label)."),
+    repeats: int = typer.Option(5, "--repeats", help="Repeats kept per schedule (median is the label)."),
+    repeat_old: Optional[int] = renamed("--repeat", "--repeats"),
     min_repeat_ms: int = typer.Option(20, "--min-repeat-ms", help="Each repeat lasts at least this long."),
     cache_flush: bool = typer.Option(False, "--cache-flush/--no-cache-flush", help="Flush CPU caches between runs."),
     rpc_tracker: Optional[str] = typer.Option(None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker."),
     rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    threads: Optional[int] = TVM_THREADS_OPT,
 ) -> None:
     """Measure random schedules of workloads into the database (resumable: re-run to continue)."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
@@ -112,9 +115,10 @@ def collect(
     from autosearch.workloads import resolve_workloads
 
     wls = resolve_workloads(workloads)
-    tgt = parse_target(target)
     rpc = parse_rpc(rpc_tracker, rpc_key)
-    evaluator = EvaluatorSettings(number, repeat, min_repeat_ms, cache_flush)
+    tgt = apply_threads(threads, parse_target(target), rpc)
+    repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
+    evaluator = EvaluatorSettings(number, repeats, min_repeat_ms, cache_flush)
     err.print(f"collecting {len(wls)} workloads x {per_workload} schedules on {canonical_target(tgt)} -> {db}")
     with Store(db) as store:
         s = run_collect(

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_rpc
+from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
 from autosearch.errors import InputError
 from autosearch.formatting import format_seconds
 
@@ -62,6 +63,7 @@ def tune_model(
         None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: measurements go to its devices."
     ),
     rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
+    threads: Optional[int] = TVM_THREADS_OPT,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary (progress still on stderr)."),
 ) -> None:
     """Tune a whole model: every task starts from the prior's schedule, measured rounds improve the
@@ -81,7 +83,7 @@ def tune_model(
         raise InputError(f"ONNX file {spec} does not exist")
     specs = parse_inputs(inputs, input_shape)
     rpc = parse_rpc(rpc_tracker, rpc_key)
-    tgt = parse_target(target)
+    tgt = apply_threads(threads, parse_target(target), rpc)
     if out is not None:
         check_out_dir(out)
     model = model or default_model(tgt)
@@ -175,7 +177,8 @@ def run(
     inputs: list[str] = typer.Option(
         [], "--input", help="NAME=FILE.npy (repeat per input); inputs not given are random, as tune-model drew them."
     ),
-    repeat: int = typer.Option(10, "--repeat", help="Timing repeats (median; each at least 20 ms)."),
+    repeats: int = typer.Option(10, "--repeats", help="Timing repeats (median; each at least 20 ms)."),
+    repeat_old: Optional[int] = renamed("--repeat", "--repeats"),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON summary."),
 ) -> None:
@@ -185,8 +188,9 @@ def run(
     from autosearch.networks.artifact import load_artifact
     from autosearch.networks.inputs import example_arrays
 
+    repeat = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
     if repeat < 1:
-        raise InputError(f"--repeat must be at least 1, got {repeat}")
+        raise InputError(f"--repeats must be at least 1, got {repeat}")
     m = load_artifact(artifact)
     arrays = example_arrays(m.inputs, seed)
     names = [s.name for s in m.inputs]

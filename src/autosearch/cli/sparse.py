@@ -29,10 +29,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 from autosearch.cli.common import console, emit_json, err, one_line_errors  # noqa: E402 - after app, as the sibling apps
+from autosearch.cli.options import SPARSE_THREADS_OPT, deprecated_spelling, renamed  # noqa: E402
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
 OPS_OPT = typer.Option("spmv,spmm,sddmm", "--ops", help="Comma-separated operators.")
-THREADS_OPT = typer.Option(None, "--threads", help="Threads for TVM, torch and oneMKL (default: physical cores).")
+THREADS_OPT = SPARSE_THREADS_OPT
 JSON_OPT = typer.Option(False, "--json", help="Print a JSON document instead of the table.")
 
 
@@ -230,7 +231,8 @@ def tune(
         "(default: the shipped model chosen by validation, data/sparse/models/selected.json).",
     ),
     trials: int = typer.Option(20, "--trials", help="Configurations measured at most."),
-    eps: float = typer.Option(0.15, "--eps", help="Share of each round measured at random."),
+    eps_greedy: float = typer.Option(0.15, "--eps-greedy", help="Share of each round measured at random."),
+    eps_old: Optional[float] = renamed("--eps", "--eps-greedy"),
     online: bool = typer.Option(True, "--online/--no-online", help="Fine-tune the model on this matrix's results."),
     out: Path = typer.Option(Path("sparse-best.json"), "--out", help="Where the best configuration is saved."),
     db: Optional[Path] = typer.Option(None, "--db", help="Also write every measured configuration to this store."),
@@ -260,8 +262,9 @@ def tune(
         raise InputError("--op takes one operator")
     if trials < 1:
         raise InputError("--trials must be >= 1")
+    eps = deprecated_spelling(eps_greedy, eps_old, "--eps", "--eps-greedy")
     if not 0.0 <= eps <= 1.0:
-        raise InputError(f"--eps must be in [0, 1], got {eps}")
+        raise InputError(f"--eps-greedy must be in [0, 1], got {eps}")
     _threads(threads)
     a = load_mtx(matrix)
     mb = MatrixBench(o, a, dense)  # refuses, in one line, operands that would not fit in memory
@@ -405,13 +408,14 @@ def check(
 @one_line_errors
 def plots(
     results: Path = typer.Argument(..., help="A bench/sparse.py results JSON."),
-    out_dir: Path = typer.Option(Path("."), "--out-dir"),
+    out: Path = typer.Option(Path("."), "--out", help="Folder for the PNG files."),
+    out_dir_old: Optional[Path] = renamed("--out-dir", "--out"),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Draw the seed's figures (loss curves, top-k bars, search time, convergence, time breakdown)."""
     from autosearch.sparse.plots import plot_all
 
-    paths = plot_all(results, out_dir)
+    paths = plot_all(results, deprecated_spelling(out, out_dir_old, "--out-dir", "--out"))
     if json_out:
         emit_json({"plots": [str(p) for p in paths]})
         return

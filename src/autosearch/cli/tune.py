@@ -13,6 +13,7 @@ from autosearch.errors import InputError, TargetError
 __all__ = ["app"]
 
 from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_rpc
+from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
 from autosearch.formatting import format_seconds
 
 
@@ -79,8 +80,10 @@ def tune(
         None, "--out", help="Output directory (default tuned/<workload>-<model>-s<seed>)."
     ),
     seed: int = typer.Option(0, "--seed", help="Search seed."),
-    repeat: int = typer.Option(3, "--repeat", help="Timed repeats per schedule (median)."),
+    repeats: int = typer.Option(3, "--repeats", help="Timed repeats per schedule (median)."),
+    repeat_old: Optional[int] = renamed("--repeat", "--repeats"),
     min_repeat_ms: int = typer.Option(10, "--min-repeat-ms", help="Each repeat lasts at least this long."),
+    threads: Optional[int] = TVM_THREADS_OPT,
     retrain_fraction: float = typer.Option(
         0.2, "--retrain-fraction", help="Retrain when new results reach this share of what the model was trained on."
     ),
@@ -140,9 +143,10 @@ def tune(
     )
     rpc = parse_rpc(rpc_tracker, rpc_key)
     wl = resolve_workload_spec(workload, module)
-    tgt = parse_target(target)
+    tgt = apply_threads(threads, parse_target(target), rpc)
     model = model or default_model(tgt)
-    evaluator = EvaluatorSettings(number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
+    evaluator = EvaluatorSettings(number=1, repeat=repeats, min_repeat_ms=min_repeat_ms)
     tune_model = make_cost_model(
         model,
         seed=seed,

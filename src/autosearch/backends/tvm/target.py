@@ -31,6 +31,7 @@ __all__ = [
     "physical_cores",
     "runtime_threads",
     "set_runtime_threads",
+    "set_user_threads",
     "use_physical_cores",
 ]
 
@@ -199,6 +200,15 @@ def set_runtime_threads(n: int) -> None:
     import tvm_ffi
 
     tvm_ffi.get_global_func("runtime.config_threadpool")(0, n)
+
+
+def set_user_threads(n: int) -> None:
+    """`--threads n`: as if the user had set TVM_NUM_THREADS=n before autosearch ran, so this
+    process's kernels, its workers' (`runtime_threads`) and `use_physical_cores` all keep n.
+    Call it before any kernel starts TVM's pool here."""
+    global _USER_THREADS
+    _USER_THREADS = str(int(n))
+    os.environ["TVM_NUM_THREADS"] = _USER_THREADS
 
 
 def device_fingerprint(target) -> str:
