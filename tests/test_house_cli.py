@@ -239,3 +239,26 @@ def test_sparse_tune_eps_greedy_out_of_range_names_the_new_spelling(tmp_path: Pa
     proc = run_cli("sparse", "tune", str(mtx), "--eps", "2")  # fails before the threads are set
     assert proc.returncode == 2 and "error: --eps-greedy must be in [0, 1], got 2.0" in proc.stderr, proc.stderr
     assert "use --eps-greedy" in proc.stderr
+
+
+# -- docs/cli.md is generated ---------------------------------------------------------------------
+def test_docs_cli_md_is_what_the_generator_writes() -> None:
+    from autosearch.cli.docs import REGENERATE, render
+
+    committed = (ROOT / "docs" / "cli.md").read_text()
+    assert render() == committed, f"docs/cli.md differs from the app's commands: run `{REGENERATE}`"
+
+
+def test_docs_generator_ignores_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autosearch.cli.docs import commands, render
+
+    text = render()
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert render() == text
+    assert "[bold" not in text and "\x1b[" not in text
+    for path, cmd in commands():  # every command has its section, every visible option its row
+        assert f"### `autosearch {' '.join(path)}`" in text
+        for p in cmd.params:
+            if p.param_type_name == "option" and not p.hidden:
+                assert f"`{p.opts[0]}`" in text, (path, p.opts)
