@@ -2,7 +2,7 @@
 
 Prefix tokens stop at EnterPostproc and carry, on each tiled nest's Reorder, the parallel extent
 and the vector extent that MetaSchedule's RewriteParallelVectorizeUnroll will give that nest,
-worked out from the decisions (`features.trace_tokens._Post`). Here stored schedules are replayed
+worked out from the decisions (`features.trace_tokens.postproc._Post`). Here stored schedules are replayed
 through TVM with their post-processing, and the tiled block's enclosing parallel loop and its
 innermost loop (vectorized or not) are read from the resulting TIR and compared, per family.
 Schedules with more than one tiled block are skipped (which Reorder is which block is not read).

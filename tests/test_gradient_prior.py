@@ -12,6 +12,7 @@ import torch
 from autosearch.backends.tvm.space import trace_json
 from autosearch.features import trace_tokens as tt
 from autosearch.features.decision_space import DecisionSpace
+from autosearch.features.trace_tokens.columns import _C_POSTPAR
 from autosearch.search.gradient.prior_descent import DescentOptions, _every_vector, descend, descend_many
 from autosearch.search.gradient.prior_tokens import RelaxedTokens, prior_scores, prior_scores_many
 
@@ -62,7 +63,7 @@ def test_relaxed_tokens_are_the_tokenizers_at_integral_points(sketches, prior) -
     it scores the decision vectors from its tables."""
     tok = tt.TraceTokenizer(postproc=False)
     rng = np.random.default_rng(0)
-    post = slice(tt._C_POSTPAR, tt._C_POSTPAR + 3)
+    post = slice(_C_POSTPAR, _C_POSTPAR + 3)
     for name, (_ctx, ir, spaces) in sketches.items():
         assert spaces, name
         moved_post = False

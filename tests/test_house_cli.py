@@ -10,6 +10,7 @@ value became without a tune.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,79 @@ def test_docs_generator_ignores_the_terminal(monkeypatch: pytest.MonkeyPatch) ->
         for p in cmd.params:
             if p.param_type_name == "option" and not p.hidden:
                 assert f"`{p.opts[0]}`" in text, (path, p.opts)
+
+
+# -- docs/architecture.md is true -----------------------------------------------------------------
+SRC = ROOT / "src" / "autosearch"
+ARCH = ROOT / "docs" / "architecture.md"
+
+
+def _package_rows(doc: str) -> dict[str, str]:
+    """Table rows by each package named in their package cell (`search/`, `backends/tvm/`, `collect`)."""
+    rows: dict[str, str] = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            for name in re.findall(r"`([\w/]+)`", cells[1]):
+                rows[name.strip("/")] = line
+    return rows
+
+
+def _unnamed_modules(doc: str) -> list[str]:
+    rows = _package_rows(doc)
+    missing = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        if rel.name == "__init__.py":
+            continue  # a package is named by its row
+        parts = rel.with_suffix("").parts
+        # the row of the longest package prefix: backends/tvm, search (for search/gradient/x), ...
+        row = next(
+            (rows["/".join(parts[:i])] for i in range(len(parts) - 1, 0, -1) if "/".join(parts[:i]) in rows),
+            None,
+        )
+        stem = parts[-1]
+        named_in_row = row is not None and re.search(rf"(?<![\w/.-]){re.escape(stem)}(?![\w-])", row)
+        named_top = len(parts) == 1 and stem in rows
+        named_by_path = str(rel) in doc or "/".join(parts) in doc
+        if not (named_in_row or named_top or named_by_path):
+            missing.append(str(rel))
+    return missing
+
+
+def test_architecture_names_every_module() -> None:
+    missing = _unnamed_modules(ARCH.read_text())
+    assert not missing, f"docs/architecture.md does not name these modules (in their package's row): {missing}"
+
+
+def _named_paths(doc: str) -> list[str]:
+    """The file paths the doc names: relative link targets and code spans that look like a path."""
+    links = [t for t in re.findall(r"\]\(([^)#\s]+)", doc) if "://" not in t]
+    spans = [t for t in re.findall(r"`([^`\s]+)`", doc) if "/" in t and re.fullmatch(r"[\w./-]+", t)]
+    return [*links, *spans]
+
+
+def _missing_paths(doc: str) -> list[str]:
+    bad = []
+    for name in _named_paths(doc):
+        # relative to the doc, the repository, the package, or a sub-package (`strategies/` in the search row)
+        bases = [ROOT / "docs", ROOT, SRC, *(p for p in SRC.rglob("*") if p.is_dir())]
+        where = [(base / name).resolve() for base in bases]
+        if not any(p.is_relative_to(ROOT) and p.exists() for p in where):
+            bad.append(name)
+    return bad
+
+
+def test_architecture_names_only_files_in_the_repository() -> None:
+    bad = _missing_paths(ARCH.read_text())
+    assert not bad, f"docs/architecture.md names paths that are not in the repository: {bad}"
+
+
+def test_architecture_checks_can_fail() -> None:
+    """The two checks above catch a dropped module and a path outside the repository."""
+    doc = ARCH.read_text()
+    assert "backends/tvm/intrinsics.py" in _unnamed_modules(doc.replace("intrinsics", "x"))
+    assert _missing_paths(doc + "\nsee [design](../shared/DESIGN.md) and `search/nope.py`\n") == [
+        "../shared/DESIGN.md",
+        "search/nope.py",
+    ]

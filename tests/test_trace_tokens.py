@@ -12,6 +12,8 @@ import pytest
 
 from autosearch.errors import InputError
 from autosearch.features import trace_tokens as tt
+from autosearch.features.trace_tokens.ir import parse_ir_blocks
+from autosearch.features.trace_tokens.postproc import _Limits, _Post
 from autosearch.store.db import Store
 
 TINY = Path(__file__).parent / "data" / "tiny_tvm.db"
@@ -87,7 +89,7 @@ def test_workload_tokens_name_the_operator() -> None:
     assert row[COL["wl_n_spatial"]] == 3 and row[COL["wl_n_reduce"]] == 1 and row[COL["wl_init"]] == 1
     assert row[COL["wl_op_mul"]] == 1 and row[COL["wl_op_add"]] == 1
     assert row[COL["wl_iters"]] == pytest.approx(math.log2(1 + 128**3))
-    blocks = tt.parse_ir_blocks(ir)
+    blocks = parse_ir_blocks(ir)
     assert [b.extents for b in blocks] == [[1, 128, 128, 128]]
 
 
@@ -98,10 +100,10 @@ def test_int64_extents_of_a_relax_program_read_as_numbers() -> None:
     ir = next(ir for _, ir, _ in _records(TINY) if 'T.sblock("Z")' in ir)
     as_int64 = ir.replace("T.grid(1, 128, 128, 128)", "T.grid(T.int64(1), T.int64(128), T.int64(128), T.int64(128))")
     assert as_int64 != ir  # the replacement happened
-    assert [b.extents for b in tt.parse_ir_blocks(as_int64)] == [[1, 128, 128, 128]]
+    assert [b.extents for b in parse_ir_blocks(as_int64)] == [[1, 128, 128, 128]]
     assert np.array_equal(tt.workload_tokens(as_int64, 2 * 128**3), tt.workload_tokens(ir, 2 * 128**3))
     ranged = "for i in T.serial(T.int64(0), T.int64(64)):\n" + '    with T.sblock("B"):\n        B[i] = A[i]\n'
-    assert [b.extents for b in tt.parse_ir_blocks(ranged)] == [[64]]
+    assert [b.extents for b in parse_ir_blocks(ranged)] == [[64]]
 
 
 def test_bad_traces_are_one_line_errors() -> None:
@@ -163,9 +165,9 @@ def test_post_processing_is_worked_out_as_tvm_rewrites_parallel_and_vectorize() 
     """`_Post` follows RewriteParallelVectorizeUnroll: outer spatial loops fuse into the parallel
     loop until their product passes the limit (that loop included) or a loop holds a computed-at
     block; the innermost loop is vectorized when spatial, longer than 1 and within the vector limit."""
-    lim = tt._Limits()
+    lim = _Limits()
     lim.par, lim.vec = 32, 64
-    post = tt._Post(["a", "b", "c", "d", "e"], [2, 8, 4, 1, 16], "SSRSS", lim)
+    post = _Post(["a", "b", "c", "d", "e"], [2, 8, 4, 1, 16], "SSRSS", lim)
 
     def run(ext: list[int], cut: int = -1) -> list[float]:
         got = post.values([np.asarray([float(e)]) for e in ext], cut)[0]

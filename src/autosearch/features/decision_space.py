@@ -10,7 +10,7 @@ the summary token (sums), a categorical choice its Annotate's token. `DecisionSp
 contributions out once per option (by the tokenizer itself, so the result is the tokenizer's),
 and then the tokens of N decision vectors are N copies of the fixed matrix plus one table lookup
 per knob: no parsing, no TVM, no Python per candidate. The one exception is the emulated
-post-processing on Reorder rows (`trace_tokens._Post`: a parallel extent is a product of several
+post-processing on Reorder rows (`trace_tokens.postproc._Post`: a parallel extent is a product of several
 knobs' factors, no sum), worked out for all N vectors at once from the knobs' factor tables.
 
 Knobs: `SamplePerfectTile` (every ordered factorisation of the loop's extent, innermost factor
@@ -35,17 +35,10 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import InputError
-from autosearch.features.trace_tokens import (
-    _C_POSTPAR,
-    PREFIX_FEATURE_WIDTH,
-    _compile,
-    _decisions,
-    _parse,
-    _positions,
-    parse_ir_blocks,
-    prefix_instructions,
-    workload_tokens,
-)
+from autosearch.features.trace_tokens.columns import _C_POSTPAR, PREFIX_FEATURE_WIDTH
+from autosearch.features.trace_tokens.ir import parse_ir_blocks, workload_tokens
+from autosearch.features.trace_tokens.plan import _compile
+from autosearch.features.trace_tokens.tokenizer import _decisions, _parse, _positions, prefix_instructions
 
 __all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "RowPlan", "decisions_by_inst", "factorizations"]
 
@@ -129,7 +122,7 @@ class DecisionSpace:
         base = _positions(np.array(plan.apply(self.representative)))
         self.workload = workload_tokens(ir, flops, postproc=False)
         self.n_tokens = self.workload.shape[0] + base.shape[0]
-        # the emulated post-processing columns (`trace_tokens._Post`) are no sum of per-knob
+        # the emulated post-processing columns (`trace_tokens.postproc._Post`) are no sum of per-knob
         # changes: they are worked out per candidate from the tile factors (`_post_values`)
         knob_of = {k.inst: j for j, k in enumerate(self.knobs)}
         self._posts: list[tuple[int, Any, list[tuple[int, Any]], int]] = []

@@ -35,14 +35,9 @@ import torch
 
 from autosearch.errors import InputError
 from autosearch.features.decision_space import DecisionSpace
-from autosearch.features.trace_tokens import (
-    _C_POS,
-    _C_POSTPAR,
-    MAX_TRACE_TOKENS,
-    PREFIX_EXTRACTOR,
-    _compile,
-    parse_ir_blocks,
-)
+from autosearch.features.trace_tokens.columns import _C_POS, _C_POSTPAR, MAX_TRACE_TOKENS, PREFIX_EXTRACTOR
+from autosearch.features.trace_tokens.ir import parse_ir_blocks
+from autosearch.features.trace_tokens.plan import _compile
 
 __all__ = ["RelaxedTokens", "check_prior", "prior_reason", "prior_scores", "prior_scores_many"]
 
