@@ -24,9 +24,10 @@ demo: $(STAMP)
 	# the main job: a whole model (one BERT-base layer) tuned for 2 minutes, checked and timed against PyTorch
 	$(BIN)/autosearch tune-model examples/bert_layer.py:make_model --input-shape 1,128,768 --budget-minutes 2 --db demo.db
 
-# two workers: 426 s instead of 630 s on a 2-core AMD EPYC znver1 (2026-11-28); the suite's
-# tests compile and run single-threaded most of their time. Three workers measured 354 s against
-# 391 s and starved the budget-bound tune-model test (0 trials): not used.
+# two workers: the suite's tests compile and run single-threaded most of their time, so a second
+# worker cuts the wall time by about a third on a 2-core machine; a third was barely faster and
+# starved the budget-bound tune-model test of trials: not used (bench/HISTORY.md, "Figures from
+# the code's docstrings").
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 

@@ -3,7 +3,8 @@
 Why: TVM's C++ code polls Python's signals while it works (tvm-ffi's `EnvCheckSignals`). A Ctrl-C
 that lands there becomes a C++ error, which MetaSchedule may catch and drop (collection then ran
 to its end and exited 0) or pass up as a `RuntimeError` (an "internal error" exit 1); and a main
-thread blocked on a pool's future sees it only when that future is done (measured: 36 s late).
+thread blocked on a pool's future sees it only when that future is done, long after the key
+(bench/HISTORY.md, "Figures from the code's docstrings").
 `install()` (the CLI does it) routes SIGINT through a handler that counts it before raising
 KeyboardInterrupt as usual; `check()` re-raises a counted one at the next batch boundary, and
 `wait()` waits on futures in short slices so a Ctrl-C is acted on within `poll` seconds.
@@ -37,9 +38,9 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 def deferred() -> Iterator[None]:
     """Count a Ctrl-C inside the block but raise it only when the block ends. For TVM's
     multithreaded C++ work (MetaSchedule's search, feature extraction): a KeyboardInterrupt
-    raised into it through its signal poll became a C++ exception that ended in `std::terminate`
-    (measured: at least 3 of 20 Ctrl-Cs sent to `tune` 8-32 s in ended in a segfault with nothing
-    saved, all three 17.8-18.1 s in, during a round's search; 0 of 12 at 6-19 s with this)."""
+    raised into it through its signal poll became a C++ exception that ended in `std::terminate`:
+    a Ctrl-C during a round's search could end `tune` in a segfault with nothing saved, and none
+    did with this (CHANGELOG.md)."""
     global _deferring
     _deferring += 1
     try:

@@ -142,8 +142,9 @@ def run_isolated(code: str, timeout: float = 300.0) -> Any:
     """Run Python `code` (printing one JSON line last) in a fresh interpreter; its JSON or None.
 
     Why a subprocess: in the tuning process the thread pools of TVM's runtime and XGBoost
-    (spinning OpenMP workers) compete with PyTorch's own pool for the same cores; measured here,
-    a 25 us softmax then took 20 ms. A fresh process times PyTorch as a user would run it.
+    (spinning OpenMP workers) compete with PyTorch's own pool for the same cores, and a
+    microsecond kernel then timed orders of magnitude slower (bench/HISTORY.md, "Figures from the
+    code's docstrings"). A fresh process times PyTorch as a user would run it.
     """
     import json
     import subprocess

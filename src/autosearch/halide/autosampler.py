@@ -61,8 +61,9 @@ __all__ = [
 
 
 #: torch threads for retraining Adams2019: one pipeline's batch is small (<= 1024 schedules x its
-#: stages x 39 features), and intra-op threads cost more in barriers than they save (on the shared
-#: 2-core machine: ~170 ms a step with 2 threads, ~1 ms with 1).
+#: stages x 39 features), and intra-op threads cost more in barriers than they save (on a shared
+#: machine a step with two threads took over a hundred times as long as with one; bench/HISTORY.md,
+#: "Figures from the code's docstrings").
 TRAIN_THREADS = 1
 
 
@@ -215,7 +216,7 @@ def retrain_cost_model(
     if wp.suffix != ".weights":
         raise InputError(f"weight_path {wp} must end in '.weights' (Adams2019 treats anything else as a directory)")
     # here, not at the top: a pipeline file imports `PipelineDef` from this module in every Halide
-    # worker that loads it, and the trainer's torch import was 3.4 s of each such start
+    # worker that loads it, and the trainer's torch import was most of each such start
     from autosearch.models.adams2019 import Adams2019Trainer, evaluate, group_samples
 
     n_threads = int(threads or default_threads())

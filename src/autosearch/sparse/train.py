@@ -148,7 +148,7 @@ class TrainResult:
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Run torch on one thread: these models are small, and on a busy machine two spinning
-    threads made every training step ~6x slower (0.33 s vs 0.05 s measured here)."""
+    threads made every training step several times slower (docs/sparse.md)."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

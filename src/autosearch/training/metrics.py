@@ -1,4 +1,4 @@
-"""Ranking metrics of a cost model, with the DESIGN.md definitions used everywhere.
+"""Ranking metrics of a cost model, with the definitions docs/models.md gives, used everywhere.
 
 All functions take, for ONE group (one workload on one target), the model's scores (higher =
 predicted faster) and the measured latencies in seconds (`inf` or NaN = failed measurement).

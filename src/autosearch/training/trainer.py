@@ -1,7 +1,7 @@
 """Shared training plumbing: group-wise minibatches, a validation carve-out, and evaluation.
 
 Evaluation scores each held-out group on its own (as search does: one workload's candidates at a
-time) and reports the DESIGN.md metrics per group and their unweighted mean.
+time) and reports the metrics of docs/models.md per group and their unweighted mean.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def run_job(send: Any, job: dict[str, Any]) -> None:
             try:
                 b.per_iter_min = bool(job["per_iter_min"])
                 warm = b.run(1)  # first run: page in code and buffers
-                warm = min(warm, b.run(1))  # calibrate on a warm run (the first one can be 100x slower)
+                warm = min(warm, b.run(1))  # calibrate on a warm run (the first one can be far slower)
                 b.iters = max(1, min(10000, math.ceil(min_time_s / max(warm, 1e-7))))
                 b.run(b.iters)
                 built[idx] = b

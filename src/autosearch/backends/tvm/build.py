@@ -1,10 +1,10 @@
 """Build candidate schedules into loadable modules, in a worker pool that outlives one batch.
 
 Why not MetaSchedule's LocalBuilder: it starts a fresh pool for every batch, and each worker
-imports TVM (~13 s per batch on a loaded 2-core machine); the stock `default_build` also imports
+imports TVM, seconds of every batch on a small machine; the stock `default_build` also imports
 `tvm.s_tir.tensor_intrin` in every worker, which only tensorizing schedules need. Why not in the
 calling process: a rare schedule sends TVM's lowering into a practically endless recursion (seen
-on softmax: > 8 minutes for one build), and only a worker process can be killed after `timeout`
+on softmax: one build that did not end in minutes), and only a worker process can be killed after `timeout`
 seconds (the candidate is then a `timeout` result). Collection and tuning share this one builder.
 """
 
@@ -80,9 +80,9 @@ class PoolBuilder:
     """Builds candidates in a worker pool that lives as long as the tuning process.
 
     Why not MetaSchedule's LocalBuilder: it starts a fresh pool for every batch, and each worker
-    imports TVM (~13 s per batch on a loaded 2-core machine). Why not in the tuning process
+    imports TVM, seconds of every batch on a small machine. Why not in the tuning process
     itself: a rare schedule sends TVM's lowering into a practically endless recursion (seen here
-    on softmax: > 8 minutes for one build), and only a worker process can be killed after
+    on softmax: one build that did not end in minutes), and only a worker process can be killed after
     `timeout` seconds (the candidate is then a `timeout` result).
     """
 
@@ -96,15 +96,15 @@ class PoolBuilder:
         # every artifact lives under this directory until its run removes it; `close` removes the
         # rest (builds killed mid-export, batches a Ctrl-C cut short): nothing piles up in /tmp
         self.artifacts = tempfile.mkdtemp(prefix="autosearch-builds-")
-        # one worker per core, at most 8 (each holds a TVM import, ~0.5 GB): a round's builds
+        # one worker per core, at most 8 (each holds a whole TVM import in memory): a round's builds
         # finish before its runs start, so they never share the cores with a measurement
         self.pool = PopenPoolExecutor(max_workers=max_workers or default_build_workers(), timeout=timeout)
         self.seconds: list[float] = []  # build time of every successful build, in order
 
     def adaptive_timeout(self, factor: float = 6.0, floor: float = 10.0, window: int = 64) -> float:
         """A cap for the next builds: `factor` x the median of recent successful builds, at least
-        `floor` s, at most the pool's timeout. A schedule that builds 6x slower than its siblings
-        (huge unrolls) is a `timeout` result the model learns from, not minutes of waiting."""
+        `floor` s, at most the pool's timeout. A schedule that builds `factor` times slower than
+        its siblings (huge unrolls) is a `timeout` result the model learns from, not minutes of waiting."""
         return median_cap(self.seconds, self.timeout, factor, floor, window)
 
     def build(self, candidates: list[Any], target: Any, timeout: float | None = None) -> list[Any]:
@@ -151,7 +151,7 @@ def shutdown_pool(pool: Any) -> None:
 
     The worker processes are killed first: TVM's `shutdown` closes each worker's pipe, and that
     close waits for a pool thread still blocked reading a build's result from the same pipe, so
-    an interrupted batch kept the process alive until its slowest build ended (measured: 30 s)."""
+    an interrupted batch kept the process alive until its slowest build ended."""
     from tvm.support.popen_pool import kill_child_processes
 
     for worker in list(getattr(pool, "_worker_map", {}).values()):

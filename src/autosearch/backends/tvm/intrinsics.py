@@ -2,9 +2,8 @@
 
 Why: `TuneContext()` imports `tvm.s_tir.tensor_intrin`, whose package imports the intrinsics of
 every target TVM knows (CUDA, ROCm, Hexagon, Arm, x86, RISC-V). That import is most of the first
-design space's cost (~12-20 s on a quiet 2-core machine, minutes on a loaded one); an x86 CPU
-needs only the x86 ones (VNNI / AVX-512 dot products for int8), which take ~2 s, and a CUDA GPU
-only the CUDA ones (tensor cores, async copies). For those two we register the package without
+design space's cost (docs/tuning.md has the figures); an x86 CPU needs only the x86 ones (VNNI /
+AVX-512 dot products for int8), a small part of it, and a CUDA GPU only the CUDA ones (tensor cores, async copies). For those two we register the package without
 running its `__init__` and import that one submodule; any other target (Arm, ROCm, ...) gets the
 full import. Later imports of other submodules still work.
 """

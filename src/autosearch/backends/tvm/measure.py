@@ -77,9 +77,10 @@ def adaptive_run_timeout(
 ) -> float:
     """A cap for the next runs: `factor` x the median wall time of recent successful runs, at least
     `floor` s, at most `ceiling` (the runner's timeout); the ceiling until 8 runs succeeded. A
-    schedule that runs for seconds where its siblings take a fraction of one is 1,000x slower than
-    them and useless: a `timeout` result the model learns from, not 30 s of waiting (measured: 12
-    softmax picks hit the 30 s timeout in one 256-trial run, 360 s of its 514)."""
+    schedule that runs for seconds where its siblings take a fraction of one is orders of
+    magnitude slower than them and useless: a `timeout` result the model learns from, not the full
+    timeout of waiting (on softmax such picks once took most of a tuning run's wall time;
+    bench/README.md, "run cap")."""
     return median_cap(ok_seconds, ceiling, factor, floor, window)
 
 
@@ -136,8 +137,8 @@ def _starting_runner() -> Any:
     """TVM's LocalRunner, except that its start-up check does not wait for the worker process.
 
     Why: LocalRunner's constructor sends its worker a check and waits for the answer, which is the
-    worker's start (TVM's import: 2.5-3.5 s measured before; 5.4 s in a profile of `tune-model` on a
-    2-core `znver1`, 1.6 s since it starts without torch, `backends.tvm.worker`). The worker is needed
+    worker's start (TVM's import, seconds even since it starts without torch, `backends.tvm.worker`).
+    The worker is needed
     only at the first run, so it now starts while this process imports the workload, generates
     its design space and builds the first round, on the other core. The first run queues behind
     the start in the pool's one thread, and a task's timeout counts from its own send, so the
@@ -162,8 +163,9 @@ class Measurer:
     """Builds candidates in parallel and runs them one at a time on the device.
 
     `rpc=(host, port, key)` sends runs to a TVM RPC tracker instead of the local device.
-    The local runner's worker process keeps every module it loaded (measured: 640 MB -> 1.2 GB
-    over ~500 schedules), so it is replaced every `runner_restart` candidates to keep memory flat.
+    The local runner's worker process keeps every module it loaded (its memory grows with every
+    schedule run; bench/HISTORY.md, "Figures from the code's docstrings"), so it is replaced every `runner_restart` candidates to keep
+    memory flat.
     """
 
     def __init__(
@@ -242,9 +244,9 @@ class Measurer:
     def _restart_worker(self) -> None:
         """Start a killed (or crashed) worker again with an empty task under the full timeout.
         Why: a worker restarts with the next task it is sent, and its start-up (TVM's import,
-        2.5-3.5 s measured) then counted against that task's cap; the rule before this gave the
-        run after a failure the full 30 s instead, so a row of hung picks still waited 30 s each
-        (measured: 4 softmax schedules that hang took 130 s under a 5 s cap)."""
+        seconds) then counted against that task's cap; the rule before this gave the run after a
+        failure the full timeout instead, so a row of hung picks still waited the full timeout each,
+        far past their cap (CHANGELOG.md)."""
         self.runner.pool._timeout = self._run_timeout
         fut = self.runner.pool.submit(int)  # a builtin: nothing of ours to import in the worker
         interrupts.wait([fut])
@@ -337,7 +339,7 @@ def shared_measurer(
     target: Any, evaluator: EvaluatorSettings | None = None, rpc: tuple[str, int, str] | None = None
 ) -> Measurer:
     """The process's Measurer for (target, evaluator, RPC tracker). Why shared: its runner's worker
-    start is TVM's import (1.6 s of CPU on a 2-core `znver1`, 6 s before it left torch out), so
+    start is TVM's import (seconds of CPU, even without torch), so
     every collection and tuning run in one process (a network's tasks, a program that collects
     then tunes) pays it once. With `rpc=(host, port, key)` runs go to the tracker's devices for
     that key."""

@@ -1,9 +1,8 @@
 """TVM's pool workers (builds and runs), started without PyTorch.
 
 Why: `tvm_ffi` imports `torch` whenever it is installed, and it is here (the networks need it).
-That import was 4.3 s of the 6 s each worker spent starting on a 2-core `znver1` (`import tvm`:
-6.0 s, 1.7 s with torch blocked), and every `tune`, `collect` and `tune-model` starts three
-workers: two builders and a runner. No worker needs torch: they build and export TIR, and they
+That import was most of each worker's start (CHANGELOG.md has the figures), and every `tune`,
+`collect` and `tune-model` starts three workers: two builders and a runner. No worker needs torch: they build and export TIR, and they
 time compiled kernels on NumPy-made arrays. `lean_workers` points TVM's worker pool at this
 module, which blocks the import and then runs TVM's own worker loop.
 """
