@@ -123,7 +123,8 @@ def test_loss_gradients_and_adam_step_match_halide(featurizations):
 
 def test_fused_gradient_and_adam_step_match_halide(featurizations):
     """fit's hand-written step (`_FusedAdam`, no autograd) against Halide's compiled training step."""
-    from autosearch.models.adams2019 import PipelineBatch, _FusedAdam, _Ready
+    from autosearch.models.adams2019 import PipelineBatch
+    from autosearch.models.adams2019.optim import _FusedAdam, _Ready
 
     w, pf, sf, runtimes, ref = _halide_train_step(featurizations)
     batch = PipelineBatch(1, torch.from_numpy(pf.copy()), torch.from_numpy(sf), torch.from_numpy(runtimes))

@@ -122,7 +122,7 @@ def test_adam_is_halides_update_over_several_steps():
 
 
 def test_fit_builds_each_groups_tensors_once_and_restores_torch_threads(monkeypatch):
-    import autosearch.models.adams2019 as m
+    import autosearch.models.adams2019.optim as m
 
     batches = [_batch(pid, seed=pid) for pid in (1, 2, 3)]
     calls, threads_seen = [], []
@@ -151,9 +151,11 @@ def test_fit_equals_the_autograd_step_over_several_epochs(monkeypatch):
     through Halide's random window of a batch larger than MAX_BATCH."""
     import random
 
-    import autosearch.models.adams2019 as m
+    import autosearch.models.adams2019.optim as m
+    import autosearch.models.adams2019.trainer as trainer_module
 
     monkeypatch.setattr(m, "MAX_BATCH", 6)  # the 8- and 9-schedule groups take the random window
+    monkeypatch.setattr(trainer_module, "MAX_BATCH", 6)  # in both steps: the fused one and autograd's
     batches = [_batch(1, n=8, seed=1), _batch(2, n=5, stages=2, seed=2), _batch(3, n=9, stages=4, seed=3)]
     trainer = Adams2019Trainer(learning_rate=1e-2, epochs=6, num_cores=CORES, seed=7)
     res = trainer.fit(Weights.baseline(), batches)

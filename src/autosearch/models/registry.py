@@ -14,7 +14,7 @@ __all__ = ["KINDS", "load_model", "make_model", "model_class"]
 
 #: kind -> (module, class)
 KINDS: dict[str, tuple[str, str]] = {
-    "adams2019": ("autosearch.models.adams2019", "Adams2019Model"),
+    "adams2019": ("autosearch.models.adams2019.model", "Adams2019Model"),
     "xgb": ("autosearch.models.xgb", "XGBPackSum"),
     "lgbm-rank": ("autosearch.models.lgbm_rank", "LGBMRank"),
     "mlp": ("autosearch.models.mlp", "SegmentSumMLP"),
