@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -25,6 +24,7 @@ from torch import nn
 
 from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+from autosearch.models.torch_training import clipped_step, early_stopped_run
 
 __all__ = ["SegmentSumMLP", "SegmentSumNet"]
 
@@ -109,7 +109,7 @@ class SegmentSumMLP(CostModel):
 
     def _fit_member(self, train: Any, valid: Any, loss_fn: Any, seed: int, progress: Any) -> TrainReport:
         """One network from scratch (into self.net), early-stopped on `valid` if given."""
-        from autosearch.training.trainer import column_scale, early_stopped_epochs, selection_key
+        from autosearch.training.trainer import column_scale, selection_key
 
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
@@ -118,20 +118,18 @@ class SegmentSumMLP(CostModel):
         self.nets = [self.net]  # validation scores this member alone
         self.n_features = train.n_features
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
-        has_valid = valid is not None and valid.n_groups > 0
-        t0 = time.perf_counter()
-        report.history, report.best_epoch = early_stopped_epochs(
+        return early_stopped_run(
+            self.kind,
             self.net,
+            train,
+            valid,
             self.epochs,
-            lambda: self._run_epoch(train, loss_fn, opt, rng),
-            (lambda: self._validate(valid, loss_fn)) if has_valid else None,
-            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, r["valid_loss"], r["epoch"]),
             self.patience,
+            lambda: self._run_epoch(train, loss_fn, opt, rng),
+            lambda: self._validate(valid, loss_fn),
+            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, r["valid_loss"], r["epoch"]),
             progress,
         )
-        report.train_time_s = time.perf_counter() - t0
-        return report
 
     def _run_epoch(self, data: Any, loss_fn: Any, opt: torch.optim.Optimizer, rng: np.random.Generator) -> float:
         from autosearch.training.trainer import group_minibatches
@@ -147,11 +145,7 @@ class SegmentSumMLP(CostModel):
             scores = torch.zeros(mask.shape, dtype=scores_flat.dtype).masked_scatter(mask, scores_flat)
             labels = torch.zeros(mask.shape).masked_scatter(mask, labels_all[torch.from_numpy(flat)])
             loss = loss_fn(scores, labels, mask)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.net.parameters(), self.grad_clip)
-            opt.step()
-            total += float(loss.detach())
+            total += clipped_step(self.net, opt, loss, self.grad_clip)
             steps += 1
         return total / max(steps, 1)
 

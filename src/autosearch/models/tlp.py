@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 import weakref
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -50,6 +49,7 @@ from torch import nn
 from autosearch import interrupts
 from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
+from autosearch.models.torch_training import clipped_step, early_stopped_run
 
 __all__ = ["TLPModel", "TLPNet"]
 
@@ -259,7 +259,7 @@ class TLPModel(CostModel):
     def _fit_member(self, train: Any, valid: Any, seed: int, progress: Any) -> TrainReport:
         """One network from scratch (into self.net), early-stopped on `valid` if given."""
         self._tables.clear()
-        from autosearch.training.trainer import column_scale, early_stopped_epochs, selection_key
+        from autosearch.training.trainer import column_scale, selection_key
 
         loss_fn = self._loss_fn()
         torch.manual_seed(seed)
@@ -277,26 +277,24 @@ class TLPModel(CostModel):
         self.n_features = train.n_features
         opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(self.epochs, 1))
-        report = TrainReport(self.kind, n_train=train.n_candidates, n_valid=valid.n_candidates if valid else 0)
-        has_valid = valid is not None and valid.n_groups > 0
-        t0 = time.perf_counter()
 
         def epoch() -> float:
             loss = self._run_epoch(train, loss_fn, opt, rng)
             sched.step()
             return loss
 
-        report.history, report.best_epoch = early_stopped_epochs(
+        return early_stopped_run(
+            self.kind,
             self.net,
+            train,
+            valid,
             self.epochs,
-            epoch,
-            (lambda: self._validate(valid)) if has_valid else None,
-            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, epoch=r["epoch"]),
             self.patience,
+            epoch,
+            lambda: self._validate(valid),
+            lambda r: selection_key(r["valid_top1"], r["valid_top5"], self.stop_on, epoch=r["epoch"]),
             progress,
         )
-        report.train_time_s = time.perf_counter() - t0
-        return report
 
     def _run_epoch(self, data: Any, loss_fn: Any, opt: torch.optim.Optimizer, rng: np.random.Generator) -> float:
         from autosearch.training.trainer import group_minibatches
@@ -314,11 +312,7 @@ class TLPModel(CostModel):
             if self.mixed:  # TLP: one ranking list over every workload in the batch
                 scores, labels, mask = scores.reshape(1, -1), labels.reshape(1, -1), mask.reshape(1, -1)
             loss = loss_fn(scores, labels, mask)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.net.parameters(), self.grad_clip)
-            opt.step()
-            total += float(loss.detach())
+            total += clipped_step(self.net, opt, loss, self.grad_clip)
             steps += 1
         return total / max(steps, 1)
 

@@ -20,7 +20,7 @@ from autosearch.sparse.records import sparse_target, workload_record
 from autosearch.sparse.space import ANCHORS, OPS, SuperSchedule, config_pool
 from autosearch.store.db import MeasurementRecord, Store
 
-__all__ = ["CollectReport", "collect", "plan_matrices", "plan_matrix"]
+__all__ = ["CollectReport", "collect", "plan_matrix"]
 
 
 def plan_matrix(
@@ -33,10 +33,6 @@ def plan_matrix(
     """Matrix i of a plan: families in turn, shapes and row lengths drawn from (seed, i)."""
     rng = np.random.default_rng([seed, i, 7919])
     return random_spec(rng, family=families[i % len(families)], rows=rows, max_nnz=max_nnz, seed=seed * 100_000 + i)
-
-
-def plan_matrices(n: int, seed: int = 0, families: Sequence[str] = FAMILIES, **kw: object) -> list[MatrixSpec]:
-    return [plan_matrix(i, seed, families, **kw) for i in range(n)]  # type: ignore[arg-type]  # kw are plan_matrix's
 
 
 @dataclass

@@ -231,11 +231,6 @@ class Weights:
         return cls.from_json_dict(d, str(p))
 
     # -- PyTorch model -----------------------------------------------------------------------
-    def load_into(self, model: Any) -> Any:
-        """Copy these weights into an `autosearch.models.adams2019.Adams2019Net`; returns the model."""
-        model.load_params(self)
-        return model
-
     @classmethod
     def from_model(cls, model: Any) -> Weights:
         """Read the current parameters of an `Adams2019Net` (or anything with `.params()`)."""
