@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from autosearch.backends.tvm.target import canonical_target, host_target
+    from autosearch.search.adapter import ModelAdapter
+    from autosearch.search.assemble import assemble
     from autosearch.search.featurize import FeatureCache
-    from autosearch.search.model_spec import make_cost_model
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.workloads.module import resolve_workload_spec
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     tune(
         wls[0],
         target,
-        make_cost_model(args.model, seed=0),
+        *assemble(args.model, "evolutionary", "none", seed=0),
         TuneSettings(trials=16, seed=0),
         baseline=False,
         reference=False,
@@ -82,18 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     for seed in seeds:
         for i, wl in enumerate(wls):
-            tm = make_cost_model(args.model, seed=seed)
-            cache = tm.adapter.featurize if tm.adapter is not None else None
-            if not isinstance(cache, FeatureCache):
+            strategy, scorer = assemble(args.model, "evolutionary", "none", seed=seed)
+            cache = scorer.featurize if isinstance(scorer, ModelAdapter) else None
+            if not isinstance(scorer, ModelAdapter) or not isinstance(cache, FeatureCache):
                 raise SystemExit(f"--model {args.model} does not extract PerStoreFeature through the cache")
             cache = _Recording(cache.base)
             calls = cache.calls
-            tm.adapter.featurize = cache  # the run's own calls (scoring, learning, the store's rows)
+            scorer.featurize = cache  # the run's own calls (scoring, learning, the store's rows)
             t0 = time.perf_counter()
             r = tune(
                 wl,
                 target,
-                tm,
+                strategy,
+                scorer,
                 TuneSettings(trials=args.trials, seed=seed),
                 baseline=False,
                 reference=False,

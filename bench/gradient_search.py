@@ -79,16 +79,16 @@ def _timed(obj: Any, name: str, acc: dict[str, float], key: str) -> None:
 
 def run_one(wl: Any, arm: str, seed: int, args: Any, target: Any, evaluator: Any, store: Any, console: Any) -> dict:
     """One tuning run of `arm` to `args.trials` trials; its per-round record."""
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.assemble import assemble
     from autosearch.search.tune import TuneRun, TuneSettings
 
     spec, search, want = ARMS[arm]
-    settings = TuneSettings(trials=args.trials, trials_per_round=args.trials_per_round, seed=seed, search=search)
+    settings = TuneSettings(trials=args.trials, trials_per_round=args.trials_per_round, seed=seed)
     t0 = time.perf_counter()
-    model = make_cost_model(spec, seed=seed, explore="none", target=target, warn=False, search=search)
-    run = TuneRun(wl, target, model, settings, store=store, evaluator=evaluator, console=console)
+    strategy, scorer = assemble(spec, search, "none", seed=seed, target=target, warn=False)
+    run = TuneRun(wl, target, strategy, scorer, settings, store=store, evaluator=evaluator, console=console)
     if args.score_threads:  # what tune gives the scorer (every physical core), overridden
-        model.scorer.attach(run.timer.section, args.score_threads)
+        scorer.attach(run.timer.section, args.score_threads)
     strat = _strategy(run)
     acc = {"search_s": 0.0, "notify_s": 0.0}
     _timed(strat, "propose", acc, "search_s")

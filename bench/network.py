@@ -57,8 +57,8 @@ EVALUATORS = {"cold": _cold, "warm": _warm}
 
 def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
     """PyTorch eager and torch.compile (inductor) latency, each in a fresh process
-    (`networks.tune.torch_timing`), and torch.compile's compile seconds."""
-    from autosearch.networks.tune import torch_timing
+    (`networks.timing.torch_timing`), and torch.compile's compile seconds."""
+    from autosearch.networks.timing import torch_timing
 
     out: dict[str, Any] = {}
     for mode in ("eager", "compile"):
@@ -106,7 +106,8 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     from autosearch.networks.graph import build_network, import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
     from autosearch.networks.tune import network_explore, reference_outputs, time_vm, tune_network
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.assemble import choose_strategy
+    from autosearch.search.model_spec import make_scorer
     from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
 
@@ -123,15 +124,16 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
         if len(args.layouts) > 1:
             label += f" [{layout}]"
         t0 = time.perf_counter()
+        scorer = make_scorer(model, seed=args.seed, target=target)
+        strategy = choose_strategy(scorer, search, network_explore(search), target=target, warn=False)
         with Store(work / f"{name}-{minutes:g}-{search}-{timing}-{layout}.db") as store:
             r = tune_network(
                 spec,
                 specs,
                 target,
-                lambda model=model, search=search: make_cost_model(
-                    model, seed=args.seed, target=target, warn=False, search=search, explore=network_explore(search)
-                ),
-                TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed, search=search),
+                strategy,
+                lambda model=model: make_scorer(model, seed=args.seed, target=target),
+                TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
                 trials=0 if not minutes else None,
                 minutes=minutes or None,
                 store=store,

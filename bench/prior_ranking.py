@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from autosearch.networks.inputs import example_arrays, parse_inputs
     from autosearch.networks.prior import PriorRanker
     from autosearch.search.decision_search import DecisionSearch
-    from autosearch.search.strategies.base import RandomDraws, design_space
+    from autosearch.search.strategies import DecisionSettings, RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
 
     use_physical_cores()
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = TuneSettings(trials=1, trials_per_round=1, seed=0, fixed_spaces=True, eps_greedy=0.0)
         try:
             ctx, spaces = design_space(wl, target, settings, None)
-            search = DecisionSearch(ctx, spaces, RandomDraws(ctx, spaces, 0), ranker.shortlister, settings)
+            draws = RandomDraws(ctx, spaces, 0)
+            search = DecisionSearch(ctx, spaces, draws, ranker.shortlister, settings, DecisionSettings())
             picks = search.propose(args.shortlist)
         except WorkloadError:
             continue  # nothing to decide: every rule builds its one schedule

@@ -19,7 +19,7 @@ population and genetic iterations (`--population`, `--genetic-iters` set every o
 `pretrained+xgb%1024x4`; `^K` screens K uniform draws for the first round (`--screen K`), e.g.
 `pretrained+xgb@control^512`; `#N` fits the
 online model once N results are measured (`--online-warmup N`), e.g. `pretrained+xgb^512#16`, and
-`&G` sets how fast the blend weight follows the held-back accuracies (`make_cost_model(online_gain=)`,
+`&G` sets how fast the blend weight follows the held-back accuracies (`assemble(online_gain=)`,
 1 by default), e.g. `pretrained+xgb^512&2` (quote the list: `&` is a shell operator).
 
     python bench/tuning_efficiency.py                                  # full: 6 workloads, 64,256, 3 seeds
@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
     from autosearch.reports.convergence import load_histories
-    from autosearch.search.model_spec import PRETRAINED, make_cost_model, pretrained_dir
+    from autosearch.search.assemble import assemble
+    from autosearch.search.model_spec import PRETRAINED, pretrained_dir
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
@@ -217,16 +218,18 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     spec, explore, search, size, screen, warmup, gain = _spec(model)
                     population, genetic_iters = size or (args.population, args.genetic_iters)
-                    s = TuneSettings(
-                        trials=trials_of[model],
-                        search=search,
-                        trials_per_round=args.trials_per_round,
+                    s = TuneSettings(trials=trials_of[model], trials_per_round=args.trials_per_round, seed=seed)
+                    strategy, scorer = assemble(
+                        spec,
+                        search,
+                        explore,
+                        seed=seed,
+                        online_warmup=warmup,
+                        online_gain=gain,
                         population=population,
                         genetic_num_iters=genetic_iters,
-                        seed=seed,
                         screen=screen,
                     )
-                    tm = make_cost_model(spec, seed=seed, explore=explore, online_warmup=warmup, online_gain=gain)
                     best_at: dict[str, str] = {}
 
                     def keep_best(res: Any, best_at: dict[str, str] = best_at, last: int = trials_of[model]) -> None:
@@ -237,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                     r = tune(
                         wl,
                         target,
-                        tm,
+                        strategy,
+                        scorer,
                         s,
                         store=store,
                         evaluator=evaluator,

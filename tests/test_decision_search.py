@@ -16,13 +16,13 @@ from autosearch.features import trace_tokens as tt
 from autosearch.models.tlp import TLPModel, TLPNet
 from autosearch.search.adapter import ModelAdapter
 from autosearch.search.featurize import featurizer_for
-from autosearch.search.model_spec import TuneModel
-from autosearch.search.strategies import DecisionStrategy
+from autosearch.search.scorer import NativeScorer
+from autosearch.search.strategies import DecisionSettings, DecisionStrategy
 from autosearch.search.tune import TuneSettings
 from autosearch.workloads.registry import get_workload
 
 
-def _prefix_model() -> TuneModel:
+def _prefix_model() -> ModelAdapter:
     """An untrained-but-valid tlp on prefix tokens (its scores are arbitrary and deterministic)."""
     import torch
 
@@ -32,12 +32,19 @@ def _prefix_model() -> TuneModel:
     model.net, model.n_features, model.extractor = model.nets[0], tt.PREFIX_FEATURE_WIDTH, tt.PREFIX_EXTRACTOR
     adapter = ModelAdapter(model)
     adapter.extractor, adapter.featurize = featurizer_for(model)
-    return TuneModel(None, adapter, "prefix", search="decision")
+    adapter.label = "prefix"
+    return adapter
+
+
+#: The decision search's knobs these tests run with (a small population, one generation).
+SMALL = DecisionSettings(population=64, genetic_num_iters=1)
 
 
 def test_decision_search_proposes_new_schedules_and_learns_from_results() -> None:
-    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
-    source = DecisionStrategy(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    settings = TuneSettings(trials=32, seed=0)
+    source = DecisionStrategy(
+        get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings, SMALL
+    )
     assert source.kind == "decision"  # what a run reports (its `search` object is another attribute)
     first = source.propose(8)
     assert len(first) == 8
@@ -90,37 +97,51 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
 
 
 def test_decision_search_needs_a_prefix_token_model() -> None:
-    settings = TuneSettings(trials=32, search="decision", population=64, seed=0)
+    from autosearch.search.assemble import check_search
+
+    settings = TuneSettings(trials=32, seed=0)
     with pytest.raises(InputError, match="trace-prefix-tokens"):
         DecisionStrategy(
-            get_workload("batch_matmul/1x128x128x128"), host_target(), TuneModel(None, None, "tvm"), settings
+            get_workload("batch_matmul/1x128x128x128"),
+            host_target(),
+            NativeScorer(None, "tvm"),
+            settings,
+            DecisionSettings(population=64),
         )
     with pytest.raises(InputError, match="--search must be one of"):
-        TuneSettings(search="decisions").validate()
+        check_search("decisions")
 
 
 def test_auto_search_runs_the_decision_search_only_with_a_prefix_prior_on_a_cpu() -> None:
     import json
 
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.model_spec import default_model, make_cost_model, pretrained_dir, resolve_search
+    from autosearch.search.assemble import assemble, resolve_search
+    from autosearch.search.model_spec import default_model, make_scorer, pretrained_dir
+    from autosearch.search.strategies import EvolutionarySettings, GradientSettings
 
     cpu, gpu = host_target(), parse_target("cuda-h100")
     assert default_model(cpu) == "pretrained-prefix" and default_model(gpu) == "pretrained"
-    prefix = make_cost_model("pretrained-prefix", target=cpu, warn=False)
-    assert prefix.label == "pretrained-prefix" and tuple(prefix.adapter.extractor) == tt.PREFIX_EXTRACTOR
-    assert resolve_search("auto", prefix) == "decision"
-    on_gpu = make_cost_model("pretrained-prefix", target=gpu, warn=False)
-    assert resolve_search("auto", on_gpu) == "evolutionary"  # it never saw a GPU trace
-    assert resolve_search("gradient", prefix) == "gradient"  # an explicit choice stays
+    prefix = make_scorer("pretrained-prefix", target=cpu)
+    assert prefix.label == "pretrained-prefix" and tuple(prefix.extractor) == tt.PREFIX_EXTRACTOR
+    assert resolve_search("auto", prefix, cpu) == "decision"
+    on_gpu = make_scorer("pretrained-prefix", target=gpu)
+    assert resolve_search("auto", on_gpu, gpu) == "evolutionary"  # it never saw a GPU trace
+    assert resolve_search("gradient", prefix, cpu) == "gradient"  # an explicit choice stays
     for other in ("pretrained", "pretrained+xgb", "xgb", "tvm-xgb"):
-        assert resolve_search("auto", make_cost_model(other, target=cpu, warn=False)) == "evolutionary"
-    assert make_cost_model("pretrained-prefix+xgb", warn=False).label == "pretrained-prefix+xgb"
+        assert resolve_search("auto", make_scorer(other, target=cpu), cpu) == "evolutionary"
+    assert make_scorer("pretrained-prefix+xgb").label == "pretrained-prefix+xgb"
+    # the assembled pair: the strategy `auto` chose, with its fallback where a workload has nothing to decide
+    strategy, scorer = assemble("pretrained-prefix", target=cpu, warn=False)
+    assert isinstance(strategy, DecisionSettings) and not strategy.by_name and scorer.label == "pretrained-prefix"
+    assert isinstance(strategy.fallback, EvolutionarySettings)
+    assert isinstance(assemble("pretrained-prefix", "gradient", target=cpu, warn=False)[0], GradientSettings)
+    assert isinstance(assemble("pretrained-prefix", target=gpu, warn=False)[0], EvolutionarySettings)
     # `--explore auto` on a CPU the prior never saw: random controls, except under the decision search
     new_cpu = parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}')
     for search, gated in (("auto", False), ("decision", False), ("evolutionary", True)):
-        tm = make_cost_model("pretrained-prefix", explore="auto", target=new_cpu, warn=False, search=search)
-        assert (tm.explore == "control") == gated, search
+        strategy, _ = assemble("pretrained-prefix", search, "auto", target=new_cpu, warn=False)
+        assert (strategy.explore == "control") == gated, search
     # both shipped priors hold out the same families, so the tuning benchmark's workloads stay unseen
     splits = [json.loads((pretrained_dir(n) / "split.json").read_text()) for n in ("pretrained", "pretrained-prefix")]
     assert set(splits[0]["test"]) == set(splits[1]["test"]) and not set(splits[1]["test"]) & set(splits[1]["train"])
@@ -140,8 +161,10 @@ def test_a_round_spreads_its_picks_over_loop_structures() -> None:
     assert [int(x[0]) for _, x in _spread(pool, 1)] == [0, 4, 5, 1, 2, 3]
     # in a real space: a categorical knob (the unroll depth) and the emulated parallel/vector
     # extents tell structures apart; the same vector always gives the same structure
-    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
-    source = DecisionStrategy(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    settings = TuneSettings(trials=32, seed=0)
+    source = DecisionStrategy(
+        get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings, SMALL
+    )
     space = max(source.search.sketches, key=lambda sp: sp.n_knobs)
     x = space.sample(256, np.random.default_rng(0))
     shapes = space.structure(x)
@@ -179,8 +202,10 @@ def test_each_distinct_vector_is_scored_once_a_round() -> None:
     them again. Under an exploration gate every batch is scored whole."""
     import numpy as np
 
-    settings = TuneSettings(trials=32, search="decision", population=64, genetic_num_iters=1, seed=0)
-    source = DecisionStrategy(get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings)
+    settings = TuneSettings(trials=32, seed=0)
+    source = DecisionStrategy(
+        get_workload("batch_matmul/1x128x128x128"), host_target(), _prefix_model(), settings, SMALL
+    )
     search, adapter = source.search, source.search.adapter
     seen: list[int] = []
     real = adapter.score_space

@@ -32,21 +32,17 @@ def _recorded_pool(search: Any) -> set[Any]:
 
 @pytest.mark.slow
 def test_every_family_runs_the_gradient_search_or_is_a_named_fallback(host) -> None:
+    from autosearch.search.assemble import assemble
     from autosearch.search.gradient.prior_descent import DescentOptions
-    from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.strategies import (
-        EvolutionaryStrategy,
-        GradientStrategy,
-        PriorGradientStrategy,
-        make_strategy,
-    )
+    from autosearch.search.model_spec import make_scorer
+    from autosearch.search.strategies import EvolutionaryStrategy, GradientStrategy, PriorGradientStrategy
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads import families
 
-    prior = make_cost_model("pretrained-prefix", target=host, warn=False, search="gradient")
-    settings = TuneSettings(search="gradient", trials=16)
+    gradient, prior = assemble("pretrained-prefix", "gradient", target=host, warn=False)
+    settings = TuneSettings(trials=16)
     for fam, wls in families().items():
-        knob = make_strategy(wls[0], host, make_cost_model("random"), settings)
+        knob = gradient.make(wls[0], host, make_scorer("random"), settings)
         if fam in KNOB_FALLBACK:
             assert isinstance(knob, EvolutionaryStrategy) and knob.kind == "evolutionary", fam
         else:
@@ -55,7 +51,7 @@ def test_every_family_runs_the_gradient_search_or_is_a_named_fallback(host) -> N
             cands = knob.propose(4)
             # every pick is a rounded point of a descent on the knob model (its random share rounds to 0)
             assert len(cands) == 4 and all(knob.search._pending[id(c)] in pooled for c in cands), fam
-        on_prior = make_strategy(wls[0], host, prior, settings)
+        on_prior = gradient.make(wls[0], host, prior, settings)
         if fam in PRIOR_FALLBACK:
             assert isinstance(on_prior, GradientStrategy), fam
             continue

@@ -183,14 +183,14 @@ def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_it
     latencies here) become the next round's starting points and the centres of its screen's one- and
     two-knob moves, and are never proposed again."""
     from autosearch.backends.tvm.measure import MeasureResult
-    from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.strategies import PriorGradientStrategy, make_strategy
+    from autosearch.search.assemble import assemble
+    from autosearch.search.strategies import PriorGradientStrategy
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads import get_workload
 
-    model = make_cost_model("pretrained-prefix", target=host, warn=False, search="gradient")
-    settings = TuneSettings(trials=32, search="gradient", seed=0)
-    source = make_strategy(get_workload("bert/dense/128x768/768"), host, model, settings)
+    strategy, scorer = assemble("pretrained-prefix", "gradient", target=host, warn=False)
+    settings = TuneSettings(trials=32, seed=0)
+    source = strategy.make(get_workload("bert/dense/128x768/768"), host, scorer, settings)
     assert isinstance(source, PriorGradientStrategy) and source.kind == "gradient"
     search = source.search
     search.options = DescentOptions(starts=8, steps=12, checkpoints=(6,), screen=64, descend_sketches=2)
@@ -214,23 +214,24 @@ def test_gradient_search_on_the_prior_proposes_descended_schedules_and_learns_it
 def test_tuning_with_gradient_search_on_the_prior_fine_tunes_it(host) -> None:
     """A real 16-trial run: the gradient search on the prefix prior measures, and the prior is
     fine-tuned on the measurements through the tuning loop's update path (as for the decision search)."""
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.assemble import assemble
     from autosearch.search.strategies import PriorGradientStrategy
     from autosearch.search.tune import TuneRun, TuneSettings
     from autosearch.workloads import get_workload
 
-    model = make_cost_model("pretrained-prefix", target=host, warn=False, search="gradient")
+    strategy, scorer = assemble("pretrained-prefix", "gradient", target=host, warn=False)
     run = TuneRun(
         get_workload("batch_matmul/1x128x128x128"),
         host,
-        model,
-        TuneSettings(trials=16, trials_per_round=8, search="gradient"),
+        strategy,
+        scorer,
+        TuneSettings(trials=16, trials_per_round=8),
     )
     assert isinstance(run.strategy, PriorGradientStrategy)
-    weights = [p.detach().clone() for p in model.adapter.model.nets[0].parameters()]
+    weights = [p.detach().clone() for p in scorer.model.nets[0].parameters()]
     while run.step():
         pass
     result = run.finish(baseline=False, reference=False)
     assert result.search == "gradient" and result.trials == 16 and result.best_latency is not None
-    assert model.adapter.n_retrains >= 1
-    assert any(not torch.equal(a, b) for a, b in zip(weights, model.adapter.model.nets[0].parameters()))
+    assert scorer.n_retrains >= 1
+    assert any(not torch.equal(a, b) for a, b in zip(weights, scorer.model.nets[0].parameters()))

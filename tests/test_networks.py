@@ -819,7 +819,7 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
     from autosearch.backends.tvm.target import host_target, set_runtime_threads
     from autosearch.networks import graph as graph_mod
     from autosearch.networks import tune as nt
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.assemble import assemble_network
 
     (tmp_path / "net.py").write_text(NET)
     spec, specs = f"{tmp_path / 'net.py'}:make_model", parse_inputs(["x:float32:256,64"], [])
@@ -830,11 +830,13 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
     target = host_target(num_cores=1)
     monkeypatch.setenv("TVM_NUM_THREADS", "1")  # what set_runtime_threads writes, restored after the test
     set_runtime_threads(1)
+    strategy, scorer = assemble_network("pretrained-prefix", target=target)
     r = nt.tune_network(
         spec,
         specs,
         target,
-        lambda: make_cost_model("pretrained-prefix", target=target, warn=False),
+        strategy,
+        scorer,
         trials=0,
         progress=False,
         time_torch=False,

@@ -157,7 +157,7 @@ def test_online_model_needs_a_prior_and_a_trainable_kind() -> None:
 
 
 def test_online_warmup_sets_when_the_online_model_is_first_fitted() -> None:
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.model_spec import make_scorer
 
     for warmup, fitted_after in ((16, 1), (32, 2)):
         ad = ModelAdapter(WrongPrior(), retrain_fraction=0.0, online="xgb", online_warmup=warmup, seed=0)
@@ -165,8 +165,10 @@ def test_online_warmup_sets_when_the_online_model_is_first_fitted() -> None:
             f = _feats(16, i)
             ad.observe("g", f, _slow_with_col0(f))
             assert (ad.online_model is not None) == (i + 1 >= fitted_after), (warmup, i)
-    assert make_cost_model("pretrained+xgb", online_warmup=24).adapter.online_warmup == 24
-    assert make_cost_model("pretrained+xgb").adapter.online_warmup == 16  # the default since a later stop
+    longer = make_scorer("pretrained+xgb", online_warmup=24)
+    assert isinstance(longer, ModelAdapter) and longer.online_warmup == 24
+    default = make_scorer("pretrained+xgb")
+    assert isinstance(default, ModelAdapter) and default.online_warmup == 16  # the default since a later stop
 
 
 def test_online_gain_sets_how_far_the_blend_follows_the_evidence() -> None:
@@ -186,29 +188,27 @@ def test_online_gain_sets_how_far_the_blend_follows_the_evidence() -> None:
 
 
 def test_prior_plus_online_model_spec() -> None:
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.model_spec import make_scorer
 
-    tm = make_cost_model("pretrained+xgb")
-    ad, label = tm.adapter, tm.label
-    assert label == "pretrained+xgb" and ad.online_kind == "xgb" and ad.pretrained and ad.online_model is None
-    tm = make_cost_model("pretrained")
-    ad, label = tm.adapter, tm.label  # no '+': no online model
-    assert label == "pretrained" and ad.online_kind is None
+    ad = make_scorer("pretrained+xgb")
+    assert isinstance(ad, ModelAdapter)
+    assert ad.label == "pretrained+xgb" and ad.online_kind == "xgb" and ad.pretrained and ad.online_model is None
+    ad = make_scorer("pretrained")  # no '+': no online model
+    assert isinstance(ad, ModelAdapter) and ad.label == "pretrained" and ad.online_kind is None
     with pytest.raises(InputError, match="after '\\+' must be one of"):
-        make_cost_model("pretrained+tvm-xgb")
+        make_scorer("pretrained+tvm-xgb")
     with pytest.raises(InputError, match="before '\\+' must be pretrained or pretrained-prefix or a model directory"):
-        make_cost_model("xgb+xgb")
+        make_scorer("xgb+xgb")
 
 
 def test_model_directory_with_a_plus_in_its_name_is_a_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import shutil
 
-    from autosearch.search.model_spec import make_cost_model, pretrained_dir
+    from autosearch.search.model_spec import make_scorer, pretrained_dir
 
     d = shutil.copytree(pretrained_dir(), tmp_path / "mine+xgb")
-    tm = make_cost_model(str(d))
-    ad, label = tm.adapter, tm.label
-    assert label == "mine+xgb" and ad.online_kind is None
+    ad = make_scorer(str(d))
+    assert isinstance(ad, ModelAdapter) and ad.label == "mine+xgb" and ad.online_kind is None
 
 
 def _stored_space():  # type: ignore[no-untyped-def]

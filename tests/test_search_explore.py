@@ -44,15 +44,16 @@ def _learn(
 
 
 def test_explore_mode_is_checked() -> None:
-    from autosearch.search.model_spec import TuneModel
+    from autosearch.search.strategies import DecisionSettings, EvolutionarySettings, GradientSettings
 
     with pytest.raises(InputError, match="explore must be one of"):
         make_exploration("ucb-ish")
     for removed in ("trust", "stall"):  # issue 46: measured no better, gone
         with pytest.raises(InputError, match="explore must be one of none, control"):
             make_exploration(removed)
-        with pytest.raises(InputError, match="--explore must be one of auto, none, control"):
-            TuneModel(None, None, "random", explore=removed)
+        for strategy in (EvolutionarySettings, DecisionSettings, GradientSettings):  # each strategy's policy
+            with pytest.raises(InputError, match="--explore must be one of auto, none, control"):
+                strategy(explore=removed)
 
 
 def test_tuning_warns_when_the_model_never_saw_the_device() -> None:
@@ -156,16 +157,17 @@ def test_auto_explores_with_controls_only_on_a_device_the_prior_never_saw() -> N
     import warnings
 
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.assemble import assemble
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unknown device's warning; its own test is above
-        new = make_cost_model(
+        new, _ = assemble(
             "pretrained", explore="auto", target=parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}')
         )
-    known = make_cost_model(
+    known, _ = assemble(
         "pretrained", explore="auto", target=parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}')
     )
     assert new.explore == "control" and isinstance(make_exploration(new.explore), ControlExploration)
     assert known.explore == "none"
-    assert make_cost_model("pretrained", explore="auto").explore == "none"  # no target: nothing to judge by
+    assert assemble("pretrained", explore="auto")[0].explore == "none"  # no target: nothing to judge by
+    assert assemble("random", explore="auto")[0].explore == "none"  # TVM's own model: no prior to judge

@@ -157,7 +157,8 @@ def test_convergence_plot(tuned: dict, tmp_path: Path, capsys: pytest.CaptureFix
 def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.model_spec import make_scorer
+    from autosearch.search.strategies import EvolutionarySettings
     from autosearch.search.tune import TuneRun, TuneSettings, tune
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
@@ -165,14 +166,16 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     def stop(_r):  # type: ignore[no-untyped-def]
         raise KeyboardInterrupt
 
-    settings = TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1)
+    settings = TuneSettings(trials=16, trials_per_round=8)
+    evolution = EvolutionarySettings(population=16, genetic_num_iters=1)
     ev = EvaluatorSettings(1, 2, 1)
 
     with Store(tmp_path / "i.db") as st:
         r = tune(
             resolve_workload_spec(WL),
             host_target(),
-            make_cost_model("random"),
+            evolution,
+            make_scorer("random"),
             settings,
             store=st,
             evaluator=ev,
@@ -184,7 +187,7 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
         assert st.count(r.workload_key, r.target) == 8
         # a second run starts from the store's best schedules (what `tune-model` does per task)
         again = TuneRun(
-            resolve_workload_spec(WL), host_target(), make_cost_model("random"), settings, store=st, evaluator=ev
+            resolve_workload_spec(WL), host_target(), evolution, make_scorer("random"), settings, store=st, evaluator=ev
         )
         # every ok row replays (a random schedule may time out on a loaded machine: not an ok row)
         rows = st.best(r.workload_key, r.target, 16)
@@ -201,7 +204,8 @@ def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path
     round takes its picks from the screened draws, and still nothing is measured twice."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.model_spec import make_scorer
+    from autosearch.search.strategies import EvolutionarySettings
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
@@ -210,8 +214,9 @@ def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path
         r = tune(
             resolve_workload_spec(WL),
             host_target(),
-            make_cost_model("pretrained", explore="control"),
-            TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1, screen=32),
+            EvolutionarySettings(explore="control", population=16, genetic_num_iters=1, screen=32),
+            make_scorer("pretrained"),
+            TuneSettings(trials=16, trials_per_round=8),
             store=st,
             evaluator=EvaluatorSettings(1, 2, 1),
             progress=False,
@@ -255,7 +260,7 @@ def test_screen_measures_the_best_scored_draws_and_leaves_the_rest_to_the_search
     from autosearch.backends.tvm.target import host_target
     from autosearch.errors import InputError
     from autosearch.features.per_store import extract_features
-    from autosearch.search.strategies import RandomDraws, design_space, screen_picks
+    from autosearch.search.strategies import EvolutionarySettings, RandomDraws, design_space, screen_picks
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
@@ -273,7 +278,9 @@ def test_screen_measures_the_best_scored_draws_and_leaves_the_rest_to_the_search
     assert sum(draws.fresh(c) for c in pool) == 9  # the other nine stay open to the search
     assert len(screen_picks(RandomDraws(ctx, spaces, seed=0), 20, 12, score)) == 12  # fewer draws than n: all
     with pytest.raises(InputError, match="--screen must be >= 0"):
-        TuneSettings(screen=-1).validate()
+        EvolutionarySettings(screen=-1)
+    with pytest.raises(InputError, match="--population 8 is smaller than one round"):
+        EvolutionarySettings(population=8).check_settings(TuneSettings(trials_per_round=16))
 
 
 def test_feature_cache_extracts_each_schedule_once_and_returns_the_same_features() -> None:
@@ -383,20 +390,20 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model:
     asked for by name (a network's elementwise task is still measured)."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import host_target, physical_cores
-    from autosearch.search.model_spec import make_cost_model
+    from autosearch.search.adapter import ModelAdapter
+    from autosearch.search.assemble import assemble
     from autosearch.search.tune import TuneSettings, tune
     from autosearch.workloads.module import resolve_workload_spec
 
     f = tmp_path / "scalar.py"
     f.write_text(NO_SPACE)
-    tm = make_cost_model(model, warn=False)
+    strategy, scorer = assemble(model, search, warn=False, population=8, genetic_num_iters=1)
     r = tune(
         resolve_workload_spec(None, f"{f}:make"),
         host_target(),
-        tm,
-        TuneSettings(
-            trials=16, trials_per_round=8, population=8, genetic_num_iters=1, fixed_spaces=True, search=search
-        ),
+        strategy,
+        scorer,
+        TuneSettings(trials=16, trials_per_round=8, fixed_spaces=True),
         evaluator=EvaluatorSettings(1, 2, 1),
         progress=False,
         reference=False,
@@ -404,8 +411,8 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model:
     assert r.trials == 1 and r.best_latency is not None and r.stop_reason == "search space exhausted"
     assert r.search == "evolutionary"
     assert r.untuned_latency is not None  # the default it is compared with when a network is built
-    if tm.adapter is not None:  # the search scores decision vectors on every core
-        assert tm.adapter.score_threads == physical_cores()
+    if isinstance(scorer, ModelAdapter):  # the search scores decision vectors on every core
+        assert scorer.score_threads == physical_cores()
 
 
 def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -433,17 +440,18 @@ def test_evolution_never_proposes_a_schedule_already_seen_in_the_run() -> None:
     """MetaSchedule's search only skips its own picks and the database's best, so a control or a
     stored seed it re-discovers must be filtered out, or one schedule is measured twice."""
     from autosearch.backends.tvm.target import host_target
-    from autosearch.search.model_spec import make_cost_model
-    from autosearch.search.strategies import EvolutionaryStrategy
+    from autosearch.search.model_spec import make_scorer
+    from autosearch.search.strategies import EvolutionarySettings, EvolutionaryStrategy
     from autosearch.search.tune import TuneSettings
     from autosearch.workloads.module import resolve_workload_spec
 
-    settings = TuneSettings(trials=16, trials_per_round=8, population=16, genetic_num_iters=1, seed=3)
+    settings = TuneSettings(trials=16, trials_per_round=8, seed=3)
+    evolution = EvolutionarySettings(population=16, genetic_num_iters=1)
     wl, target = resolve_workload_spec(WL), host_target()
-    first = EvolutionaryStrategy(wl, target, make_cost_model("random", seed=3), settings)
+    first = EvolutionaryStrategy(wl, target, make_scorer("random", seed=3), settings, evolution)
     picks = first.propose(8)
     assert picks
-    again = EvolutionaryStrategy(wl, target, make_cost_model("random", seed=3), settings)
+    again = EvolutionaryStrategy(wl, target, make_scorer("random", seed=3), settings, evolution)
     again.draws.mark(picks)  # as if measured as this run's controls
     repeat = again.propose(8)
     assert repeat and all(again.draws.fresh(c) is False for c in repeat)  # marked once proposed

@@ -71,8 +71,9 @@ def tune_model(
     time against PyTorch and (with --out) export."""
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.inputs import parse_inputs
-    from autosearch.networks.tune import network_explore, tune_network
-    from autosearch.search.model_spec import default_model, make_cost_model, resolve_search
+    from autosearch.networks.tune import tune_network
+    from autosearch.search.assemble import assemble_network
+    from autosearch.search.model_spec import default_model
     from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.store import Store
     from autosearch.workloads.module import check_module_spec
@@ -87,29 +88,16 @@ def tune_model(
     if out is not None:
         check_out_dir(out)
     model = model or default_model(tgt)
-    tm = make_cost_model(model, seed=seed, target=tgt, warn=False, search=search)  # fails before the import
-    search = resolve_search(search, tm)
-    settings = TuneSettings(trials_per_round=trials_per_round, seed=seed, search=search)
-    if search == "decision":  # and so does a model the decision search cannot score with
-        from autosearch.search.decision_search import check_decision_model
-
-        check_decision_model(tm.adapter)
-    warned: list[bool] = []
-
-    def task_model() -> Any:
-        """The first task's model (made after the network imported) says if the device is new."""
-        tm = make_cost_model(
-            model, seed=seed, target=tgt, warn=not warned, search=search, explore=network_explore(search)
-        )
-        warned.append(True)
-        return tm
-
+    settings = TuneSettings(trials_per_round=trials_per_round, seed=seed)
+    strategy, task_scorer = assemble_network(model, search, target=tgt, seed=seed)  # fails before the import
+    strategy.check_settings(settings)
     with Store(db) as store:
         r = tune_network(
             spec,
             specs,
             tgt,
-            task_model,
+            strategy,
+            task_scorer,
             settings,
             trials=trials,
             minutes=budget_minutes or None,

@@ -124,39 +124,38 @@ def tune(
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import parse_target
-    from autosearch.search.model_spec import default_model, make_cost_model
+    from autosearch.search.assemble import assemble, check_search
+    from autosearch.search.model_spec import default_model
     from autosearch.search.results import safe_name
+    from autosearch.search.strategies import EvolutionarySettings
     from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.search.tune import tune as run_tune
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
 
-    settings = TuneSettings(
-        trials=trials,
-        trials_per_round=trials_per_round,
-        eps_greedy=eps_greedy,
-        population=population,
-        genetic_num_iters=genetic_iters,
-        seed=seed,
-        search=search,
-        screen=screen,
-    )
+    settings = TuneSettings(trials=trials, trials_per_round=trials_per_round, eps_greedy=eps_greedy, seed=seed)
+    # the strategies' knobs, before anything loads
+    EvolutionarySettings(population=population, genetic_num_iters=genetic_iters, screen=screen).check_settings(settings)
+    check_search(search)
     rpc = parse_rpc(rpc_tracker, rpc_key)
     wl = resolve_workload_spec(workload, module)
     tgt = apply_threads(threads, parse_target(target), rpc)
     model = model or default_model(tgt)
     repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
     evaluator = EvaluatorSettings(number=1, repeat=repeats, min_repeat_ms=min_repeat_ms)
-    tune_model = make_cost_model(
+    strategy, scorer = assemble(
         model,
+        search,
+        explore,
+        target=tgt,
         seed=seed,
         retrain_fraction=retrain_fraction,
-        explore=explore,
-        target=tgt,
         online_warmup=online_warmup,
-        search=search,
+        population=population,
+        genetic_num_iters=genetic_iters,
+        screen=screen,
     )
-    out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(tune_model.label)}-s{seed}")
+    out_dir = check_out_dir(out or Path("tuned") / f"{safe_name(wl.name)}-{safe_name(scorer.label)}-s{seed}")
     if not json_out:
         err.print(
             f"tuning {wl.name} ({wl.key}) with --model {model}: {trials} trials, {trials_per_round} per round -> {db}"
@@ -165,7 +164,8 @@ def tune(
         r = run_tune(
             wl,
             tgt,
-            tune_model,
+            strategy,
+            scorer,
             settings,
             store=store,
             evaluator=evaluator,

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import WorkloadError
+from autosearch.search.adapter import ModelAdapter
 
 __all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule"]
 
@@ -51,11 +52,10 @@ class PriorRanker:
     """The two shipped priors, loaded once per network: one shortlists, the other orders."""
 
     def __init__(self, target: Any) -> None:
-        from autosearch.search.model_spec import make_cost_model
         from autosearch.search.registers import simd_bits
 
-        self.shortlister = make_cost_model(PRIOR_MODEL, target=target, warn=False, search="decision").adapter
-        self.orderer = make_cost_model(ORDER_MODEL, target=target, warn=False, search="evolutionary").adapter
+        self.shortlister = _prior(PRIOR_MODEL, target)
+        self.orderer = _prior(ORDER_MODEL, target)
         self.simd_bits = simd_bits(target)
 
     def order(self, context: Any, picks: Sequence[Any]) -> list[Any]:
@@ -80,6 +80,15 @@ class PriorRanker:
         return np.lexsort((-np.asarray(scores), ~whole))
 
 
+def _prior(name: str, target: Any) -> ModelAdapter:
+    """A shipped prior as the scorer that scores it (a `ModelAdapter`)."""
+    from autosearch.search.model_spec import make_scorer
+
+    scorer = make_scorer(name, target=target)
+    assert isinstance(scorer, ModelAdapter)  # a shipped prior is one of our models
+    return scorer
+
+
 def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
     """The trace (JSON text) of the task's best-ranked schedule that the post-processors accept and
     that computes what the task computes (`verify.schedule_matches`), or None where MetaSchedule
@@ -88,7 +97,7 @@ def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.verify import schedule_matches
     from autosearch.search.decision_search import DecisionSearch
-    from autosearch.search.strategies.base import RandomDraws, design_space
+    from autosearch.search.strategies import DecisionSettings, RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
 
     settings = TuneSettings(trials=1, trials_per_round=1, seed=seed, fixed_spaces=True, eps_greedy=0.0)
@@ -98,7 +107,8 @@ def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 
         return None
     draws = RandomDraws(ctx, spaces, seed)
     try:
-        picks = ranker.order(ctx, DecisionSearch(ctx, spaces, draws, ranker.shortlister, settings).propose(SHORTLIST))
+        search = DecisionSearch(ctx, spaces, draws, ranker.shortlister, settings, DecisionSettings())
+        picks = ranker.order(ctx, search.propose(SHORTLIST))
     except WorkloadError:  # nothing to decide (or no sketch it can read): the space's own schedule
         picks = draws.draw(1)
     for pick in picks[:CANDIDATES]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -39,8 +40,17 @@ from autosearch import interrupts
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
 from autosearch.networks.inputs import InputSpec, example_arrays
+from autosearch.networks.progress import TaskProgress
+from autosearch.networks.timing import time_vm, torch_latency_isolated
+from autosearch.search.assemble import network_explore
+from autosearch.search.scorer import Scorer
+from autosearch.search.strategies import Fallback, StrategyFactory
+from autosearch.search.tune import TuneSettings
 
 __all__ = [
+    "FoundSchedules",
+    "ImportedNetwork",
+    "NetworkJob",
     "NetworkResult",
     "network_evaluator",
     "network_explore",
@@ -49,14 +59,6 @@ __all__ = [
     "torch_latency_isolated",
     "tune_network",
 ]
-
-
-def network_explore(search: str) -> str:
-    """`--explore` of a network's measured rounds: random controls under the evolutionary search (a
-    task gets few trials, so a prior wrong about it costs its whole budget: ResNet-18 end to end
-    0.700 -> 0.827 of `tune_relax`'s time), `tune`'s own rule otherwise (the decision search
-    explores by its random vectors; controls made it 1.08x slower)."""
-    return "control" if search == "evolutionary" else "auto"
 
 
 def network_evaluator(target: Any) -> Any:
@@ -131,12 +133,6 @@ class NetworkResult:
         }
 
 
-def time_vm(vm: Any, dev: Any, args: list[Any], repeat: int = 5) -> float:
-    """Median seconds of one call of the VM's `main` (TVM's own timer, at least 20 ms a repeat)."""
-    ev = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=20)
-    return float(np.median(ev(*args).results))
-
-
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """Third-party deprecation noise (torch.export, transformers) kept off the user's screen."""
@@ -146,10 +142,16 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _is_onnx(source: Any) -> bool:
+    """Whether a loaded model (`graph.load_source`) is an ONNX model: loading one imported onnx."""
+    onnx = sys.modules.get("onnx")
+    return onnx is not None and isinstance(source, onnx.ModelProto)
+
+
 def reference_outputs(source: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The original model's outputs: PyTorch for an `nn.Module`, ONNX's reference evaluator for an
     ONNX model."""
-    if hasattr(source, "graph"):
+    if _is_onnx(source):
         from onnx.reference import ReferenceEvaluator
 
         names = [i.name for i in source.graph.input if i.name not in {t.name for t in source.graph.initializer}]
@@ -164,107 +166,6 @@ def reference_outputs(source: Any, arrays: Sequence[np.ndarray]) -> list[np.ndar
             return flatten_outputs(source(*[torch.from_numpy(a) for a in arrays]))
     except Exception as exc:
         raise InputError(f"the model cannot run on the given inputs: {type(exc).__name__}: {one_line(exc)}") from None
-
-
-def torch_timing(
-    spec: str, specs: Sequence[InputSpec], *, device: str = "cpu", seed: int = 0, compiled: bool = False
-) -> dict[str, Any]:
-    """PyTorch's latency of the model in a fresh process (`{"latency": s, "compile_s": s}`): eager
-    on the CPU the faster of the default thread count and one thread; `compiled`: `torch.compile`
-    (inductor) with the default threads, its compile time measured; with `device="cuda"` on GPU 0,
-    latency None without a CUDA PyTorch (a GPU network is never compared with PyTorch's CPU time).
-    Latency None for an ONNX file (no PyTorch model).
-
-    Why a fresh process: see `autosearch.reference.run_isolated`."""
-    from autosearch.reference import check_torch_device, run_isolated
-
-    if spec.endswith(".onnx"):
-        return {"latency": None, "compile_s": None}
-    check_torch_device(device)
-    code = (
-        "import json, time, warnings, torch\n"
-        "warnings.simplefilter('ignore')\n"
-        "from autosearch.networks.graph import load_source\n"
-        "from autosearch.networks.inputs import InputSpec, example_arrays\n"
-        "from autosearch.reference import time_callable\n"
-        f"specs = [InputSpec.from_json(d) for d in json.loads({json.dumps([s.to_json() for s in specs])!r})]\n"
-        f"net = load_source({spec!r})\n"
-        f"xs = [torch.from_numpy(a) for a in example_arrays(specs, {seed})]\n"
-        "best, compile_s, sync = None, None, None\n"
-        f"if {device!r} == 'cuda':\n"
-        "    if not torch.cuda.is_available():\n"
-        "        print(json.dumps({'latency': None, 'compile_s': None})); raise SystemExit\n"
-        "    net, xs, sync = net.to('cuda'), [x.to('cuda') for x in xs], torch.cuda.synchronize\n"
-        "with torch.no_grad():\n"
-        f"    if {compiled!r}:\n"
-        "        t0 = time.perf_counter(); net = torch.compile(net); net(*xs); compile_s = time.perf_counter() - t0\n"
-        f"    threads = [torch.get_num_threads()] + ([1] if {device!r} == 'cpu' and not {compiled!r} else [])\n"
-        "    for t in dict.fromkeys(threads):\n"
-        "        torch.set_num_threads(t)\n"
-        "        lat = time_callable(lambda: net(*xs), sync=sync)\n"
-        "        best = lat if best is None else min(best, lat)\n"
-        "print(json.dumps({'latency': best, 'compile_s': compile_s}))\n"
-    )
-    out = run_isolated(code, timeout=1800.0)
-    return out if isinstance(out, dict) else {"latency": None, "compile_s": None}
-
-
-def torch_latency_isolated(spec: str, specs: Sequence[InputSpec], device: str = "cpu", seed: int = 0) -> float | None:
-    """PyTorch eager seconds of the model in a fresh process (`torch_timing`), or None."""
-    lat = torch_timing(spec, specs, device=device, seed=seed).get("latency")
-    return float(lat) if isinstance(lat, (int, float)) else None
-
-
-class _Progress:
-    """A bar over the network's tasks with the time left; on a terminal a live rich bar, elsewhere
-    (a pipe, `--json`) a plain line on stderr at most every 15 s, so a long run is never silent."""
-
-    def __init__(self, console: Any, enabled: bool, deadline: float | None) -> None:
-        self.console, self.enabled, self.deadline = console, enabled, deadline
-        self.live = enabled and bool(getattr(console, "is_terminal", False))
-        self._bar: Any = None
-        self._task: Any = None
-        self._last = 0.0
-
-    def __enter__(self) -> _Progress:
-        if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                TextColumn("[bold]tune-model[/] {task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.fields[left]}"),
-                console=self.console,
-                transient=False,
-            )
-            self._bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-
-    def left(self) -> str:
-        if self.deadline is None:
-            return ""
-        s = max(0, int(self.deadline - time.perf_counter()))
-        return f"{s // 60}:{s % 60:02d} left"
-
-    def stage(self, name: str, total: int) -> None:
-        if self._bar is not None:
-            self._task = self._bar.add_task(name, total=total, left=self.left())
-        elif self.enabled:
-            self.console.print(f"tune-model: {name} ({total}) {self.left()}", highlight=False)
-            self._last = time.perf_counter()
-
-    def update(self, done: int, total: int, what: str) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, completed=done, description=what[:70], left=self.left())
-        elif self.enabled and (time.perf_counter() - self._last >= 15 or done == total):
-            self._last = time.perf_counter()
-            self.console.print(f"tune-model: {what} {done}/{total} {self.left()}", highlight=False)
 
 
 def _commit(database: Any, workload: Any, trace: str, latency: float, target: Any) -> None:
@@ -293,7 +194,7 @@ def prior_seconds_per_task(target: Any) -> float:
     return 0.0 if is_gpu(target) else PRIOR_SECONDS_PER_TASK
 
 
-def _prior_pass(workloads: list[Any], target: Any, seed: int, bar: _Progress, todo: Sequence[int]) -> dict[int, str]:
+def _prior_pass(workloads: list[Any], target: Any, seed: int, bar: TaskProgress, todo: Sequence[int]) -> dict[int, str]:
     """The prior's schedule of each task in `todo` (where it has one); none on a GPU (the shipped
     prior knows CPU records only: an untuned GPU task gets TVM's default GPU schedule, dlight's)."""
     from autosearch.backends.tvm.target import is_gpu
@@ -311,84 +212,6 @@ def _prior_pass(workloads: list[Any], target: Any, seed: int, bar: _Progress, to
             traces[i] = trace
         bar.update(k + 1, len(todo), f"prior {workloads[i].name}")
     return traces
-
-
-def _tune(
-    result: NetworkResult,
-    graph: Any,
-    target: Any,
-    model: Callable[[], Any],
-    settings: Any,
-    store: Any,
-    evaluator: Any,
-    console: Any,
-    deadline: float | None,
-    cap: int | None,
-    bar: _Progress,
-    rpc: tuple[str, int, str] | None = None,
-    reserve: float = 0.0,
-) -> dict[int, tuple[Any, Any]]:
-    """Measured rounds until the trials or the minutes are spent, leaving `reserve` seconds for each
-    task no round has reached (its prior pass, after the rounds); each task's run and TuneResult."""
-    from autosearch.search.scheduler import TaskScheduler, task_kind
-    from autosearch.search.tune import TuneRun
-
-    runs: dict[int, Any] = {}
-    failed: set[int] = set()
-
-    def run_of(i: int) -> Any:
-        """Task i's TuneRun, set up the first time the scheduler picks it (seconds each: a time
-        budget spends them only on the tasks it reaches); None where it has nothing to tune."""
-        if i not in runs and i not in failed:
-            try:
-                tm = model()
-                result.model = tm.label
-                runs[i] = TuneRun(
-                    graph.workloads[i], target, tm, settings, store=store, evaluator=evaluator, console=console, rpc=rpc
-                )
-            except WorkloadError as exc:
-                result.tasks[i]["note"] = str(exc)
-                failed.add(i)
-                return None
-            if store is not None:
-                result.tasks[i]["warm_started_from"] = runs[i].warm_start(store)
-        return runs.get(i)
-
-    n = len(graph.workloads)
-    sched = TaskScheduler(
-        [float(t["weight"]) for t in result.tasks],
-        flops=[wl.flops for wl in graph.workloads],
-        kinds=[task_kind(t["name"]) for t in result.tasks],
-        seed=settings.seed,
-    )
-    bar.stage("tasks measured", n)
-    try:
-        # the tasks no round reaches are built with the prior's schedule, computed after the rounds
-        while deadline is None or time.perf_counter() < deadline - reserve * (n - len(runs) - len(failed)):
-            if cap is not None and result.trials >= cap:
-                break
-            j = sched.pick()
-            if j is None:
-                break
-            run = run_of(j)
-            if run is None:
-                sched.record(j, 0, None, done=True)
-                continue
-            before = run.result.trials
-            advanced = run.step()
-            k = run.result.trials - before
-            result.trials += k
-            sched.record(j, k, run.result.best_latency, done=not advanced)
-            bar.update(len(runs), n, f"{result.trials} trials | {run.workload.name[4:40]}")
-    except BaseException as exc:
-        if not interrupts.handled(exc):
-            raise
-        result.interrupted = True
-    done: dict[int, tuple[Any, Any]] = {}
-    for i, run in runs.items():  # a Ctrl-C while a task's untuned schedule is timed stops it and the network
-        done[i] = (run, run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False))
-        result.interrupted = result.interrupted or done[i][1].interrupted
-    return done
 
 
 #: Measured schedules of a task tried, fastest first, until one computes what the task computes.
@@ -461,12 +284,295 @@ def _choose(
         return
 
 
+@dataclass(frozen=True)
+class NetworkJob:
+    """What a `tune_network` call asks, checked once: the model file and its target; `strategy`
+    (made per task) and `scorer` (called once per task: a scorer learns its task's measurements);
+    `settings`, each task's `TuneSettings` (the trial cap and `fixed_spaces` set); the budget
+    (`trials`, the cap over all tasks, and `deadline`, a `time.perf_counter()` instant); where
+    measurements go (`store`, `evaluator`, `rpc`) and what is reported (`console`)."""
+
+    spec: str
+    target: Any
+    strategy: StrategyFactory
+    scorer: Callable[[], Scorer]
+    settings: TuneSettings
+    #: Whether any round is measured (trials or minutes to spend; neither: the prior alone).
+    measures: bool = True
+    trials: int | None = None
+    deadline: float | None = None
+    store: Any = None
+    evaluator: Any = None
+    console: Any = None
+    rpc: tuple[str, int, str] | None = None
+    seed: int = 0
+    fast_math: bool = True
+    blocked: bool = True
+    time_torch: bool = True
+
+
+@dataclass
+class ImportedNetwork:
+    """The import stage's output: the loaded model (`source`), the example inputs and the original
+    model's outputs on them, and the Relax graph after its passes with its tasks (`graph`)."""
+
+    source: Any
+    specs: list[InputSpec]
+    arrays: list[np.ndarray]
+    expected: list[np.ndarray]
+    graph: Any
+
+
+@dataclass
+class FoundSchedules:
+    """What the search stages found per task (index): the measured rounds' runs and results
+    (`finished`), the prior's schedules (`priors`), and an earlier run's best from the store for
+    a task this run did not reach (`earlier`: trace, latency)."""
+
+    finished: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    priors: dict[int, str] = field(default_factory=dict)
+    earlier: dict[int, tuple[str, float]] = field(default_factory=dict)
+
+
+def _import_stage(job: NetworkJob, specs: Sequence[InputSpec], result: NetworkResult) -> ImportedNetwork:
+    """Import, graph passes and tasks (`graph.import_network`); the tasks' rows of `result`."""
+    from autosearch.networks.graph import import_network, load_source
+
+    arrays = example_arrays(specs, job.seed)
+    with _quiet():
+        source = load_source(job.spec, job.deadline)  # the budget covers the user's import and call
+        expected = reference_outputs(source, arrays)
+        t0 = time.perf_counter()
+        graph = import_network(
+            job.spec, source, specs, arrays, job.target, fast_math=job.fast_math, blocked=job.blocked
+        )
+    result.breakdown["import"] = time.perf_counter() - t0
+    specs = [s.indexing(graph.index_bounds.get(s.name)) for s in specs]  # the artifact refuses ids past a table
+    result.inputs = list(specs)
+    result.tasks = [
+        {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None, "built_with": "untuned"}
+        for t, wl in zip(graph.tasks, graph.workloads)
+    ]
+    return ImportedNetwork(source, specs, list(arrays), expected, graph)
+
+
+class _TaskRuns:
+    """Each task's `TuneRun`, set up the first time the scheduler picks it (seconds each: a time
+    budget spends them only on the tasks it reaches); None where it has nothing to tune. A task
+    the decision search cannot read (a reshape or transpose: nothing to decide) is searched by its
+    evolutionary fallback, and counted (`fell_back`), not announced one line a task."""
+
+    def __init__(self, job: NetworkJob, workloads: list[Any], result: NetworkResult) -> None:
+        self.job, self.workloads, self.result = job, workloads, result
+        self.runs: dict[int, Any] = {}
+        self.failed: set[int] = set()
+        self.fell_back = 0
+
+    def get(self, i: int) -> Any:
+        from autosearch.search.tune import TuneRun
+
+        job = self.job
+        if i not in self.runs and i not in self.failed:
+            try:
+                scorer = job.scorer()
+                self.result.model = scorer.label
+                self.runs[i] = TuneRun(
+                    self.workloads[i],
+                    job.target,
+                    job.strategy,
+                    scorer,
+                    job.settings,
+                    store=job.store,
+                    evaluator=job.evaluator,
+                    console=job.console,
+                    rpc=job.rpc,
+                    on_fallback=self._fallback,
+                )
+            except WorkloadError as exc:
+                self.result.tasks[i]["note"] = str(exc)
+                self.failed.add(i)
+                return None
+            if job.store is not None:
+                self.result.tasks[i]["warm_started_from"] = self.runs[i].warm_start(job.store)
+        return self.runs.get(i)
+
+    def _fallback(self, note: Fallback) -> None:
+        if note.asked == "decision":
+            self.fell_back += 1
+        elif self.job.console is not None:
+            self.job.console.print(note.line())
+
+    def summary(self) -> None:
+        """The one line that says how many tasks the decision search handed to its fallback."""
+        if self.fell_back and self.job.console is not None:
+            n = self.fell_back
+            self.job.console.print(
+                f"{n} task{'s' if n != 1 else ''} outside the decision space {'were' if n != 1 else 'was'} "
+                "searched by evolutionary search",
+                highlight=False,
+            )
+
+
+def _rounds_stage(
+    job: NetworkJob, workloads: list[Any], result: NetworkResult, bar: TaskProgress, reserve: float = 0.0
+) -> dict[int, tuple[Any, Any]]:
+    """Measured rounds until the trials or the minutes are spent, leaving `reserve` seconds for each
+    task no round has reached (its prior pass, after the rounds); each task's run and TuneResult."""
+    from autosearch.search.scheduler import TaskScheduler, task_kind
+
+    tasks = _TaskRuns(job, workloads, result)
+    n = len(workloads)
+    sched = TaskScheduler(
+        [float(t["weight"]) for t in result.tasks],
+        flops=[wl.flops for wl in workloads],
+        kinds=[task_kind(t["name"]) for t in result.tasks],
+        seed=job.settings.seed,
+    )
+    bar.stage("tasks measured", n)
+    try:
+        # the tasks no round reaches are built with the prior's schedule, computed after the rounds
+        while job.deadline is None or time.perf_counter() < job.deadline - reserve * (
+            n - len(tasks.runs) - len(tasks.failed)
+        ):
+            if job.trials is not None and result.trials >= job.trials:
+                break
+            j = sched.pick()
+            if j is None:
+                break
+            run = tasks.get(j)
+            if run is None:
+                sched.record(j, 0, None, done=True)
+                continue
+            before = run.result.trials
+            advanced = run.step()
+            k = run.result.trials - before
+            result.trials += k
+            sched.record(j, k, run.result.best_latency, done=not advanced)
+            bar.update(len(tasks.runs), n, f"{result.trials} trials | {run.workload.name[4:40]}")
+    except BaseException as exc:
+        if not interrupts.handled(exc):
+            raise
+        result.interrupted = True
+    tasks.summary()
+    done: dict[int, tuple[Any, Any]] = {}
+    for i, run in tasks.runs.items():  # a Ctrl-C while a task's untuned schedule is timed stops it and the network
+        done[i] = (run, run.finish(baseline=not result.interrupted and run.result.trials > 0, reference=False))
+        result.interrupted = result.interrupted or done[i][1].interrupted
+    return done
+
+
+def _prior_stage(
+    job: NetworkJob, workloads: list[Any], result: NetworkResult, bar: TaskProgress, todo: Sequence[int]
+) -> dict[int, str]:
+    """The prior's schedules of the tasks in `todo` (`_prior_pass`), timed; a Ctrl-C marks the
+    result interrupted and keeps what was found."""
+    t0 = time.perf_counter()
+    found: dict[int, str] = {}
+    try:
+        found = _prior_pass(workloads, job.target, job.seed, bar, todo)
+    except BaseException as exc:
+        if not interrupts.handled(exc):
+            raise
+        result.interrupted = True
+    result.breakdown["prior"] = result.breakdown.get("prior", 0.0) + time.perf_counter() - t0
+    return found
+
+
+def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, progress: bool) -> FoundSchedules:
+    """Rounds, then the prior for the tasks left (before the rounds where the budget is no more
+    than the prior's reserve for every task, see the module doc), and an earlier run's best for a
+    task this run did not reach. Stops where a Ctrl-C came (`result.interrupted`)."""
+    found = FoundSchedules()
+    n = len(workloads)
+    reserve = prior_seconds_per_task(job.target)
+    # a budget shorter than the prior pass's reserve for every task would measure nothing and leave
+    # the time the pass does not use idle: then the prior pass runs first and the rounds get the rest
+    prior_first = job.deadline is not None and job.deadline - time.perf_counter() <= reserve * n
+    with TaskProgress(job.console, progress, job.deadline) as bar:
+        if prior_first:  # not for a task an earlier run measured: it is built from the store (below)
+            stored = {i for i, wl in enumerate(workloads) if job.store and _ranked_in_store(job.store, wl, job.target)}
+            found.priors.update(_prior_stage(job, workloads, result, bar, [i for i in range(n) if i not in stored]))
+        if job.measures and not result.interrupted:
+            t0 = time.perf_counter()
+            found.finished = _rounds_stage(job, workloads, result, bar, 0.0 if prior_first else reserve)
+            result.breakdown["tune"] = time.perf_counter() - t0
+        if result.interrupted:
+            return found
+        if job.store:  # tasks this run did not reach, built with an earlier run's best
+            found.earlier = _stored_bests(job.store, workloads, job.target, found.finished)
+        for i, (_trace, latency) in found.earlier.items():
+            result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
+        done = set(found.finished) | set(found.earlier) | set(found.priors)  # the prior for the tasks left
+        found.priors.update(_prior_stage(job, workloads, result, bar, [i for i in range(n) if i not in done]))
+    return found
+
+
+def _verify_stage(job: NetworkJob, workloads: list[Any], found: FoundSchedules, result: NetworkResult) -> Any:
+    """The schedule each task is built with (`_choose`: the fastest that computes what the task
+    computes, an earlier run's, the prior's, or TVM's default), in a MetaSchedule database."""
+    from tvm.s_tir import meta_schedule as ms
+
+    database = ms.database.MemoryDatabase()
+    for i, (trace, latency) in found.earlier.items():
+        _commit(database, workloads[i], trace, latency, job.target)
+    for i, wl in enumerate(workloads):
+        if i not in found.earlier:
+            prior = found.priors.get(i)
+            _choose(result.tasks[i], wl, found.finished.get(i, (None, None))[1], prior, database, job.target, job.store)
+    return database
+
+
+def _build_stage(job: NetworkJob, net: ImportedNetwork, database: Any, result: NetworkResult) -> None:
+    """Build and check (`_build_and_check`); where the fast-math approximations moved the output
+    past the tolerance, the network is imported again with the exact functions and built with the
+    same schedules (`net.graph` is then that graph)."""
+    result.fast_math = job.fast_math
+    _build_and_check(result, net.graph, database, job.target, net.arrays, net.expected)
+    if job.fast_math and not result.correct and not result.interrupted:
+        from autosearch.networks.graph import import_network
+
+        with _quiet():
+            net.graph = import_network(
+                job.spec, net.source, net.specs, net.arrays, job.target, fast_math=False, blocked=job.blocked
+            )
+        result.fast_math, result.fast_math_fell_back = False, True
+        _build_and_check(result, net.graph, database, job.target, net.arrays, net.expected)
+
+
+def _network_job(
+    spec: str,
+    target: Any,
+    strategy: StrategyFactory,
+    scorer: Callable[[], Scorer],
+    settings: TuneSettings | None,
+    *,
+    trials: int | None,
+    minutes: float | None,
+    t_start: float,
+    **rest: Any,
+) -> NetworkJob:
+    """The checked `NetworkJob` of `tune_network`'s arguments (a bad value fails in one line)."""
+    if not isinstance(strategy, StrategyFactory) or not callable(scorer):
+        raise InputError("tune_network() takes a StrategyFactory and a scorer factory (search.assemble)")
+    if trials is not None and trials < 0:
+        raise InputError(f"--trials must be >= 0, got {trials}")
+    if minutes is not None and minutes < 0:
+        raise InputError(f"--budget-minutes must be >= 0, got {minutes}")
+    measures = bool(trials) or (trials is None and bool(minutes))
+    per_task = settings or TuneSettings()
+    if measures:
+        per_task = dataclasses.replace(per_task, trials=trials or _UNBOUNDED, fixed_spaces=True, seed=rest["seed"])
+    deadline = t_start + 60.0 * minutes if minutes else None
+    return NetworkJob(spec, target, strategy, scorer, per_task, measures, trials, deadline, **rest)
+
+
 def tune_network(
     spec: str,
     specs: Sequence[InputSpec],
     target: Any,
-    model: Callable[[], Any],
-    settings: Any = None,
+    strategy: StrategyFactory,
+    scorer: Callable[[], Scorer],
+    settings: TuneSettings | None = None,
     *,
     trials: int | None = None,
     minutes: float | None = None,
@@ -482,114 +588,52 @@ def tune_network(
     blocked: bool = True,
 ) -> NetworkResult:
     """Import, prior schedules, tune under `trials` and/or `minutes` (both None or 0: the prior
-    alone), build, check, time and (with `out_dir`) export; see the module doc. With `rpc=(host,
-    port, key)` the measurements go to the tracker's devices (as many at once as it holds); the
-    network is still built, checked and timed here. `blocked=False`: convolutions in the layout
-    they were imported in (`graph.import_network`; what bench/network.py compares against)."""
+    alone), build, check, time and (with `out_dir`) export; see the module doc. `strategy`: the
+    search every task runs (`search.assemble.choose_strategy`); `scorer`: a fresh `Scorer` for each
+    task. With `rpc=(host, port, key)` the measurements go to the tracker's devices (as many at
+    once as it holds); the network is still built, checked and timed here. `blocked=False`:
+    convolutions in the layout they were imported in (`graph.import_network`; what
+    bench/network.py compares against)."""
     from rich.console import Console
 
     from autosearch.backends.tvm.target import use_physical_cores
     from autosearch.networks.artifact import export_artifact
-    from autosearch.networks.graph import import_network, load_source
-    from autosearch.search.tune import TuneSettings, check_out_dir
+    from autosearch.search.tune import check_out_dir
 
     if out_dir is not None:
         check_out_dir(out_dir)
-    if trials is not None and trials < 0:
-        raise InputError(f"--trials must be >= 0, got {trials}")
-    if minutes is not None and minutes < 0:
-        raise InputError(f"--budget-minutes must be >= 0, got {minutes}")
-    use_physical_cores()  # the network is timed in this process: every core, not TVM's half
     t_start = time.perf_counter()
-    deadline = t_start + 60.0 * minutes if minutes else None
-    console = console or Console(stderr=True)
+    job = _network_job(
+        spec,
+        target,
+        strategy,
+        scorer,
+        settings,
+        trials=trials,
+        minutes=minutes,
+        t_start=t_start,
+        store=store,
+        evaluator=evaluator or network_evaluator(target),
+        console=console or Console(stderr=True),
+        rpc=rpc,
+        seed=seed,
+        fast_math=fast_math,
+        blocked=blocked,
+        time_torch=time_torch,
+    )
+    use_physical_cores()  # the network is timed in this process: every core, not TVM's half
     result = NetworkResult(spec=spec, model="", inputs=list(specs))
-    arrays = example_arrays(specs, seed)
-    with _quiet():
-        source = load_source(spec)
-        expected = reference_outputs(source, arrays)
-        t0 = time.perf_counter()
-        graph = import_network(spec, source, specs, arrays, target, fast_math=fast_math, blocked=blocked)
-    result.breakdown["import"] = time.perf_counter() - t0
-    specs = [s.indexing(graph.index_bounds.get(s.name)) for s in specs]  # the artifact refuses ids past a table
-    result.inputs = list(specs)
-    result.tasks = [
-        {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None, "built_with": "untuned"}
-        for t, wl in zip(graph.tasks, graph.workloads)
-    ]
-    from tvm.s_tir import meta_schedule as ms
-
-    database = ms.database.MemoryDatabase()
-    budget = bool(trials) or (trials is None and bool(minutes))
-    finished: dict[int, tuple[Any, Any]] = {}
-    priors: dict[int, str] = {}
-    reserve = prior_seconds_per_task(target)
-    # a budget shorter than the prior pass's reserve for every task would measure nothing and leave
-    # the time the pass does not use idle: then the prior pass runs first and the rounds get the rest
-    prior_first = deadline is not None and deadline - time.perf_counter() <= reserve * len(graph.workloads)
-    with _Progress(console, progress, deadline) as bar:
-
-        def prior_pass(todo: Sequence[int]) -> None:
-            t0 = time.perf_counter()
-            try:
-                priors.update(_prior_pass(graph.workloads, target, seed, bar, todo))
-            except BaseException as exc:
-                if not interrupts.handled(exc):
-                    raise
-                result.interrupted = True
-            result.breakdown["prior"] = result.breakdown.get("prior", 0.0) + time.perf_counter() - t0
-
-        if prior_first:  # not for a task an earlier run measured: it is built from the store (below)
-            stored = {i for i, wl in enumerate(graph.workloads) if store and _ranked_in_store(store, wl, target)}
-            prior_pass([i for i in range(len(graph.workloads)) if i not in stored])
-        if budget and not result.interrupted:
-            run_settings = dataclasses.replace(
-                settings or TuneSettings(), trials=trials or _UNBOUNDED, fixed_spaces=True, seed=seed
-            )
-            t0 = time.perf_counter()
-            finished = _tune(
-                result,
-                graph,
-                target,
-                model,
-                run_settings,
-                store,
-                evaluator or network_evaluator(target),
-                console,
-                deadline,
-                trials,
-                bar,
-                rpc,
-                0.0 if prior_first else reserve,
-            )
-            result.breakdown["tune"] = time.perf_counter() - t0
-        if result.interrupted:
-            return _stopped(result, finished, t_start)
-        earlier: set[int] = set()  # tasks this run did not reach, built with an earlier run's best
-        for i, (trace, latency) in (_stored_bests(store, graph.workloads, target, finished) if store else {}).items():
-            _commit(database, graph.workloads[i], trace, latency, target)
-            result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
-            earlier.add(i)
-        done = set(finished) | earlier | set(priors)  # the prior for the tasks left (all of them at 0 trials)
-        prior_pass([i for i in range(len(graph.workloads)) if i not in done])
-        if result.interrupted:
-            return _stopped(result, finished, t_start)
-    for i, wl in enumerate(graph.workloads):
-        if i not in earlier:
-            _choose(result.tasks[i], wl, finished.get(i, (None, None))[1], priors.get(i), database, target, store)
+    net = _import_stage(job, specs, result)
+    found = _search_stage(job, net.graph.workloads, result, progress)
+    if result.interrupted:
+        return _stopped(result, found.finished, t_start)
+    database = _verify_stage(job, net.graph.workloads, found, result)
     t0 = time.perf_counter()
-    result.fast_math = fast_math
-    _build_and_check(result, graph, database, target, arrays, expected)
-    if fast_math and not result.correct and not result.interrupted:
-        # the approximations moved the output past the tolerance: the exact functions, same schedules
-        with _quiet():
-            graph = import_network(spec, source, specs, arrays, target, fast_math=False, blocked=blocked)
-        result.fast_math, result.fast_math_fell_back = False, True
-        _build_and_check(result, graph, database, target, arrays, expected)
-    _time(result, graph, target, arrays, expected, spec, time_torch, seed)
+    _build_stage(job, net, database, result)
+    _time(result, net.graph, target, net.arrays, net.expected, spec, time_torch, seed)
     result.breakdown["build_and_time"] = time.perf_counter() - t0
     if out_dir is not None and result.executable is not None:
-        result.artifact = str(export_artifact(result.executable, out_dir, specs, target, result.summary()))
+        result.artifact = str(export_artifact(result.executable, out_dir, net.specs, target, result.summary()))
     result.seconds = time.perf_counter() - t_start
     return result
 

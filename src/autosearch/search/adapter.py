@@ -38,19 +38,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from autosearch.errors import InputError
 from autosearch.search.scorer import Scorer
 
-__all__ = ["INCREMENTAL_KINDS", "ONLINE_KINDS", "ModelAdapter", "check_extractor", "group_key", "ms_cost_model"]
+__all__ = [
+    "INCREMENTAL_KINDS",
+    "ONLINE_FIT_OPTIONS",
+    "ONLINE_KINDS",
+    "ModelAdapter",
+    "check_extractor",
+    "group_key",
+    "ms_cost_model",
+]
 
 #: Model kinds whose `update()` is a cheap incremental step that keeps what pretraining learned.
 INCREMENTAL_KINDS = frozenset({"mlp", "xgb", "lgbm-rank", "tvm-mlp", "tlp"})
 #: Model kinds that can be fitted from scratch on a run's results (fresh or online models).
 ONLINE_KINDS = ("xgb", "mlp", "lgbm-rank")
+#: Hyper-parameters an online model of each kind is refitted with. XGBoost: one thread, since a few
+#: hundred rows are fitted and its OpenMP threads spin when another process holds a core
+#: (measured: 256 candidates, 0.7 s with 1 thread, 14 s with 2 in that case).
+ONLINE_FIT_OPTIONS: dict[str, dict[str, Any]] = {"xgb": {"nthread": 1}, "mlp": {}, "lgbm-rank": {}}
 
 
 def check_extractor(model: Any, extractor: tuple[str, str], n_features: int) -> None:
@@ -90,6 +102,8 @@ class ModelAdapter(Scorer):
     score_threads: torch threads for scoring decision vectors (`score_space`); `tune` sets the
     machine's physical cores, since nothing else of the run works while the search scores.
     """
+
+    scores_decision_vectors: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -142,8 +156,8 @@ class ModelAdapter(Scorer):
         self._norm: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 1.0), (0.0, 1.0))
         self.held_back: list[tuple[float, float]] = []  # (prior, online) pairwise accuracy on unseen results
         #: What the model reads, computed for MetaSchedule candidates (search.featurize); set by
-        #: `make_cost_model`. Default: PerStoreFeature.
-        self.extractor: tuple[str, str] = ("per-store-feature", "tvm-0.27")
+        #: `model_spec.make_scorer`. Default: PerStoreFeature.
+        self.extractor: tuple[str, ...] = ("per-store-feature", "tvm-0.27")
         self.featurize: Callable[[Any, Sequence[Any]], list[np.ndarray]] | None = None
 
     # -- helpers -----------------------------------------------------------------------------
@@ -410,11 +424,8 @@ class ModelAdapter(Scorer):
         ds = self._dataset(self.groups)
         if ds is None or not ds.n_candidates or not np.any(ds.labels > 0):
             return
-        # one thread: a few hundred rows, and XGBoost's OpenMP threads spin when another process
-        # holds a core (measured: 256 candidates, 0.7 s with 1 thread, 14 s with 2 in that case)
-        kw: dict[str, Any] = {"nthread": 1} if self.online_kind == "xgb" else {}
         assert self.online_kind is not None  # should_retrain() is False without an online model
-        model = make_model(self.online_kind, seed=self.seed, **kw)
+        model = make_model(self.online_kind, seed=self.seed, **ONLINE_FIT_OPTIONS[self.online_kind])
         with contextlib.redirect_stdout(io.StringIO()):
             model.fit(ds)
         batch = ds.batch(np.flatnonzero(np.isfinite(ds.latencies)))  # the measured (successful) candidates

@@ -49,12 +49,17 @@ _PER_STRUCTURE = 1 / 8
 _SKETCH_COVER = 1 / 2
 
 
-def check_decision_model(adapter: Any) -> None:
-    """Refuse a model the decision search cannot score with (it scores decision vectors through a
+def check_decision_model(scorer: Any) -> None:
+    """Refuse a scorer the decision search cannot score with (it scores decision vectors through a
     trained model that reads prefix tokens); `tune-model` calls it before the network's import."""
     from autosearch.features.trace_tokens import PREFIX_EXTRACTOR
 
-    if adapter is None or tuple(adapter.extractor) != PREFIX_EXTRACTOR or adapter.model is None:
+    if (
+        scorer is None
+        or not scorer.scores_decision_vectors
+        or tuple(scorer.extractor) != PREFIX_EXTRACTOR
+        or not scorer.trained
+    ):
         raise InputError(
             "--search decision scores decision vectors: it needs a trained model that reads "
             f"{':'.join(PREFIX_EXTRACTOR)} (autosearch train --model tlp --extractor {':'.join(PREFIX_EXTRACTOR)})"
@@ -65,13 +70,22 @@ class DecisionSearch:
     """The search behind `strategies.DecisionStrategy` (needs a `trace-prefix-tokens` model).
 
     context, spaces: the TuneContext and its design spaces; draws: the run's `RandomDraws` (its
-    uniform draws, post-processors and record of what was proposed); adapter: the `ModelAdapter`
-    that scores token matrices; settings: `TuneSettings` (population, genetic_num_iters,
-    eps_greedy, seed); policy: the strategy's exploration (`search.explore.Exploration`; none by
+    uniform draws, post-processors and record of what was proposed); adapter: the scorer (a
+    `Scorer` that `scores_decision_vectors`, e.g. `ModelAdapter`); settings: `TuneSettings`
+    (eps_greedy, seed); options: `strategies.DecisionSettings` (population, genetic_num_iters);
+    policy: the strategy's exploration (`search.explore.Exploration`; none by
     default), through which every score is asked."""
 
     def __init__(
-        self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any, *, policy: Any = None
+        self,
+        context: Any,
+        spaces: list[Any],
+        draws: Any,
+        adapter: Any,
+        settings: Any,
+        options: Any,
+        *,
+        policy: Any = None,
     ) -> None:
         from autosearch.backends.tvm.space import trace_json
         from autosearch.search.explore import NoExploration
@@ -90,8 +104,8 @@ class DecisionSearch:
             self._add_sketch(text)
         if not self.sketches:
             raise WorkloadError("no design space of this workload can be searched as decision vectors")
-        self.population = max(int(settings.population), 1024)
-        self.iters = max(1, int(settings.genetic_num_iters))
+        self.population = max(int(options.population), 1024)
+        self.iters = max(1, int(options.genetic_num_iters))
         self.best: list[tuple[float, int, np.ndarray]] = []  # (latency, sketch, vector) of measured results
         self.tried: set[tuple[int, bytes]] = set()  # vectors proposed so far
         self._origin: dict[int, tuple[int, np.ndarray]] = {}  # id(candidate) -> (sketch, vector)

@@ -1,4 +1,5 @@
-"""`--model` values: which cost model a tuning run uses, parsed once at the edge.
+"""`--model` values: which cost model a tuning run uses, parsed once at the edge into a `Scorer`
+(`make_scorer`; `search.assemble` pairs it with the search strategy).
 
 Named kinds (`pretrained-prefix`, `pretrained`, `xgb`, `mlp`, `lgbm-rank`, `tvm-xgb`, `random`), a
 model directory, or `PRIOR+KIND` (a pretrained prior blended with a model fitted on the run's own
@@ -11,22 +12,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autosearch.errors import InputError
+from autosearch.search.scorer import NativeScorer, Scorer
 
 __all__ = [
     "MODEL_CHOICES",
     "PRETRAINED",
-    "TuneModel",
     "auto_search",
     "default_model",
     "knows_device",
-    "make_cost_model",
+    "make_scorer",
     "pretrained_dir",
-    "resolve_search",
     "warn_unknown_device",
 ]
 
@@ -49,31 +48,6 @@ def default_model(target: Any = None) -> str:
     return "pretrained-prefix" if kind == "llvm" else "pretrained"
 
 
-@dataclass
-class TuneModel:
-    """What a `--model` value resolves to: MetaSchedule's cost model, our adapter (None for TVM's
-    own models), the label written to results and to every record's source, `search`, what
-    `--search auto` runs with this model on the target it was made for (`auto_search`, decided
-    once here), and `explore`, the exploration the search strategy runs (`--explore` with `auto`
-    resolved: "none" or "control"). `scorer` is what the tuning loop talks to (search/scorer.py):
-    the adapter, or TVM's own cost model behind the same interface."""
-
-    cost_model: Any
-    adapter: Any
-    label: str
-    search: str = "evolutionary"
-    explore: str = "none"
-    scorer: Any = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        from autosearch.search.explore import EXPLORE_MODES
-        from autosearch.search.scorer import NativeScorer
-
-        if self.explore not in EXPLORE_MODES:
-            raise InputError(f"--explore must be one of auto, {', '.join(EXPLORE_MODES)}, got {self.explore!r}")
-        self.scorer = self.adapter if self.adapter is not None else NativeScorer(self.cost_model)
-
-
 def auto_search(extractor: Any, target: Any) -> str:
     """What `--search auto` (tune's default) runs for a trained model reading `extractor` on
     `target` (None: this machine's CPU, as `default_model` takes it): the decision search where the
@@ -86,62 +60,65 @@ def auto_search(extractor: Any, target: Any) -> str:
     return "decision" if tuple(extractor or ()) == PREFIX_EXTRACTOR and cpu else "evolutionary"
 
 
-def resolve_search(search: str, model: TuneModel) -> str:
-    """The search `search` names for `model`: `auto` is what the model was made for
-    (`TuneModel.search`); other values are kept."""
-    return model.search if search == "auto" else search
-
-
-def make_cost_model(
+def make_scorer(
     spec: str,
     *,
     seed: int = 0,
     timer: Callable[[str], Any] | None = None,
     retrain_fraction: float = 0.2,
-    explore: str = "none",
     target: Any = None,
-    warn: bool = True,
     online_warmup: int = 16,
     online_gain: float = 1.0,
-    search: str = "evolutionary",
-) -> TuneModel:
-    """Parse a `--model` value (at the CLI edge) into the objects `tune()` takes. With `target`, a
-    trained model that never saw that device says so (one warning line, unless `warn` is False).
-
-    `explore="control"` (search/explore.py) lets a trained prior lead the search only as far as it
-    proves right on random controls; it does nothing for TVM's own models.
-    `"auto"` is `"control"` where the prior never saw `target`'s device and `"none"` elsewhere: on
-    a CPU the prior never saw, its picks led the search astray (AMD Zen 3, six workloads: controls
-    found 1.24x faster schedules at 64 trials, three seeds), while where it is right the controls cost trials.
-    Under the decision search (`search`, as `tune` will resolve it) `"auto"` is `"none"`: its own
-    random vectors and structure spread explore, and controls made it 1.08x slower there (bench/README.md,
-    "The decision search as tune's default").
+) -> Scorer:
+    """Parse a `--model` value into the `Scorer` the tuning loop talks to: `NativeScorer` for TVM's
+    own models (`random`, `tvm-xgb`), else a `ModelAdapter` over a model fitted on the run alone
+    (`xgb`, `mlp`, `lgbm-rank`), a loaded one (a shipped prior, a model directory), or a loaded one
+    blended with a model fitted on the run (`PRIOR+KIND`). Its `label` is what results and records
+    name it. `target`: what the model's features are computed for (`featurize.featurizer_for`).
     `online_warmup`, `online_gain`: with PRIOR+KIND, the results measured before the online model
-    is first fitted, and how fast the blend weight follows the two models' accuracy (ModelAdapter)."""
-    from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH, extract_features
-    from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter, check_extractor, ms_cost_model
-    from autosearch.search.explore import EXPLORE_MODES
-    from autosearch.search.featurize import FeatureCache, featurizer_for
+    is first fitted, and how fast the blend weight follows the two models' accuracy (ModelAdapter).
+    Made once per tuned workload: the scorer learns the run's measurements (and fine-tunes its
+    model in place)."""
+    from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter
 
-    if explore != "auto" and explore not in EXPLORE_MODES:  # before a model loads or warns
-        raise InputError(f"--explore must be one of auto, {', '.join(EXPLORE_MODES)}, got {explore!r}")
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
 
-        return TuneModel(RandomModel(seed=seed), None, "random", explore=_explore(explore))
+        return NativeScorer(RandomModel(seed=seed), "random")
     if spec == "tvm-xgb":  # exactly MetaSchedule's default: XGBModel with adaptive training
         from tvm.s_tir.meta_schedule.cost_model import CostModel
 
-        cm = CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1)
-        return TuneModel(cm, None, "tvm-xgb", explore=_explore(explore))
+        return NativeScorer(CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1), "tvm-xgb")
     if spec in ONLINE_KINDS:  # fitted from scratch on this run only
+        from autosearch.features.per_store import extract_features
+        from autosearch.search.featurize import FeatureCache
+
         kw: dict[str, Any] = {"seed": seed}
         adapter = ModelAdapter(kind=spec, model_kw=kw, seed=seed, timer=timer, retrain_fraction=retrain_fraction)
-        adapter.featurize = FeatureCache(extract_features)
-        return TuneModel(ms_cost_model(adapter), adapter, spec, explore=_explore(explore))
-    from autosearch.models import load_model
+        adapter.featurize, adapter.label = FeatureCache(extract_features), spec
+        return adapter
+    prior, online, label = _parse_prior(spec)
+    model = _load_prior(prior)
+    adapter = ModelAdapter(
+        model,
+        seed=seed,
+        timer=timer,
+        retrain_fraction=retrain_fraction,
+        online=online,
+        online_warmup=online_warmup,
+        online_gain=online_gain,
+    )
+    _read_features(adapter, model, target)
+    adapter.label = label
+    return adapter
 
-    prior, plus, online = ("", "", "") if Path(spec).exists() else spec.rpartition("+")  # a dir may contain '+'
+
+def _parse_prior(spec: str) -> tuple[str, str | None, str]:
+    """(prior, online kind or None, label) of a `--model` naming a trained model, `PRIOR+KIND`
+    included (a model directory may contain '+')."""
+    from autosearch.search.adapter import ONLINE_KINDS
+
+    prior, plus, online = ("", "", "") if Path(spec).exists() else spec.rpartition("+")
     if plus:  # PRIOR+KIND: the prior blended with a model fitted on this run (ModelAdapter online=)
         if online not in ONLINE_KINDS:
             raise InputError(f"--model {spec!r}: the part after '+' must be one of {', '.join(ONLINE_KINDS)}")
@@ -151,45 +128,36 @@ def make_cost_model(
             )
         spec = prior
     if spec in PRETRAINED:
-        path = pretrained_dir(spec)
-        if not (path / "config.json").is_file():
-            raise InputError(f"no pretrained model is installed at {path}: reinstall autosearch or pass --model DIR")
         label = spec
     else:
         path = Path(spec)
         if not path.exists():
             raise InputError(f"--model {spec!r} is neither a model directory nor one of {', '.join(MODEL_CHOICES)}")
         label = path.name
-    model = load_model(path)
+    return spec, online if plus else None, f"{label}+{online}" if plus else label
+
+
+def _load_prior(spec: str) -> Any:
+    """The trained model a shipped prior's name or a model directory holds."""
+    from autosearch.models import load_model
+
+    path = pretrained_dir(spec) if spec in PRETRAINED else Path(spec)
+    if spec in PRETRAINED and not (path / "config.json").is_file():
+        raise InputError(f"no pretrained model is installed at {path}: reinstall autosearch or pass --model DIR")
+    return load_model(path)
+
+
+def _read_features(adapter: Any, model: Any, target: Any) -> None:
+    """What the adapter computes for `model` of a candidate on `target`; a PerStoreFeature model
+    of another width than tuning extracts is refused."""
+    from autosearch.features.per_store import EXTRACTOR, FEATURE_WIDTH
+    from autosearch.search.adapter import check_extractor
+    from autosearch.search.featurize import featurizer_for
+
     extractor, featurize = featurizer_for(model, target)
     if extractor == EXTRACTOR:
         check_extractor(model, EXTRACTOR, FEATURE_WIDTH)
-    auto = auto_search(extractor, target)
-    runs = auto if search == "auto" else search
-    # the gradient search on a prefix prior (a CPU) works over the decision search's sketches: explores alike
-    decision = runs == "decision" or (runs == "gradient" and auto == "decision")
-    if target is not None and warn:
-        warn_unknown_device(model, target, decision=decision)
-    if explore == "auto":
-        new_device = target is not None and knows_device(model, target) is False
-        explore = "control" if new_device and not decision else "none"
-    adapter = ModelAdapter(
-        model,
-        seed=seed,
-        timer=timer,
-        retrain_fraction=retrain_fraction,
-        online=online if plus else None,
-        online_warmup=online_warmup,
-        online_gain=online_gain,
-    )
     adapter.extractor, adapter.featurize = extractor, featurize
-    label = f"{label}+{online}" if plus else label
-    return TuneModel(ms_cost_model(adapter), adapter, label, auto, explore)
-
-
-def _explore(explore: str) -> str:
-    """`--explore` for a model without a prior to judge: `auto` is `none`."""
-    return "none" if explore == "auto" else explore
 
 
 def _device_of(target_json: str) -> tuple[str, str, int]:

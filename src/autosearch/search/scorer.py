@@ -5,14 +5,16 @@ and `NativeScorer` (TVM's own cost models, `--model tvm-xgb|random`, which learn
 MetaSchedule's `CostModel.update`). Exploration is not the scorer's: it is a policy of the search
 strategy (`search.explore.Exploration`) that the strategy hands in where it matters (the
 MetaSchedule face of the scorer, and `learn`, which judges a round before the model learns it).
-`tune()` talks to every scorer the same way; nothing asks which kind it holds.
+`tune()` talks to every scorer the same way; nothing asks which kind it holds. What a scorer can
+do is stated by its class (`scores_decision_vectors`) and its attributes (`trained`, `extractor`,
+`model`), never probed with `getattr`: a strategy that needs a capability checks that attribute.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,6 +36,16 @@ class Scorer(ABC):
 
     #: Retrains (or incremental updates) of the model during the run.
     n_retrains: int = 0
+    #: What a run reports as its model and writes into every record's source (the `--model` value).
+    label: str = ""
+    #: What the scorer's model reads of a candidate, an extractor's (name, version); () where the
+    #: scorer is TVM's own model, whose features are its own business.
+    extractor: tuple[str, ...] = ()
+    #: The autosearch `CostModel` it scores with (None: TVM's own, or one not fitted yet).
+    model: Any = None
+    #: Whether it scores decision vectors of a `DecisionSpace` without building schedules
+    #: (`score_space`): what the decision search and the gradient search on the prior need.
+    scores_decision_vectors: ClassVar[bool] = False
 
     @property
     @abstractmethod
@@ -87,8 +99,8 @@ class NativeScorer(Scorer):
     """TVM's own cost model (`XGBModel`, `RandomModel`): MetaSchedule's evolutionary search ranks
     with it directly, and it learns through its own `update`."""
 
-    def __init__(self, cost_model: Any) -> None:
-        self.cost_model = cost_model
+    def __init__(self, cost_model: Any, label: str = "") -> None:
+        self.cost_model, self.label = cost_model, label
 
     @property
     def trained(self) -> bool:

@@ -12,8 +12,9 @@ and every measured candidate reaches our store:
       -> store.add_measurements              (records + PerStoreFeature, one transaction per round)
 
 Ctrl-C ends the loop between (or inside) rounds: every completed round is already in the store,
-and the result holds the best schedule found so far. The cost model arrives as an object
-(`search.model_spec.make_cost_model` parses `--model` at the CLI edge).
+and the result holds the best schedule found so far. The search and the cost model arrive as typed
+objects, a `StrategyFactory` and a `Scorer` (`search.assemble` makes them from `--search`,
+`--explore` and `--model` at the CLI edge); the loop asks neither its kind.
 """
 
 from __future__ import annotations
@@ -32,34 +33,24 @@ from autosearch.backends.tvm.build import pool_builder
 from autosearch.errors import InputError, TargetError
 from autosearch.formatting import format_seconds
 from autosearch.search.breakdown import TimeBreakdown
-from autosearch.search.model_spec import TuneModel
 from autosearch.search.results import TuneResult, save_result
+from autosearch.search.scorer import Scorer
+from autosearch.search.strategies import Fallback, StrategyFactory
 
-__all__ = ["SEARCHES", "TuneRun", "TuneSettings", "check_out_dir", "default_schedule", "measure_untuned", "tune"]
-
-#: Search strategies `tune` can drive.
-SEARCHES = ("auto", "evolutionary", "gradient", "decision")
+__all__ = ["TuneRun", "TuneSettings", "check_out_dir", "default_schedule", "measure_untuned", "tune"]
 
 
 # -- settings ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TuneSettings:
-    """Search budget and MetaSchedule EvolutionarySearch knobs."""
+    """What every search strategy runs under: the budget, the seed, the random share, the caps.
+    A strategy's own knobs are its factory's (`strategies.EvolutionarySettings`, ...)."""
 
     trials: int = 64
     trials_per_round: int = 16
+    #: The share of each round's picks drawn at random (every strategy has one).
     eps_greedy: float = 0.05
-    population: int = 256
-    genetic_num_iters: int = 3
-    init_measured_ratio: float = 0.2
     seed: int = 0
-    #: "evolutionary" (MetaSchedule's, the default), "gradient" (Felix-style, search/gradient),
-    #: "decision" (decision vectors scored without building schedules; a trace-prefix-tokens model),
-    #: or "auto" (`tune`'s CLI default: what `TuneModel.search` says, decided once by
-    #: `model_spec.make_cost_model`: decision where the model reads trace-prefix-tokens and the
-    #: target is a CPU, else evolutionary; a workload the decision search cannot read falls back to
-    #: evolutionary).
-    search: str = "evolutionary"
     #: A build slower than this many times the run's median build is cut off (a `timeout` result
     #: the model learns from); 0 keeps only the fixed build timeout.
     build_cap: float = 6.0
@@ -68,15 +59,9 @@ class TuneSettings:
     run_cap: float = 10.0
     #: Measure a design space with nothing to decide (its one schedule, e.g. an elementwise op
     #: parallelised and vectorised by MetaSchedule's rules) instead of refusing it. `tune-model`
-    #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it.
+    #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it; the
+    #: decision search hands such a task to its evolutionary fallback.
     fixed_spaces: bool = False
-    #: The first round's picks are the cost model's best of this many uniform draws from the
-    #: design space instead of the evolutionary search's (`strategy.screen_picks`); 0 = off. Only with
-    #: a trained model (a prior): a model fitted on the run alone scores at random before it.
-    #: `tune`'s CLI default is 512 (bench/README.md, "A first round screened by the prior");
-    #: `tune-model` leaves it off (a network's many tasks would each pay the draws), and the
-    #: decision search ignores it (it scores thousands of uniform draws itself every round).
-    screen: int = 0
 
     def __post_init__(self) -> None:
         self.validate()  # once, where the settings are made: a bad value fails before any work
@@ -90,18 +75,10 @@ class TuneSettings:
             )
         if not 0.0 <= self.eps_greedy <= 1.0:
             raise InputError(f"--eps-greedy must be within [0, 1], got {self.eps_greedy}")
-        if self.population < 2:
-            raise InputError(f"--population must be at least 2, got {self.population}")
         if self.build_cap < 0:
             raise InputError(f"build_cap must be >= 0, got {self.build_cap}")
         if self.run_cap < 0:
             raise InputError(f"run_cap must be >= 0, got {self.run_cap}")
-        if self.search not in SEARCHES:
-            raise InputError(f"--search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
-        if self.screen < 0:
-            raise InputError(f"--screen must be >= 0 (0 = off), got {self.screen}")
-        if self.population < self.trials_per_round:
-            raise InputError(f"--population {self.population} is smaller than one round ({self.trials_per_round})")
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -187,7 +164,8 @@ class TuneRun:
         self,
         workload: Any,
         target: Any,
-        model: TuneModel,
+        strategy: StrategyFactory,
+        scorer: Scorer,
         settings: TuneSettings,
         *,
         store: Any = None,
@@ -195,27 +173,30 @@ class TuneRun:
         build_timeout: float = 60.0,
         console: Any = None,
         rpc: tuple[str, int, str] | None = None,
+        on_fallback: Callable[[Fallback], None] | None = None,
     ) -> None:
+        """`on_fallback`: told of each strategy the workload did not suit (default: its line on
+        `console`)."""
         from autosearch.backends.tvm import measure
         from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
         from autosearch.search.adapter import group_key
-        from autosearch.search.strategies import make_strategy
         from autosearch.store import WorkloadRecord
 
-        if not isinstance(model, TuneModel):
-            raise InputError("tune() takes a TuneModel: parse --model with search.model_spec.make_cost_model")
+        if not isinstance(strategy, StrategyFactory) or not isinstance(scorer, Scorer):
+            raise InputError("tune() takes a StrategyFactory and a Scorer: make them with search.assemble.assemble")
+        strategy.check_settings(settings)
         if rpc is None:  # a remote device is checked by the tracker, not here
             _check_device(target)
-        self.workload, self.target, self.model, self.settings, self.store = workload, target, model, settings, store
+        self.workload, self.target, self.scorer, self.settings, self.store = workload, target, scorer, settings, store
         self.timer = TimeBreakdown()
         # features / predict / update inside the search are timed too; the search scores while
         # nothing else of the run works: on every core (1.5-1.7x faster)
-        model.scorer.attach(self.timer.section, physical_cores())
+        scorer.attach(self.timer.section, physical_cores())
         self.result = TuneResult(
             workload=workload.name,
             workload_key=workload.key,
             family=getattr(workload, "family", ""),
-            model=model.label,
+            model=scorer.label,
             target=canonical_target(target),
             seed=settings.seed,
             flops=workload.flops,
@@ -225,9 +206,15 @@ class TuneRun:
         )
         with self.timer.section("setup"):
             with self.timer.section("setup:space"):
-                self.strategy = make_strategy(
-                    workload, target, model, settings, console=console, timer=self.timer.section
+                self.fallbacks: list[Fallback] = []
+                self.strategy = strategy.make(
+                    workload, target, scorer, settings, timer=self.timer.section, fallbacks=self.fallbacks
                 )
+            for note in self.fallbacks:
+                if on_fallback is not None:
+                    on_fallback(note)
+                elif console is not None:
+                    console.print(note.line())
             self.result.search = self.strategy.kind
             with self.timer.section("setup:runner"):
                 self.measurer = measure.shared_measurer(target, evaluator or measure.TUNE_EVALUATOR, rpc)
@@ -275,7 +262,7 @@ class TuneRun:
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted) and the time breakdown."""
         self.strategy.close()
-        self.result.retrains = self.model.scorer.n_retrains
+        self.result.retrains = self.scorer.n_retrains
         if not self.result.interrupted:
             _baselines(self, baseline, reference)
         self.timer.stop()
@@ -286,7 +273,8 @@ class TuneRun:
 def tune(
     workload: Any,
     target: Any,
-    model: TuneModel,
+    strategy: StrategyFactory,
+    scorer: Scorer,
     settings: TuneSettings | None = None,
     *,
     store: Any = None,
@@ -300,7 +288,8 @@ def tune(
     build_timeout: float = 60.0,
     rpc: tuple[str, int, str] | None = None,
 ) -> TuneResult:
-    """Tune one workload on `target` with `model` in the loop; see the module docstring.
+    """Tune one workload on `target` with `strategy` (made for it) searching and `scorer` in the
+    loop; see the module docstring.
 
     Every measured candidate (ok or failed) is written to `store` with its features. When
     `out_dir` is given (checked before the first build), the best schedule (best.json + a runnable
@@ -316,7 +305,8 @@ def tune(
     run = TuneRun(
         workload,
         target,
-        model,
+        strategy,
+        scorer,
         settings,
         store=store,
         evaluator=evaluator,
@@ -349,7 +339,7 @@ def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneRe
 
     result = run.result
     columns = [
-        TextColumn(f"[bold]tune[/] {run.workload.name[:36]} [{run.model.label}]"),
+        TextColumn(f"[bold]tune[/] {run.workload.name[:36]} [{run.scorer.label}]"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("best {task.fields[best]}"),
@@ -390,7 +380,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
         strategy.notify(cands, measured)
     # the store keeps PerStoreFeature; the model's cache of them already holds what the search scored
     with timer.section("features"), interrupts.deferred():
-        feats = run.model.scorer.store_features(strategy.context, cands)
+        feats = run.scorer.store_features(strategy.context, cands)
     with timer.section("update"):
         strategy.learn(run.group, cands, measured, feats, controls)
     texts = [trace_json(c.sch) for c in cands]
@@ -407,14 +397,14 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
                     status=r.status,
                     latencies=r.latencies,
                     error=r.error,
-                    source=f"tune:{run.model.label}:{result.run_id}",
+                    source=f"tune:{run.scorer.label}:{result.run_id}",
                     extra={"round": rnd, "control": True} if c else {"round": rnd},
                 )
                 for t, r, c in zip(texts, measured, controls)
             ]
             run.store.add_measurements(records, feats, EXTRACTOR)
     now = round(timer.elapsed(), 3)
-    state, share = strategy.explore_state, run.model.scorer.online_share
+    state, share = strategy.explore_state, run.scorer.online_share
     explore = round(state, 3) if state is not None else None
     online_w = round(share, 3) if share is not None else None
     for t, lat, c in zip(texts, lats, controls):

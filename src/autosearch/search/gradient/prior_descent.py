@@ -162,13 +162,16 @@ def descend_many(
 
 class PriorGradientSearch(DecisionSearch):
     """The decision search's sketches, bookkeeping and building, with candidates from gradient
-    descent on the prior's score (module docstring). Takes what `DecisionSearch` takes, plus
-    `options` (`DescentOptions`)."""
+    descent on the prior's score (module docstring). Takes what `DecisionSearch` takes but its
+    `DecisionSettings` (the decision search's evolution is not run here), plus `options`
+    (`DescentOptions`)."""
 
     def __init__(
         self, context: Any, spaces: list[Any], draws: Any, adapter: Any, settings: Any, options: Any = None
     ) -> None:
-        super().__init__(context, spaces, draws, adapter, settings)
+        from autosearch.search.strategies.decision import DecisionSettings
+
+        super().__init__(context, spaces, draws, adapter, settings, DecisionSettings())
         check_prior(adapter.model)
         self.options = options if options is not None else DescentOptions()
         self.options.validate()

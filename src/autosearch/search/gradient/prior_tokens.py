@@ -45,28 +45,29 @@ __all__ = ["RelaxedTokens", "check_prior", "prior_reason", "prior_scores", "prio
 def check_prior(model: Any) -> None:
     """Refuse a model whose score cannot be differentiated in a sketch's knobs (one line): the
     gradient search on the prior needs a trained `tlp` network over trace-prefix tokens."""
-    nets = getattr(model, "nets", None)
-    if tuple(getattr(model, "extractor", ()) or ()) != PREFIX_EXTRACTOR or not nets:
+    from autosearch.models.tlp import TLPModel
+
+    if not isinstance(model, TLPModel) or tuple(model.extractor) != PREFIX_EXTRACTOR or not model.nets:
         raise InputError(
             "gradient search on the prior needs a trained tlp model that reads "
             f"{':'.join(PREFIX_EXTRACTOR)} (the shipped pretrained-prefix)"
         )
-    if any(getattr(net, "device_width", 0) for net in nets):
+    if any(net.device_width for net in model.nets):
         raise InputError("gradient search on the prior cannot score with a tlp model trained with device=true")
 
 
-def prior_reason(model: Any, target: Any = None) -> str | None:
+def prior_reason(scorer: Any, target: Any = None) -> str | None:
     """Why `--search gradient` cannot descend the tuning model itself (None when it can): that
-    needs a trained `tlp` prior over trace-prefix tokens (a `TuneModel`'s adapter holding one) and
-    a CPU target (the prefix prior has seen no GPU trace; the decision search runs on CPUs only)."""
-    adapter = getattr(model, "adapter", None)
+    needs a scorer of decision vectors holding a trained `tlp` prior over trace-prefix tokens
+    (`Scorer.model`, `Scorer.extractor`) and a CPU target (the prefix prior has seen no GPU trace;
+    the decision search runs on CPUs only). `target` None: this machine's CPU."""
     try:
-        check_prior(getattr(adapter, "model", None))
+        check_prior(scorer.model if scorer.scores_decision_vectors else None)
     except InputError as exc:
         return str(exc)
-    if tuple(getattr(adapter, "extractor", ()) or ()) != PREFIX_EXTRACTOR:
+    if tuple(scorer.extractor) != PREFIX_EXTRACTOR:
         return f"the tuning model does not read {':'.join(PREFIX_EXTRACTOR)}"
-    kind = getattr(getattr(target, "kind", None), "name", "llvm")
+    kind = "llvm" if target is None else target.kind.name
     return None if kind == "llvm" else f"gradient search on the prior runs on CPU targets, not {kind}"
 
 

@@ -1,12 +1,19 @@
-"""The one interface of a tuning search (`SearchStrategy`), and what every strategy shares.
+"""The one interface of a tuning search (`SearchStrategy`), its factory (`StrategyFactory`), and
+what every strategy shares.
 
 MetaSchedule's shape: a strategy proposes a round's candidates (`propose(n)`), draws random
 controls (`draw(k)`), is told what they measured (`notify`) and is closed at the end (`close`).
 `tune()` drives every strategy the same way and asks it nothing about its kind: what differs is
 in the strategy's own methods and attributes (`learns`: whether the tuning model learns the
 run's measurements; `n_controls`: its exploration policy's share of random controls; `learn`:
-the scorer's update, judged first by the policy). One file per strategy: `evolutionary`,
-`decision`, `gradient`; `make_strategy` (strategies/__init__.py) picks one.
+the scorer's update, judged first by the policy).
+
+`tune()` is given a `StrategyFactory`, not a strategy: a strategy is made per workload (its design
+space is the workload's). Each strategy file holds its factory, a frozen dataclass of the
+strategy's own knobs (`EvolutionarySettings`, `DecisionSettings`, `GradientSettings`) whose
+`make` builds it, falling back along a typed chain (gradient -> knob model -> evolutionary;
+decision -> evolutionary) where the workload does not suit it. `TuneSettings` (search/tune.py)
+holds only what every strategy uses.
 """
 
 from __future__ import annotations
@@ -15,12 +22,82 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from autosearch.errors import WorkloadError, one_line
-from autosearch.search.explore import Exploration, make_exploration
+from autosearch.errors import AutosearchError, InputError, WorkloadError, one_line
+from autosearch.search.explore import EXPLORE_MODES, Exploration, make_exploration
 
-__all__ = ["RandomDraws", "SearchStrategy", "design_space", "mod_hash", "replay_rows"]
+__all__ = [
+    "Fallback",
+    "RandomDraws",
+    "SearchStrategy",
+    "StrategyFactory",
+    "Unsupported",
+    "design_space",
+    "mod_hash",
+    "replay_rows",
+]
+
+
+class Unsupported(AutosearchError):
+    """A strategy that cannot search this workload (the reason, one line): its factory falls back
+    to the next strategy of its chain."""
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A workload searched by another strategy than the one asked for: `asked` (the `--search` value)
+    gave way to `used` for `reason`. `tune` prints `line()`; `tune-model` counts the decision
+    search's (a network's reshape and transpose tasks have nothing to decide) in one line."""
+
+    workload: str
+    asked: str
+    used: str
+    reason: str
+
+    def line(self) -> str:
+        if self.used == "evolutionary" and self.asked == "gradient":
+            return f"[yellow]gradient search cannot relax {self.workload}: {self.reason}; using evolutionary search[/]"
+        if self.used == "gradient":
+            return f"[yellow]{self.workload}: {self.reason}; gradient search on its knob model[/]"
+        return f"[yellow]{self.workload}: {self.reason}; using {self.used} search[/]"
+
+
+class StrategyFactory(ABC):
+    """A `--search` value resolved: the strategy's own knobs (a frozen dataclass subclass) and
+    `make`, which builds the strategy of one workload. `explore`: the exploration policy the
+    strategy runs (`--explore` with `auto` resolved: "none" or "control")."""
+
+    #: The `--search` value it runs (what a run reports).
+    name: ClassVar[str] = ""
+    explore: str
+
+    def check(self) -> None:
+        """Refuse bad knobs in one line (called where the factory is made)."""
+        if self.explore not in EXPLORE_MODES:
+            raise InputError(f"--explore must be one of auto, {', '.join(EXPLORE_MODES)}, got {self.explore!r}")
+
+    def check_settings(self, settings: Any) -> None:
+        """Refuse knobs that do not fit the run's `TuneSettings` (one line)."""
+        return None
+
+    def check_scorer(self, scorer: Any) -> None:
+        """Refuse a scorer the strategy cannot score with (one line), before any work."""
+        return None
+
+    @abstractmethod
+    def make(
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        *,
+        timer: Callable[[str], Any] | None = None,
+        fallbacks: list[Fallback] | None = None,
+    ) -> SearchStrategy:
+        """The workload's strategy; a fallback taken on the way is appended to `fallbacks`."""
 
 
 def replay_rows(context: Any, rows: list[Any]) -> list[tuple[Any, Any]]:
@@ -145,10 +222,12 @@ def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tu
 class SearchStrategy(ABC):
     """A tuning search: where a round's candidates come from, and what it learns from their results.
 
-    context: the TuneContext (features and TVM's own cost models read it); kind: the `--search`
-    value it runs (what a run reports, fallbacks included); scorer: the tuning model
-    (`search.scorer.Scorer`); policy: its exploration (`search.explore.Exploration`); draws: the
-    run's `RandomDraws` (uniform draws and the record of what was proposed or measured)."""
+    Every strategy is made as `Strategy(workload, target, scorer, settings, options, timer=)`:
+    scorer: the tuning model (`search.scorer.Scorer`); settings: the run's `TuneSettings`; options:
+    its own factory (`StrategyFactory`: its knobs and exploration). context: the TuneContext
+    (features and TVM's own cost models read it); kind: the `--search` value it runs (what a run
+    reports, fallbacks included); policy: its exploration (`search.explore.Exploration`); draws:
+    the run's `RandomDraws` (uniform draws and the record of what was proposed or measured)."""
 
     kind: str = ""
     #: Whether the tuning model learns the run's measurements (`learn`); a strategy with a model
@@ -157,10 +236,13 @@ class SearchStrategy(ABC):
     context: Any
     draws: RandomDraws
 
-    def __init__(self, model: Any, settings: Any, *, timer: Callable[[str], Any] | None = None) -> None:
-        self.scorer = model.scorer
+    def __init__(
+        self, scorer: Any, settings: Any, options: StrategyFactory, *, timer: Callable[[str], Any] | None = None
+    ) -> None:
+        self.scorer = scorer
         self.settings = settings
-        self.policy: Exploration = make_exploration(model.explore, settings.seed, trained=self.scorer.trained)
+        self.options = options
+        self.policy: Exploration = make_exploration(options.explore, settings.seed, trained=self.scorer.trained)
         self._timer = timer
 
     def section(self, name: str) -> Any:

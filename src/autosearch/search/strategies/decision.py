@@ -1,15 +1,67 @@
 """`--search decision`: evolution over decision vectors, scored without building schedules
-(search/decision_search.py holds the search; this is its `SearchStrategy`). Needs a trained model
-that reads `trace-prefix-tokens`."""
+(search/decision_search.py holds the search; this is its `SearchStrategy` and its factory,
+`DecisionSettings`). Needs a trained model that reads `trace-prefix-tokens`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from autosearch.search.strategies.base import RandomDraws, SearchStrategy, design_space
+from autosearch.errors import WorkloadError, one_line
+from autosearch.search.strategies.base import Fallback, RandomDraws, SearchStrategy, StrategyFactory, design_space
+from autosearch.search.strategies.evolutionary import EvolutionarySettings
 
-__all__ = ["DecisionStrategy"]
+__all__ = ["DecisionSettings", "DecisionStrategy"]
+
+
+@dataclass(frozen=True)
+class DecisionSettings(StrategyFactory):
+    """`--search decision`: the decision search's knobs, and its factory.
+
+    population: vectors scored per sketch and generation (at least 1024 are); genetic_num_iters:
+    generations a round. fallback: the evolutionary search that measures a workload the decision
+    search cannot read. by_name: the decision search was asked for by name (`--search decision`),
+    so a workload it cannot read is an error, except a network's task with nothing to decide
+    (`TuneSettings.fixed_spaces`), whose one scheduled form the fallback still measures; False where
+    `--search auto` chose it (then every such workload falls back)."""
+
+    name = "decision"
+    explore: str = "none"
+    population: int = 256
+    genetic_num_iters: int = 3
+    fallback: EvolutionarySettings = field(default_factory=EvolutionarySettings)
+    by_name: bool = True
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check_settings(self, settings: Any) -> None:
+        self.fallback.check_settings(settings)
+
+    def check_scorer(self, scorer: Any) -> None:
+        from autosearch.search.decision_search import check_decision_model
+
+        check_decision_model(scorer)
+
+    def make(
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        *,
+        timer: Callable[[str], Any] | None = None,
+        fallbacks: list[Fallback] | None = None,
+    ) -> SearchStrategy:
+        try:
+            return DecisionStrategy(workload, target, scorer, settings, self, timer=timer)
+        except WorkloadError as exc:
+            if self.by_name and not settings.fixed_spaces:
+                raise
+            if fallbacks is not None:
+                fallbacks.append(Fallback(workload.name, self.name, self.fallback.name, one_line(exc)))
+        return self.fallback.make(workload, target, scorer, settings, timer=timer)
 
 
 class DecisionStrategy(SearchStrategy):
@@ -17,19 +69,29 @@ class DecisionStrategy(SearchStrategy):
     controls are uniform draws, warm-start seeds become parents."""
 
     kind = "decision"
+    options: DecisionSettings
 
     def __init__(
-        self, workload: Any, target: Any, model: Any, settings: Any, *, timer: Callable[[str], Any] | None = None
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        options: DecisionSettings | None = None,
+        *,
+        timer: Callable[[str], Any] | None = None,
     ) -> None:
-        super().__init__(model, settings, timer=timer)
+        super().__init__(scorer, settings, options if options is not None else DecisionSettings(), timer=timer)
         self.context, self.spaces = design_space(workload, target, settings, None)
         self.draws = RandomDraws(self.context, self.spaces, settings.seed)
-        self.search = self._search(model.adapter)
+        self.search = self._search()
 
-    def _search(self, adapter: Any) -> Any:
+    def _search(self) -> Any:
         from autosearch.search.decision_search import DecisionSearch
 
-        return DecisionSearch(self.context, self.spaces, self.draws, adapter, self.settings, policy=self.policy)
+        return DecisionSearch(
+            self.context, self.spaces, self.draws, self.scorer, self.settings, self.options, policy=self.policy
+        )
 
     def propose(self, n: int) -> list[Any]:
         return self.search.propose(n)

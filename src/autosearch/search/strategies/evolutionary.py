@@ -10,12 +10,59 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from autosearch.errors import InputError
 from autosearch.search.scorer import runner_results
-from autosearch.search.strategies.base import RandomDraws, SearchStrategy, design_space
+from autosearch.search.strategies.base import Fallback, RandomDraws, SearchStrategy, StrategyFactory, design_space
 
-__all__ = ["EvolutionaryStrategy", "screen_picks"]
+__all__ = ["EvolutionarySettings", "EvolutionaryStrategy", "screen_picks"]
+
+
+@dataclass(frozen=True)
+class EvolutionarySettings(StrategyFactory):
+    """`--search evolutionary`: MetaSchedule's EvolutionarySearch knobs, and its factory.
+
+    population, genetic_num_iters, init_measured_ratio: EvolutionarySearch's own. screen: the
+    first round's picks are the cost model's best of this many uniform draws from the design space
+    instead of the evolution's (`screen_picks`); 0 = off. Only with a trained model (a prior): a
+    model fitted on the run alone scores at random before it. `tune`'s CLI default is 512
+    (bench/README.md, "A first round screened by the prior"); `tune-model` leaves it off (a
+    network's many tasks would each pay the draws)."""
+
+    name = "evolutionary"
+    explore: str = "none"
+    population: int = 256
+    genetic_num_iters: int = 3
+    init_measured_ratio: float = 0.2
+    screen: int = 0
+
+    def __post_init__(self) -> None:
+        self.check()  # once, where the settings are made: a bad value fails before any work
+
+    def check(self) -> None:
+        if self.population < 2:
+            raise InputError(f"--population must be at least 2, got {self.population}")
+        if self.screen < 0:
+            raise InputError(f"--screen must be >= 0 (0 = off), got {self.screen}")
+        super().check()
+
+    def check_settings(self, settings: Any) -> None:
+        if self.population < settings.trials_per_round:
+            raise InputError(f"--population {self.population} is smaller than one round ({settings.trials_per_round})")
+
+    def make(
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        *,
+        timer: Callable[[str], Any] | None = None,
+        fallbacks: list[Fallback] | None = None,
+    ) -> SearchStrategy:
+        return EvolutionaryStrategy(workload, target, scorer, settings, self, timer=timer)
 
 
 def screen_picks(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
@@ -41,21 +88,30 @@ def screen_picks(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]]
 
 
 class EvolutionaryStrategy(SearchStrategy):
-    """MetaSchedule's EvolutionarySearch behind `SearchStrategy`."""
+    """MetaSchedule's EvolutionarySearch behind `SearchStrategy` (its knobs: `EvolutionarySettings`)."""
 
     kind = "evolutionary"
+    options: EvolutionarySettings
 
     def __init__(
-        self, workload: Any, target: Any, model: Any, settings: Any, *, timer: Callable[[str], Any] | None = None
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        options: EvolutionarySettings | None = None,
+        *,
+        timer: Callable[[str], Any] | None = None,
     ) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        super().__init__(model, settings, timer=timer)
+        opts = options if options is not None else EvolutionarySettings()
+        super().__init__(scorer, settings, opts, timer=timer)
         strategy = ms.search_strategy.EvolutionarySearch(
-            population_size=settings.population,
-            init_measured_ratio=settings.init_measured_ratio,
-            init_min_unmeasured=min(50, settings.population),
-            genetic_num_iters=settings.genetic_num_iters,
+            population_size=opts.population,
+            init_measured_ratio=opts.init_measured_ratio,
+            init_min_unmeasured=min(50, opts.population),
+            genetic_num_iters=opts.genetic_num_iters,
             eps_greedy=settings.eps_greedy,
         )
         self.context, self.spaces = design_space(workload, target, settings, strategy)
@@ -82,9 +138,9 @@ class EvolutionaryStrategy(SearchStrategy):
         if n <= 0:
             return []
         first, self._proposed = not self._proposed, True
-        if first and self.settings.screen > n and self.scorer.trained:
+        if first and self.options.screen > n and self.scorer.trained:
             with self.section("search:screen"):
-                return screen_picks(self.draws, n, self.settings.screen, self._screen_score)
+                return screen_picks(self.draws, n, self.options.screen, self._screen_score)
         # MetaSchedule only skips what it picked itself or finds among the database's best: a
         # schedule measured as a control (or a stored seed) can come back, and would be measured twice.
         raw = list(self.context.generate_measure_candidates() or [])
@@ -116,7 +172,7 @@ class EvolutionaryStrategy(SearchStrategy):
             pop = max(2 * st.trials_per_round, 32)
             strategy = ms.search_strategy.EvolutionarySearch(
                 population_size=pop,
-                init_measured_ratio=st.init_measured_ratio,
+                init_measured_ratio=self.options.init_measured_ratio,
                 init_min_unmeasured=min(16, pop),
                 genetic_num_iters=1,
                 eps_greedy=st.eps_greedy,

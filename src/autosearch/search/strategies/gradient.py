@@ -4,19 +4,72 @@ Two strategies: `PriorGradientStrategy` descends the tuning model itself where i
 prior over trace-prefix tokens on a CPU (search/gradient/prior_descent.py; the prior learns the
 run's measurements like under the decision search), and `GradientStrategy` descends a
 differentiable model of the sketch's knobs of its own (search/gradient/optimize.py; the tuning
-model does not learn: `learns` is False). `strategies.make_strategy` picks one.
+model does not learn: `learns` is False). `GradientSettings.make` picks one, and falls back to
+the evolutionary search where the sketch does not relax.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from autosearch.errors import AutosearchError, WorkloadError, one_line
 from autosearch.search.explore import NoExploration
-from autosearch.search.strategies.base import RandomDraws, SearchStrategy
-from autosearch.search.strategies.decision import DecisionStrategy
+from autosearch.search.strategies.base import (
+    Fallback,
+    RandomDraws,
+    SearchStrategy,
+    StrategyFactory,
+    Unsupported,
+    design_space,
+)
+from autosearch.search.strategies.decision import DecisionSettings, DecisionStrategy
+from autosearch.search.strategies.evolutionary import EvolutionarySettings
 
-__all__ = ["GradientStrategy", "PriorGradientStrategy"]
+__all__ = ["GradientSettings", "GradientStrategy", "PriorGradientStrategy"]
+
+
+@dataclass(frozen=True)
+class GradientSettings(StrategyFactory):
+    """`--search gradient` and its fall-back chain: gradient descent on the tuning model itself
+    where it is a `tlp` prior over trace-prefix tokens on a CPU (`PriorGradientStrategy`), else on
+    a knob model of its own (`GradientStrategy`), else (a sketch that does not relax) `fallback`,
+    the evolutionary search. Each step that gives way says why (`Fallback`)."""
+
+    name = "gradient"
+    explore: str = "none"
+    fallback: EvolutionarySettings = field(default_factory=EvolutionarySettings)
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check_settings(self, settings: Any) -> None:
+        self.fallback.check_settings(settings)
+
+    def make(
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        *,
+        timer: Callable[[str], Any] | None = None,
+        fallbacks: list[Fallback] | None = None,
+    ) -> SearchStrategy:
+        from autosearch.search.gradient.prior_tokens import prior_reason
+
+        notes = fallbacks if fallbacks is not None else []
+        if prior_reason(scorer, target) is None:  # the tuning model's own score is descended
+            try:
+                return PriorGradientStrategy(workload, target, scorer, settings, self, timer=timer)
+            except WorkloadError as exc:  # no sketch the decision space reads: the knob model's search may
+                notes.append(Fallback(workload.name, self.name, self.name, one_line(exc)))
+        try:
+            return GradientStrategy(workload, target, scorer, settings, self, timer=timer)
+        except Unsupported as exc:
+            notes.append(Fallback(workload.name, self.name, self.fallback.name, str(exc)))
+        return self.fallback.make(workload, target, scorer, settings, timer=timer)
 
 
 class GradientStrategy(SearchStrategy):
@@ -24,29 +77,38 @@ class GradientStrategy(SearchStrategy):
     differentiable model (`search.gradient.GradientSearch`): the tuning model would learn for
     nothing, so it does not, and no random controls are judged against it.
 
-    context, spaces: the TuneContext and its design spaces (built by the caller, which checked
-    that they relax: `search.gradient.relax_reason`); model: the `TuneModel` (its `GradientSearch`
-    keeps a knob model of its own); settings: `TuneSettings` (seed, eps_greedy)."""
+    Raises `Unsupported` where the workload's sketches do not relax (`search.gradient.relax_reason`)
+    or a structure only reading the replays can refuse; a workload without a design space raises
+    its `WorkloadError`. settings: `TuneSettings` (seed, eps_greedy)."""
 
     kind = "gradient"
     learns = False
 
     def __init__(
-        self, context: Any, spaces: list[Any], model: Any, settings: Any, *, timer: Callable[[str], Any] | None = None
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        options: GradientSettings | None = None,
+        *,
+        timer: Callable[[str], Any] | None = None,
     ) -> None:
-        from autosearch.search.gradient import GradientSearch
+        from autosearch.search.gradient import GradientSearch, relax_reason
 
-        super().__init__(model, settings, timer=timer)
+        super().__init__(scorer, settings, options if options is not None else GradientSettings(), timer=timer)
         self.policy = NoExploration()
-        self.context, self.spaces = context, spaces
-        self.search = GradientSearch(
-            self.context,
-            self.spaces,
-            model=model,
-            seed=settings.seed,
-            eps_greedy=settings.eps_greedy,
-        )
-        self.draws = RandomDraws(context, spaces, settings.seed)
+        self.context, self.spaces = design_space(workload, target, settings, None)
+        reason = relax_reason(self.spaces)
+        if reason is not None:
+            raise Unsupported(reason)
+        try:  # the search keeps a knob model of its own: the tuning model is not differentiable in the knobs
+            self.search = GradientSearch(
+                self.context, self.spaces, model=scorer, seed=settings.seed, eps_greedy=settings.eps_greedy
+            )
+        except AutosearchError as exc:  # a structure only reading the replays can refuse
+            raise Unsupported(one_line(exc)) from None
+        self.draws = RandomDraws(self.context, self.spaces, settings.seed)
 
     def propose(self, n: int) -> list[Any]:
         return self.draws.claim(list(self.search.propose(n)), n) if n > 0 else []
@@ -76,9 +138,23 @@ class PriorGradientStrategy(DecisionStrategy):
 
     kind = "gradient"
 
-    def _search(self, adapter: Any) -> Any:
+    def __init__(
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        options: GradientSettings | None = None,
+        *,
+        timer: Callable[[str], Any] | None = None,
+    ) -> None:
+        opts = options if options is not None else GradientSettings()
+        # the decision search's sketches and bookkeeping, with its exploration
+        super().__init__(workload, target, scorer, settings, DecisionSettings(explore=opts.explore), timer=timer)
+
+    def _search(self) -> Any:
         from autosearch.search.gradient.prior_descent import PriorGradientSearch
 
-        search = PriorGradientSearch(self.context, self.spaces, self.draws, adapter, self.settings)
+        search = PriorGradientSearch(self.context, self.spaces, self.draws, self.scorer, self.settings)
         search.policy = self.policy
         return search
