@@ -870,3 +870,26 @@ def test_a_gpu_budget_reserves_no_time_for_the_prior_pass_it_does_not_run() -> N
     gpu = parse_target("cuda-h200")
     assert prior_seconds_per_task(gpu) == 0.0 and _prior_pass([object()], gpu, 0, None, [0]) == {}  # type: ignore[arg-type]
     assert prior_seconds_per_task(host_target()) == PRIOR_SECONDS_PER_TASK > 0
+
+
+def test_tasks_outside_the_decision_space_are_one_count_line_not_a_line_each() -> None:
+    """`tune-model` on a BERT layer printed one line per reshape/transpose task that the decision
+    search cannot read (8 of its 15 lines); they are counted in one line at the end of the rounds,
+    and any other fall-back (the gradient search's) still says its own reason."""
+    from rich.console import Console
+
+    from autosearch.networks import tune as nt
+    from autosearch.search.strategies import EvolutionarySettings, Fallback
+
+    console = Console(record=True, width=200)
+    job = nt.NetworkJob("net.py:f", None, EvolutionarySettings(), lambda: None, nt.TuneSettings(), console=console)  # type: ignore[arg-type,return-value]
+    tasks = nt._TaskRuns(job, [], nt.NetworkResult(spec="net.py:f", model=""))
+    for name in ("net/reshape1", "net/transpose2"):
+        tasks._fallback(Fallback(name, "decision", "evolutionary", f"{name}: nothing to decide", counted=True))
+    tasks._fallback(Fallback("net/dense", "gradient", "evolutionary", "gradient search cannot relax net/dense"))
+    tasks.summary()
+    lines = console.export_text().splitlines()
+    assert lines == [
+        "gradient search cannot relax net/dense",
+        "2 tasks outside the decision space were searched by evolutionary search",
+    ]

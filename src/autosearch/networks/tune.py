@@ -397,10 +397,10 @@ class _TaskRuns:
         return self.runs.get(i)
 
     def _fallback(self, note: Fallback) -> None:
-        if note.asked == "decision":
+        if note.counted:
             self.fell_back += 1
         elif self.job.console is not None:
-            self.job.console.print(note.line())
+            self.job.console.print(note.line)
 
     def summary(self) -> None:
         """The one line that says how many tasks the decision search handed to its fallback."""

@@ -128,7 +128,10 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".autosearch-write-test"
-        probe.write_text("")
+        if probe.is_symlink() or probe.is_file():  # left by a run killed between these lines
+            probe.unlink()
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.close(fd)
         probe.unlink()
     except OSError as exc:
         raise InputError(f"--out {out} is not writable: {exc.strerror or exc}") from None

@@ -47,21 +47,16 @@ class Unsupported(AutosearchError):
 
 @dataclass(frozen=True)
 class Fallback:
-    """A workload searched by another strategy than the one asked for: `asked` (the `--search` value)
-    gave way to `used` for `reason`. `tune` prints `line()`; `tune-model` counts the decision
-    search's (a network's reshape and transpose tasks have nothing to decide) in one line."""
+    """A workload searched by another strategy than the one asked for: `asked` (the `--search`
+    value) gave way to `used`; `line` says why, as `tune` prints it. `counted`: a task outside the
+    decision space (a network's reshape or transpose has nothing to decide), which `tune-model`
+    counts in one line instead of printing each."""
 
     workload: str
     asked: str
     used: str
-    reason: str
-
-    def line(self) -> str:
-        if self.used == "evolutionary" and self.asked == "gradient":
-            return f"[yellow]gradient search cannot relax {self.workload}: {self.reason}; using evolutionary search[/]"
-        if self.used == "gradient":
-            return f"[yellow]{self.workload}: {self.reason}; gradient search on its knob model[/]"
-        return f"[yellow]{self.workload}: {self.reason}; using {self.used} search[/]"
+    line: str
+    counted: bool = False
 
 
 class StrategyFactory(ABC):

@@ -60,7 +60,8 @@ class DecisionSettings(StrategyFactory):
             if self.by_name and not settings.fixed_spaces:
                 raise
             if fallbacks is not None:
-                fallbacks.append(Fallback(workload.name, self.name, self.fallback.name, one_line(exc)))
+                line = f"[yellow]{workload.name}: {one_line(exc)}; using evolutionary search[/]"
+                fallbacks.append(Fallback(workload.name, self.name, self.fallback.name, line, counted=True))
         return self.fallback.make(workload, target, scorer, settings, timer=timer)
 
 

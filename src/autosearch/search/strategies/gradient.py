@@ -64,11 +64,13 @@ class GradientSettings(StrategyFactory):
             try:
                 return PriorGradientStrategy(workload, target, scorer, settings, self, timer=timer)
             except WorkloadError as exc:  # no sketch the decision space reads: the knob model's search may
-                notes.append(Fallback(workload.name, self.name, self.name, one_line(exc)))
+                line = f"[yellow]{workload.name}: {one_line(exc)}; gradient search on its knob model[/]"
+                notes.append(Fallback(workload.name, self.name, self.name, line))
         try:
             return GradientStrategy(workload, target, scorer, settings, self, timer=timer)
         except Unsupported as exc:
-            notes.append(Fallback(workload.name, self.name, self.fallback.name, str(exc)))
+            line = f"[yellow]gradient search cannot relax {workload.name}: {exc}; using evolutionary search[/]"
+            notes.append(Fallback(workload.name, self.name, self.fallback.name, line))
         return self.fallback.make(workload, target, scorer, settings, timer=timer)
 
 
