@@ -128,10 +128,7 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".autosearch-write-test"
-        if probe.is_symlink() or probe.is_file():  # left by a run killed between these lines
-            probe.unlink()
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        os.close(fd)
+        probe.write_text("")
         probe.unlink()
     except OSError as exc:
         raise InputError(f"--out {out} is not writable: {exc.strerror or exc}") from None
@@ -217,7 +214,7 @@ class TuneRun:
                 if on_fallback is not None:
                     on_fallback(note)
                 elif console is not None:
-                    console.print(note.line())
+                    console.print(note.line)
             self.result.search = self.strategy.kind
             with self.timer.section("setup:runner"):
                 self.measurer = measure.shared_measurer(target, evaluator or measure.TUNE_EVALUATOR, rpc)
