@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,9 +21,36 @@ __all__ = ["app"]
 app = typer.Typer(add_completion=False)
 
 
+def _no_empty_out(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A run that fails (or stops before the export) does not leave behind an empty --out folder
+    it created itself: each folder of the path that did not exist before the run and is still
+    empty after it is removed, deepest first; a folder that was there before is never touched."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out = kwargs.get("out")
+        created: list[Path] = []
+        if out is not None:
+            p = Path(out).absolute()
+            while not os.path.lexists(p) and p != p.parent:
+                created.append(p)
+                p = p.parent
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for d in created:  # deepest first
+                try:
+                    d.rmdir()  # only an empty folder: an exported artifact is kept
+                except OSError:
+                    break
+
+    return wrapper
+
+
 # Long by nature: a Typer command's signature is its option list.
 @app.command("tune-model")
 @one_line_errors
+@_no_empty_out
 def tune_model(
     spec: str = typer.Argument(..., help="FILE.py:FUNC returning a torch.nn.Module, or FILE.onnx."),
     inputs: list[str] = typer.Option(

@@ -120,15 +120,96 @@ def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
     return float(np.median(res.latencies)) if res.status == "ok" else None
 
 
+#: The files `tune --out` and `tune-model --out` write, by the manifest that vouches for them: a
+#: folder given as --out must be empty or hold our own artifact, and none of these may be a
+#: symbolic link (writing through one would put our files wherever it points).
+_OUT_FILES = {
+    "model.json": "model.json",
+    "model.so": "model.json",
+    "best.json": "tune",
+    "summary.json": "tune",
+    "history.json": "tune",
+    "breakdown.json": "tune",
+    "best_schedule.py": "tune",
+}
+#: A manifest larger than this is no manifest of ours (and is not read whole to find out).
+_MANIFEST_MAX_BYTES = 16 << 20
+
+
+def _json_dict(path: Path) -> dict[str, Any] | None:
+    import json
+
+    try:
+        if path.stat().st_size > _MANIFEST_MAX_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _ours(out: Path, manifest: str) -> bool:
+    """Whether `out` holds the manifest of our own artifact of that kind, known by its format
+    fields: model.json of `tune-model` ("format": "autosearch-network"), best.json of `tune`
+    ("format": "autosearch-best-schedule") or, where no schedule was found, its summary.json."""
+    if manifest == "model.json":
+        d = _json_dict(out / "model.json")
+        return d is not None and d.get("format") == "autosearch-network"
+    best = _json_dict(out / "best.json") if (out / "best.json").is_file() else None
+    if best is not None and best.get("format") == "autosearch-best-schedule":
+        return True
+    summary = _json_dict(out / "summary.json") if (out / "summary.json").is_file() else None
+    return summary is not None and {"workload_key", "trials_measured", "run_id"} <= summary.keys()
+
+
+def _scratch(name: str) -> bool:
+    """Our own leftovers: the write probe and the temporary files of an export killed midway."""
+    return name.startswith(".autosearch-")
+
+
 def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
-    """Create `out_dir` (or fail in one line) *before* the budget is spent, not after."""
+    """Create `out_dir` (or fail in one line) *before* the budget is spent, not after.
+
+    Refused: an --out that is a symbolic link, or in which one of the files we write is one (the
+    write would follow it out of the folder), or that is not empty and holds no artifact of ours,
+    or that holds a file under one of our names that is not ours (a user's own model.json): a run
+    only ever replaces its own artifact, never a file it did not write."""
     out = Path(out_dir)
+    if out.is_symlink():
+        raise InputError(f"--out {out} is a symbolic link (to {os.readlink(out)}): give the folder itself")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a directory")
+    if out.is_dir():
+        try:
+            names = sorted(p.name for p in out.iterdir())
+        except OSError as exc:
+            raise InputError(f"--out {out} cannot be listed: {exc.strerror or exc}") from None
+        ours = [n for n in names if n in _OUT_FILES]
+        for name in ours:
+            path = out / name
+            if path.is_symlink():
+                raise InputError(f"--out {out}: {path} is a symbolic link; refusing to write through it")
+            if not path.is_file():
+                raise InputError(f"--out {out}: {path} is not a regular file; refusing to replace it")
+        for name in ours:
+            path = out / name
+            if not _ours(out, _OUT_FILES[name]):
+                raise InputError(
+                    f"--out {out}: {path} is not part of an autosearch artifact; refusing to overwrite it "
+                    "(give an empty or new folder)"
+                )
+        if not ours and any(not _scratch(n) for n in names):
+            raise InputError(
+                f"--out {out} is not empty and holds no autosearch artifact; give an empty or new folder "
+                "(nothing in it is overwritten)"
+            )
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".autosearch-write-test"
-        probe.write_text("")
+        if probe.is_symlink() or probe.is_file():  # left by a run killed between these lines
+            probe.unlink()
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        os.close(fd)
         probe.unlink()
     except OSError as exc:
         raise InputError(f"--out {out} is not writable: {exc.strerror or exc}") from None
