@@ -1,15 +1,20 @@
 """Whole models against what a user runs today: `autosearch tune-model` at 0 trials (the prior
 alone) and at a few budgets in minutes, TVM's stock `tune_relax` at the trials ours used in its
-longest budget, PyTorch eager and `torch.compile` (inductor), all on the same CPU and threads.
+longest budget, PyTorch eager, `torch.compile` (inductor), ONNX Runtime and OpenVINO (f32 forced,
+and its default precision reported beside), all on the same CPU and threads.
 
-Every system's output is checked against PyTorch relative to the output's scale
-(`autosearch.networks.check`). Ours runs into a fresh store per arm (no arm warm-starts another),
-one arm after the other; then every TVM build is timed interleaved (median of --timing-rounds);
-PyTorch eager and torch.compile are timed in a fresh process each (`run_isolated`) with the same
-threads (the faster of all cores and one thread for eager, as `tune-model` reports it).
+Ours runs into a fresh store per arm (no arm warm-starts another), one arm after the other. Then
+every arm, ours included, is timed by one harness (`autosearch.networks.runtimes`) in one fresh
+process (the tuning process's thread pools would slow PyTorch beside them): a Python loop of calls
+of at least --min-round-s a round, --timing-rounds rounds with the arms interleaved, the median,
+every runtime on --threads threads, each output checked against PyTorch relative to its scale
+(`autosearch.networks.check`). The headline is `best fp32 runtime / ours`: the fastest of eager,
+torch.compile, ONNX Runtime and OpenVINO f32 whose output checked ok, over each build of ours; an
+arm that cannot run (an operator the ONNX exporter lacks) is its one-line reason in the table.
 
     python bench/network.py --models resnet50,mobilenet_v2,bert_base,vit_base,convnext_tiny --minutes 0,10,30
     python bench/network.py --models resnet18 --minutes 0,2 --skip-stock          # a quick look
+    python bench/network.py --models bert_base --minutes 0 --skip-stock --skip-compile --skip-runtimes
     python bench/network.py --models resnet50 --minutes 0 --layouts blocked,imported --skip-stock
 
 Models come from examples/zoo.py (transformers architectures from a config, no download) with
@@ -55,18 +60,54 @@ def _cold(target: Any) -> Any:
 EVALUATORS = {"cold": _cold, "warm": _warm}
 
 
-def torch_baselines(spec: str, specs: list[Any], seed: int) -> dict[str, Any]:
-    """PyTorch eager and torch.compile (inductor) latency, each in a fresh process
-    (`networks.timing.torch_timing`), and torch.compile's compile seconds."""
-    from autosearch.networks.timing import torch_timing
+def time_every_arm(
+    name: str, spec: str, specs: list[Any], exes: dict[str, Any], rows: dict[str, dict[str, Any]], args: Any, work: Path
+) -> None:
+    """Every arm timed by one harness (`networks.runtimes.compare_runtimes_isolated`): PyTorch eager,
+    torch.compile, ONNX Runtime, OpenVINO f32 and OpenVINO at its default precision (unless
+    skipped), and every TVM build in `exes` (exported to `work`), in one fresh process on the same
+    threads, interleaved round by round, each output checked against PyTorch; `rows` gains each
+    arm's latency, check and setup seconds (a failed arm: its one-line reason)."""
+    from autosearch.backends.tvm.target import host_target, runtime_threads
+    from autosearch.networks.runtimes import EAGER, compare_runtimes_isolated
 
-    out: dict[str, Any] = {}
-    for mode in ("eager", "compile"):
-        try:
-            out[mode] = torch_timing(spec, specs, seed=seed, compiled=mode == "compile")
-        except Exception as exc:  # a model inductor cannot compile: say so, keep the rest
-            out[mode] = {"latency": None, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    return out
+    libs = {}
+    for i, (label, ex) in enumerate(exes.items()):
+        path = work / f"{name}-arm{i}.so"
+        ex.export_library(str(path))
+        libs[label] = str(path)
+    threads = args.threads or runtime_threads(host_target())
+    arms = compare_runtimes_isolated(
+        spec,
+        specs,
+        threads=threads,
+        work=work,
+        seed=args.seed,
+        tvm_libraries=libs,
+        compile_arm=not args.skip_compile,
+        runtimes=not args.skip_runtimes,
+        rounds=max(1, args.timing_rounds),
+        min_round_s=args.min_round_s,
+    )
+    for label in exes:  # ours and TVM's: the latency and the check of the timing process
+        arm = arms.get(label) or arms.get("timing process") or {}
+        rows[label].update(latency=arm.get("latency"), check=arm.get("check") or arm.get("error"), ok=arm.get("ok"))
+        rows[label]["threads"] = threads
+    for label, arm in arms.items():
+        if label in exes:
+            continue
+        rows[label] = {
+            "latency": arm.get("latency"),
+            "trials": 0,
+            "tune_s": arm.get("setup_s") if label != EAGER else None,
+            "ok": arm.get("ok"),
+            "check": arm.get("check"),
+            "error": arm.get("error"),
+            "precision": arm.get("precision"),
+            "exporter": arm.get("exporter"),
+            "threads": threads,
+            "baseline": label != "timing process",
+        }
 
 
 def stock_tune_relax(
@@ -95,17 +136,13 @@ def stock_tune_relax(
 
 
 def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    import numpy as np
-    import tvm
     from rich.console import Console
-    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.backends.tvm.target import host_target
-    from autosearch.networks.check import compare_outputs, flatten_outputs
     from autosearch.networks.graph import build_network, import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
-    from autosearch.networks.tune import network_explore, reference_outputs, time_vm, tune_network
+    from autosearch.networks.tune import network_explore, tune_network
     from autosearch.search.assemble import choose_strategy
     from autosearch.search.model_spec import make_scorer
     from autosearch.search.tune import TuneSettings
@@ -147,7 +184,6 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
         rows[label] = {"trials": r.trials, "tune_s": time.perf_counter() - t0, "summary": r.summary()}
     net = load_source(spec)
     arrays = example_arrays(specs, args.seed)
-    expected = reference_outputs(net, arrays)
     graph = import_network(spec, net, specs, arrays, target, fast_math=True)  # the graph ours tunes by default
     longest = max(args.minutes)
     if not args.skip_stock and longest:
@@ -158,54 +194,127 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     if args.untuned:
         exes["tvm untuned"] = build_network(graph, ms.database.MemoryDatabase(), target)
         rows["tvm untuned"] = {"trials": 0, "tune_s": None}
-    dev = tvm.cpu()
-    targs = [tvm.runtime.tensor(a, dev) for a in arrays]
-    vms = {k: relax.VirtualMachine(ex, dev) for k, ex in exes.items()}
-    for k, vm in vms.items():
-        rows[k]["check"] = compare_outputs(flatten_outputs(vm["main"](*targs)), expected).describe()
-        rows[k]["ok"] = rows[k]["check"].endswith("-> ok")
-    lat: dict[str, list[float]] = {k: [] for k in vms}
-    for _ in range(max(1, args.timing_rounds)):  # interleaved
-        for k, vm in vms.items():
-            lat[k].append(time_vm(vm, dev, targs, repeat=1 if k == "tvm untuned" else 3))
-    for k, v in lat.items():
-        rows[k]["latency"] = float(np.median(v))
-    tb = torch_baselines(spec, specs, args.seed)
-    rows["PyTorch eager"] = {"latency": tb["eager"].get("latency"), "trials": 0, "ok": True}
-    rows["torch.compile"] = {
-        "latency": tb["compile"].get("latency"),
-        "tune_s": tb["compile"].get("compile_s"),
-        "trials": 0,
-        "ok": True,
-        "error": tb["compile"].get("error"),
-    }
+    time_every_arm(name, spec, specs, exes, rows, args, work)
     return {"model": name, "spec": spec, "inputs": inputs, "tasks": len(graph.tasks), "rows": rows}
+
+
+def _ms(v: Any) -> str:
+    return f"{v * 1e3:.2f}" if v else "-"
+
+
+def _system(label: str, r: dict[str, Any]) -> str:
+    """A row's name: OpenVINO's default arm with the precision it compiled for."""
+    from autosearch.networks.runtimes import OPENVINO_DEFAULT
+
+    return f"{label} ({r['precision']})" if label == OPENVINO_DEFAULT and r.get("precision") else label
+
+
+def headline(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`best fp32 runtime / ours` for each of ours' builds: the fastest float32 baseline (eager,
+    torch.compile, ONNX Runtime, OpenVINO f32; its output checked ok) over ours' latency, all from
+    the one interleaved harness. OpenVINO's default precision is never the baseline."""
+    from autosearch.networks.runtimes import best_fp32_baseline
+
+    best = best_fp32_baseline(rows)
+    ours = {k: r["latency"] for k, r in rows.items() if k.startswith("ours") and r.get("latency") and r.get("ok")}
+    return {
+        "best": best[0] if best else None,
+        "best_latency": best[1] if best else None,
+        "ratios": {k: best[1] / v for k, v in ours.items()} if best else {},
+    }
 
 
 def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
     rows = res["rows"]
-    eager = rows["PyTorch eager"]["latency"]
-    comp = rows["torch.compile"]["latency"]
-    print(f"\n## {res['model']} ({res['tasks']} tasks) {' '.join(res['inputs'])} on {cpu} ({cores} cores)\n")
-    print("| system | trials | tuning s | end-to-end (ms) | eager / this | compile / this | output ok |")
-    print("|---|---|---|---|---|---|---|")
+    eager = rows.get("PyTorch eager", {}).get("latency")
+    comp = rows.get("torch.compile", {}).get("latency")
+    head = res.get("headline") or headline(rows)
+    best = head["best_latency"]
+    threads = next((r["threads"] for r in rows.values() if r.get("threads")), None)
+    print(
+        f"\n## {res['model']} ({res['tasks']} tasks) {' '.join(res['inputs'])} on {cpu} ({cores} cores, "
+        f"{threads} threads every arm)\n"
+    )
+    print(
+        "| system | trials | tuning / setup s | end-to-end (ms) | best fp32 / this | eager / this | compile / this | output ok |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for k, r in rows.items():
         v = r.get("latency")
-        ms_ = f"{v * 1e3:.2f}" if v else "-"
+        ratio_b = f"{best / v:.2f}" if v and best else "-"
         ratio_e = f"{eager / v:.2f}" if v and eager else "-"
         ratio_c = f"{comp / v:.2f}" if v and comp else "-"
         ts = r.get("tune_s")
+        ok = r.get("ok") if not r.get("error") else f"- ({r['error']})"
         print(
-            f"| {k} | {r.get('trials', '-')} | {'-' if ts is None else f'{ts:.0f}'} | {ms_} | {ratio_e} | {ratio_c} | {r.get('ok')} |"
+            f"| {_system(k, r)} | {r.get('trials', '-')} | {'-' if ts is None else f'{ts:.0f}'} | {_ms(v)} | {ratio_b} | {ratio_e} | {ratio_c} | {ok} |"
         )
     ours = [k for k in rows if k.startswith("ours")]
     parts = [f"{k}: {eager / rows[k]['latency']:.2f}x eager" for k in ours if eager and rows[k].get("latency")]
     stock = rows.get("tvm tune_relax", {}).get("latency")
-    if stock and ours:
+    if stock and ours and rows[ours[-1]].get("latency"):
         parts.append(f"tune_relax / {ours[-1]} = {stock / rows[ours[-1]]['latency']:.2f}")
     if comp and ours and rows[ours[-1]].get("latency"):
         parts.append(f"compile / {ours[-1]} = {comp / rows[ours[-1]]['latency']:.2f}")
     print(f"\nSUMMARY {res['model']}: " + "; ".join(parts))
+    if head["best"]:
+        ratios = ", ".join(f"{k} {x:.2f}" for k, x in head["ratios"].items()) or "no build of ours checked ok"
+        print(f"HEADLINE {res['model']}: best fp32 runtime ({head['best']}, {_ms(best)} ms) / ours: {ratios}")
+    else:
+        print(f"HEADLINE {res['model']}: no fp32 baseline ran with its output checked ok")
+
+
+def print_summary(results: list[dict[str, Any]]) -> None:
+    """One row a model: every baseline's and every build of ours' milliseconds, the best fp32
+    runtime and `best fp32 / ours` for each build; then the geometric mean of each over the models
+    that have it."""
+    import numpy as np
+
+    from autosearch.networks.runtimes import (
+        EAGER,
+        ONNXRUNTIME,
+        OPENVINO_DEFAULT,
+        OPENVINO_F32,
+        TORCH_COMPILE,
+    )
+
+    baselines = [EAGER, TORCH_COMPILE, ONNXRUNTIME, OPENVINO_F32, OPENVINO_DEFAULT]
+    ours = list(dict.fromkeys(k for res in results for k in res["rows"] if k.startswith("ours")))
+    cols = [*baselines, *ours]
+    print("\n## Summary: milliseconds a call, every arm in one interleaved harness\n")
+    print(
+        "| model | "
+        + " | ".join(cols)
+        + " | best fp32 runtime | "
+        + " | ".join(f"best fp32 / {k}" for k in ours)
+        + " |"
+    )
+    print("|---|" + "---|" * (len(cols) + 1 + len(ours)))
+    ratios: dict[str, list[float]] = {k: [] for k in ours}
+    for res in results:
+        rows, head = res["rows"], res.get("headline") or headline(res["rows"])
+        cells = []
+        for k in cols:
+            r = rows.get(k, {})
+            cell = (
+                _ms(r.get("latency"))
+                if r.get("ok")
+                else "-"
+                if not r.get("latency")
+                else f"{_ms(r['latency'])} (wrong)"
+            )
+            if k == OPENVINO_DEFAULT and r.get("precision"):
+                cell += f" ({r['precision']})"
+            cells.append(cell)
+        best = f"{head['best']} {_ms(head['best_latency'])}" if head["best"] else "-"
+        for k, x in head["ratios"].items():
+            ratios[k].append(x)
+        rs = [f"{head['ratios'][k]:.2f}" if k in head["ratios"] else "-" for k in ours]
+        print(f"| {res['model']} | " + " | ".join(cells) + f" | {best} | " + " | ".join(rs) + " |")
+    for k, xs in ratios.items():
+        if xs:
+            geo = float(np.exp(np.mean(np.log(xs))))
+            print(f"HEADLINE geomean best fp32 runtime / {k}: {geo:.2f} over {len(xs)} model(s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,9 +343,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true", help="no tune_relax arm")
     ap.add_argument("--untuned", action="store_true", help="also time TVM's untuned build (slow: seconds a call)")
-    ap.add_argument("--timing-rounds", type=int, default=7)
+    ap.add_argument("--timing-rounds", type=int, default=7, help="rounds of the interleaved harness (median)")
+    ap.add_argument(
+        "--min-round-s", type=float, default=0.3, help="each arm's shortest round in the harness, in seconds"
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of every arm (PyTorch, ONNX Runtime, OpenVINO, TVM's runtime); default: TVM's, the physical cores",
+    )
+    ap.add_argument("--skip-runtimes", action="store_true", help="no ONNX Runtime and OpenVINO arms")
+    ap.add_argument("--skip-compile", action="store_true", help="no torch.compile arm (inductor compiles for minutes)")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        ap.error("--threads takes a whole number >= 1")
+    if not args.min_round_s > 0:
+        ap.error("--min-round-s takes seconds > 0")
     args.minutes = [float(m) for m in args.minutes.split(",") if m.strip()]
     args.layouts = [x for x in args.layouts.split(",") if x.strip()]
     if not args.layouts or set(args.layouts) - {"blocked", "imported"}:
@@ -258,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name, spec, inputs in todo:
         res = bench_model(name, spec, inputs, args, work)
+        res["headline"] = headline(res["rows"])
         results.append(res)
         print_model(res, cpu, cores)
         sys.stdout.flush()
@@ -265,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json).write_text(
                 json.dumps({"args": vars(args), "cpu": cpu, "cores": cores, "results": results}, indent=1, default=str)
             )
+    print_summary(results)
     return 0
 
 

@@ -1,0 +1,129 @@
+"""The deployment-runtime arms of `bench/network.py` (`autosearch.networks.runtimes`): a small
+PyTorch model exported to ONNX runs through ONNX Runtime and OpenVINO f32 with the output checked
+against eager, a failing runtime is its arm's one-line reason, and the one harness times every arm
+(ours, a Relax VM build, included) interleaved round by round with a median per arm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxruntime", reason="the [bench] extra (onnxruntime) is not installed")
+pytest.importorskip("openvino", reason="the [bench] extra (openvino) is not installed")
+
+from autosearch.networks import runtimes  # noqa: E402
+from autosearch.networks.inputs import example_arrays, parse_inputs  # noqa: E402
+
+SPECS = parse_inputs(["x:float32:4,16"])
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    arrays = example_arrays(SPECS, 0)
+    with torch.no_grad():
+        expected = [net(torch.from_numpy(arrays[0])).numpy()]
+    return net, arrays, expected
+
+
+@pytest.fixture(scope="module")
+def arms(tiny, tmp_path_factory):
+    net, arrays, expected = tiny
+    return runtimes.runtime_arms(net, SPECS, arrays, expected, 1, tmp_path_factory.mktemp("onnx"))
+
+
+def test_onnxruntime_and_openvino_f32_match_eager(arms, tiny):
+    by = {a.name: a for a in arms}
+    assert set(by) == {runtimes.ONNXRUNTIME, runtimes.OPENVINO_F32, runtimes.OPENVINO_DEFAULT}
+    _, _, expected = tiny
+    for name in (runtimes.ONNXRUNTIME, runtimes.OPENVINO_F32):
+        arm = by[name]
+        assert arm.error is None and arm.call is not None, arm.error
+        assert arm.ok, arm.check
+        assert arm.exporter == "torchscript"
+        got = np.asarray(arm.call()[0])  # a real call, not the stored verdict
+        assert np.abs(got - expected[0]).max() <= 1e-5 * np.abs(expected[0]).max()
+    assert by[runtimes.OPENVINO_F32].precision == "f32"
+    # the default arm reads back what OpenVINO chose (bf16 on AMX/AVX512_BF16 CPUs, f32 elsewhere)
+    assert by[runtimes.OPENVINO_DEFAULT].precision in {"f32", "bf16", "f16"}
+
+
+def test_a_model_no_runtime_can_read_is_each_arms_one_line_reason(tiny, tmp_path):
+    net, arrays, expected = tiny
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not an onnx model")
+    out = runtimes.runtime_arms(net, SPECS, arrays, expected, 1, tmp_path, onnx_path=bad)
+    assert [a.name for a in out] == [runtimes.ONNXRUNTIME, runtimes.OPENVINO_F32, runtimes.OPENVINO_DEFAULT]
+    for arm in out:
+        assert arm.call is None and arm.latency is None
+        assert arm.error and "\n" not in arm.error
+
+
+def test_a_mismatching_output_is_not_ok(tiny, arms):
+    _, _, expected = tiny
+    wrong = [e + 1.0 for e in expected]
+    arm = runtimes.build_arm("wrong", lambda: (lambda: [wrong[0]], None), expected)
+    assert arm.ok is False and "MISMATCH" in (arm.check or "")
+    table = {
+        runtimes.ONNXRUNTIME: {"latency": 2.0, "ok": True},
+        runtimes.OPENVINO_F32: {"latency": 1.0, "ok": False},  # fast but wrong: never the baseline
+        runtimes.OPENVINO_DEFAULT: {"latency": 0.5, "ok": True},  # maybe bf16: never the fp32 baseline
+        "ours": {"latency": 0.1, "ok": True},
+    }
+    assert runtimes.best_fp32_baseline(table) == (runtimes.ONNXRUNTIME, 2.0)
+
+
+def _relax_add_one():
+    """A one-operator Relax build, the kind of executable ours is."""
+    import tvm
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.add(x, relax.const(1.0, "float32")))
+        bb.emit_func_output(y)
+    return tvm.compile(bb.get(), target="llvm")
+
+
+def test_the_harness_interleaves_every_arm_and_returns_a_median_each(arms, tiny):
+    net, arrays, expected = tiny
+    eager = runtimes.eager_arm(net, arrays, expected)
+    assert eager.ok
+    x = np.random.default_rng(0).random((4, 8), dtype=np.float32)
+    ours = runtimes.tvm_arm("ours", _relax_add_one(), [x], [x + 1.0])
+    assert ours.ok, ours.error or ours.check
+    order: list[str] = []
+
+    def recorder(name, fn):
+        def call():
+            order.append(name)
+            return fn()
+
+        return call
+
+    calls = {a.name: recorder(a.name, a.call) for a in [eager, *arms, ours] if a.call}
+    med = runtimes.interleaved_medians(calls, rounds=3, min_round_s=0.01)
+    assert set(med) == set(calls) and all(v > 0 for v in med.values())
+    # each round runs every arm in turn (one untimed call and then its timed loop), in the same order
+    runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
+    assert runs == list(calls) * 3
+
+
+def test_the_median_is_of_rounds_at_least_min_round_s_long():
+    now = [0.0]
+    per_call = iter([0.001] * 1000)
+
+    def clock():
+        return now[0]
+
+    def call():
+        now[0] += next(per_call)
+
+    med = runtimes.interleaved_medians({"a": call}, rounds=2, min_round_s=0.05, clock=clock)
+    assert med["a"] == pytest.approx(0.001)
+    # 2 rounds of (1 untimed + >= 50 timed) calls
+    assert 1000 - sum(1 for _ in per_call) >= 2 * 51
