@@ -11,7 +11,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, by its exact pin: an unpinned torch pulls GBs of CUDA packages.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,lint]'
+	# bench: the zoo's models and the runtimes bench/network.py compares with (ONNX Runtime, OpenVINO:
+	# about 90 MB of wheels), so tests/test_runtimes.py runs here rather than skipping
+	$(BIN)/pip install -q -e '.[test,lint,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
