@@ -35,7 +35,7 @@ def _one_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
 # -- 1. usage errors and unexpected exceptions: one line, never a ModuleNotFoundError(click) -----
 def test_usage_errors_exit_2_without_traceback() -> None:
     out = _one_line(_cli("tune", "--no-such-option"))
-    assert "No such option" in out and "click" not in out
+    assert "no such option" in out and "click" not in out
     out = _one_line(_cli("train", "--epochs", "abc"))
     assert "--epochs" in out
     _one_line(_cli("no-such-command"))

@@ -13,7 +13,16 @@ from rich.console import Console
 
 from autosearch.errors import AutosearchError, InputError
 
-__all__ = ["console", "emit_json", "err", "finite_json", "one_line_errors", "parse_params", "parse_rpc"]
+__all__ = [
+    "check_number",
+    "console",
+    "emit_json",
+    "err",
+    "finite_json",
+    "one_line_errors",
+    "parse_params",
+    "parse_rpc",
+]
 
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -38,6 +47,38 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def check_number(
+    value: float | None,
+    option: str,
+    *,
+    low: float = 0.0,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float | None:
+    """`value` of a float option, refused in one line unless it is a finite number within
+    [`low`, `high`] (`*_open`: that end excluded); None (an option not given) passes.
+
+    Why here: Click reads `nan`, `inf` and `-1` as floats, and a budget of NaN minutes or a
+    learning rate of infinity went on into the run (an internal error deep in it, or a run that
+    never stops); every float option of every command is checked by this one rule."""
+    import math
+
+    if value is None:
+        return None
+    lo = f"> {low:g}" if low_open else f">= {low:g}"
+    hi = "" if high is None else (f" and < {high:g}" if high_open else f" and <= {high:g}")
+    bad = (
+        not math.isfinite(value)
+        or value < low
+        or (low_open and value == low)
+        or (high is not None and (value > high or (high_open and value == high)))
+    )
+    if bad:
+        raise InputError(f"{option} must be a finite number {lo}{hi}, got {value:g}")
+    return value
 
 
 def parse_params(items: Optional[list[str]]) -> dict[str, Any]:

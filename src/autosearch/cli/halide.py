@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from autosearch.cli.common import console, err, one_line_errors, parse_params
+from autosearch.cli.common import check_number, console, err, one_line_errors, parse_params
 from autosearch.cli.options import HALIDE_THREADS_OPT, deprecated_spelling, renamed
 from autosearch.errors import AutosearchError
 
@@ -39,6 +39,16 @@ def _fmt_ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4g} ms"
 
 
+def _close_store(store: Any, created: bool) -> None:
+    """Close the store; one this run created and wrote nothing to is removed, so that a run that
+    failed before its first sample leaves no empty database behind."""
+    empty = created and not store.workloads()
+    store.close()
+    if empty:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{store.path}{suffix}").unlink(missing_ok=True)
+
+
 @app.command()
 @one_line_errors
 def sample(
@@ -60,11 +70,15 @@ def sample(
     from dataclasses import asdict
 
     from autosearch.backends.halide.pipelines import resolve_pipeline
+    from autosearch.backends.halide.sampling import describe_pipeline
     from autosearch.halide.autosampler import next_batch_id, sample_batch
     from autosearch.store.db import Store
 
     params = parse_params(param)
     base = None if pipeline == "random" else resolve_pipeline(pipeline, params)
+    if base is not None:  # a file that raises, crashes or hangs: one error line before the store is made
+        describe_pipeline(base)
+    new_store = bool(db) and not Path(db).exists()
     store = Store(db) if db else None
     reports = []
     try:
@@ -87,7 +101,7 @@ def sample(
             )
     finally:
         if store is not None:
-            store.close()
+            _close_store(store, new_store)
     if json_out:
         console.print_json(json.dumps([asdict(r) for r in reports]))
         return
@@ -135,6 +149,7 @@ def retrain(
     """Sample, then retrain the Adams2019 weights on every sample so far (Halide's autotune loop)."""
     from autosearch.halide.autosampler import retrain_cost_model
 
+    check_number(learning_rate, "--lr", low_open=True)
     rep = retrain_cost_model(
         pipeline,
         demo_name,
@@ -240,6 +255,7 @@ def autotune(
     again side by side (--final-repeats rounds), and the lowest median wins."""
     from autosearch.halide.autotune import autotune as run
 
+    check_number(lr, "--lr", low_open=True)
     res = run(
         pipeline,
         out,

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from autosearch import interrupts
 from autosearch.backends.tvm.target import use_physical_cores
-from autosearch.cli.common import console, emit_json, err, parse_rpc
+from autosearch.cli.common import check_number, console, emit_json, err, parse_rpc
 from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
 from autosearch.errors import AutosearchError, one_line
 from autosearch.formatting import format_seconds
@@ -114,6 +114,7 @@ def collect(
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 
+    check_number(budget_minutes, "--budget-minutes")
     wls = resolve_workloads(workloads)
     rpc = parse_rpc(rpc_tracker, rpc_key)
     tgt = apply_threads(threads, parse_target(target), rpc)
@@ -197,7 +198,17 @@ def db_import(
             featurize=featurize_trace if features else None,
             extractor=EXTRACTOR if features else None,
         )
-    console.print(f"imported {n.records} records of {n.workloads} workloads ({n.failed} failed runs) into {db}")
+    skipped = (
+        f"; skipped {n.duplicates:,} duplicate{'s' if n.duplicates != 1 else ''} (repeated in the log or already "
+        "in the store)"
+        if n.duplicates
+        else ""
+    )
+    console.print(
+        f"imported {n.records} records of {n.workloads} workloads ({n.failed} failed runs) into {db}{skipped}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @db_app.command("import-ncu")
@@ -290,17 +301,117 @@ def main(argv: list[str] | None = None) -> Any:
     return rv
 
 
+#: The line for a run that ran out of memory, made before it is needed: when memory has run out,
+#: formatting a message (rich's rendering, a lazy import) failed in turn and Python printed both
+#: tracebacks instead (a 101-line trace under `ulimit -v`).
+_OUT_OF_MEMORY = (
+    "error: out of memory: this run needed more memory than the process may use (`ulimit -v`, the machine's "
+    "RAM); a smaller workload, batch or model needs less\n"
+)
+_OUT_OF_MEMORY_BYTES = _OUT_OF_MEMORY.encode()
+#: What an exception says when an allocation failed below Python: C++ (TVM, Halide), the dynamic
+#: loader mapping a library, a thread's stack.
+_OOM_WORDS = ("bad_alloc", "cannot allocate memory", "out of memory", "failed to map segment", "can't start new thread")
+
+
 def _run(argv: list[str] | None) -> Any:
-    """The app, with every way it can fail turned into one line and an exit status."""
+    """The app, with every way it can fail turned into one line and an exit status; running out of
+    memory, in the command or in reporting its failure, is one pre-made line and exit 2."""
+    import os
+
+    try:
+        return _run_app(argv)
+    except MemoryError:
+        if os.environ.get("AUTOSEARCH_TRACEBACK"):
+            raise
+        _say_out_of_memory()
+        sys.exit(2)
+
+
+def _say_out_of_memory() -> None:
+    """Write `_OUT_OF_MEMORY` allocating next to nothing: the text stream, else the raw descriptor."""
+    import contextlib
+    import os
+
+    try:
+        sys.stderr.write(_OUT_OF_MEMORY)
+        sys.stderr.flush()
+    except BaseException:  # anything at all: the descriptor is the last resort
+        with contextlib.suppress(OSError):
+            os.write(2, _OUT_OF_MEMORY_BYTES)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is memory running out: a MemoryError in its chain (an import that failed for
+    want of memory raises SystemError or ImportError from one), or a C++ allocation failure."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, MemoryError):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    text = str(exc)[:2000].lower()
+    return any(w in text for w in _OOM_WORDS) or (isinstance(exc, (ImportError, SystemError)) and _near_memory_limit())
+
+
+def _near_memory_limit() -> bool:
+    """Whether this process has an address-space limit (`ulimit -v`) and used at least half of it:
+    an import that fails then (a module left half-imported by an allocation that failed, a
+    SystemError from an extension) failed for want of memory, not for a missing name."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY or soft <= 0:
+            return False
+        with open("/proc/self/status") as fh:
+            peak = next((int(ln.split()[1]) * 1024 for ln in fh if ln.startswith("VmPeak:")), 0)
+        return peak >= soft // 2
+    except (ImportError, OSError, ValueError):
+        return False
+
+
+def _usage_line(exc: Any) -> str:
+    """A Click usage error (unknown option, missing argument, bad choice or type) as one line that
+    names the command's help, instead of Click's usage block and `Try ... --help` hint."""
+    ctx = getattr(exc, "ctx", None)
+    option = getattr(exc, "option_name", None)
+    if type(exc).__name__ == "NoSuchOption" and option:
+        import difflib
+
+        text = f"no such option {option}"
+        # Click's own suggestions compare the leading dashes too (`--bogus`: "--out"); these do not
+        names = {p.lstrip("-"): p for p in getattr(exc, "possibilities", None) or ()}
+        close = difflib.get_close_matches(option.lstrip("-"), list(names), n=2, cutoff=0.75)
+        if close:
+            text += f"; did you mean {' or '.join(names[c] for c in close)}?"
+    else:
+        fmt = getattr(exc, "format_message", None)
+        text = " ".join(str(fmt() if callable(fmt) else exc).split()).rstrip(".")
+        text = text[:1].lower() + text[1:]
+    path = getattr(ctx, "command_path", None)
+    return f"error: {text} (see {path} --help)" if path else f"error: {text}"
+
+
+def _run_app(argv: list[str] | None) -> Any:
     import os
 
     # typer vendors click (there is no `click` package): its errors are TyperException subclasses.
     from typer.exceptions import Abort, TyperException
 
+    from autosearch.backends.tvm.target import user_threads_warning
+
     interrupts.install()
     use_physical_cores()  # before any TVM kernel runs here or in a worker started from here
+    warning = user_threads_warning()
+    if warning:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     try:
-        return app(args=argv, standalone_mode=False)
+        rv = app(args=argv, prog_name="autosearch", standalone_mode=False)
+        if rv == 130 and interrupts.interrupted():  # typer made a Ctrl-C nobody handled a silent Exit(130)
+            err.print("interrupted")
+        return rv
     except AutosearchError as exc:
         err.print(f"[red]error:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -310,16 +421,17 @@ def _run(argv: list[str] | None) -> Any:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except TyperException as exc:  # usage errors: bad option, missing argument, bad value
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group called bare: its help is the answer
+            exc.show()  # type: ignore[attr-defined]
         else:
-            err.print(f"error: {one_line(exc)}", highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code or 2)
+            err.print(_usage_line(exc), highlight=False, markup=False, soft_wrap=True)
+        sys.exit(getattr(exc, "exit_code", 2) or 2)
     except Exception as exc:
         if interrupts.interrupted():  # a Ctrl-C that TVM's C++ side turned into an error of its own
             err.print("interrupted")
             sys.exit(130)
+        if _out_of_memory(exc):
+            raise MemoryError from exc  # `_run` says it in its pre-made line
         if os.environ.get("AUTOSEARCH_TRACEBACK"):
             raise
         err.print(

@@ -21,7 +21,7 @@ from autosearch.training.batch import DEFAULT_EXTRACTOR
 
 __all__ = ["app", "train_command_data"]
 
-from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_params
+from autosearch.cli.common import check_number, console, emit_json, err, one_line_errors, parse_params
 
 SPLIT_FILE = "split.json"
 REPORT_FILE = "train_report.json"
@@ -209,6 +209,8 @@ def train(
     """Train a cost model on the training workloads; report held-out metrics; save it to --out."""
     from autosearch.training.trainer import evaluate, valid_carve_out
 
+    check_number(fraction, "--fraction", high=1.0, low_open=True, high_open=True)
+    check_number(valid_fraction, "--valid-fraction", high=1.0, high_open=True)
     cost_model = _new_model(model, loss, epochs, parse_params(param), seed)
     ds, sp, (tr, te) = train_command_data(
         db,

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_rpc
+from autosearch.cli.common import check_number, console, emit_json, err, one_line_errors, parse_rpc
 from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
 from autosearch.errors import InputError
 from autosearch.formatting import format_seconds
@@ -112,7 +112,8 @@ def tune_model(
         check_module_spec(spec)  # before the model, whose device warning would bury this error
     elif not Path(spec).is_file():
         raise InputError(f"ONNX file {spec} does not exist")
-    specs = parse_inputs(inputs, input_shape)
+    check_number(budget_minutes, "--budget-minutes")
+    specs = parse_inputs(inputs, input_shape, onnx=spec if spec.endswith(".onnx") else None)
     rpc = parse_rpc(rpc_tracker, rpc_key)
     tgt = apply_threads(threads, parse_target(target), rpc)
     if out is not None:

@@ -28,7 +28,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-from autosearch.cli.common import console, emit_json, err, one_line_errors  # noqa: E402 - after app, as the sibling apps
+from autosearch.cli.common import check_number, console, emit_json, err, one_line_errors  # noqa: E402 - after app, as the sibling apps
 from autosearch.cli.options import SPARSE_THREADS_OPT, deprecated_spelling, renamed  # noqa: E402
 
 DB_OPT = typer.Option(Path("autosearch.db"), "--db", help="SQLite records database.")
@@ -94,6 +94,7 @@ def collect(
     from autosearch.sparse.collect import collect as run_collect
     from autosearch.store.db import Store
 
+    check_number(budget_minutes, "--budget-minutes")
     _threads(threads)
     with (
         Store(db) as store,

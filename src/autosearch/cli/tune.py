@@ -12,7 +12,7 @@ from autosearch.errors import InputError, TargetError
 
 __all__ = ["app"]
 
-from autosearch.cli.common import console, emit_json, err, one_line_errors, parse_rpc
+from autosearch.cli.common import check_number, console, emit_json, err, one_line_errors, parse_rpc
 from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
 from autosearch.formatting import format_seconds
 
@@ -133,6 +133,7 @@ def tune(
     from autosearch.store import Store
     from autosearch.workloads.module import resolve_workload_spec
 
+    check_number(retrain_fraction, "--retrain-fraction")
     settings = TuneSettings(trials=trials, trials_per_round=trials_per_round, eps_greedy=eps_greedy, seed=seed)
     # the strategies' knobs, before anything loads
     EvolutionarySettings(population=population, genetic_num_iters=genetic_iters, screen=screen).check_settings(settings)

@@ -57,8 +57,10 @@ class NetworkGraph:
     index_bounds: dict[str, int] = field(default_factory=dict)
 
 
-def load_source(spec: str) -> Any:
-    """The model a spec names: an `nn.Module` (eval mode) from `FILE.py:FUNC`, or an `onnx.ModelProto`."""
+def load_source(spec: str, deadline: float | None = None) -> Any:
+    """The model a spec names: an `nn.Module` (eval mode) from `FILE.py:FUNC`, or an `onnx.ModelProto`.
+    `deadline` (a `time.perf_counter()` value) bounds the user's import and call of `FUNC`
+    (`load_module_object`): the budget in minutes covers them."""
     if spec.endswith(".onnx"):
         path = Path(spec)
         if not path.is_file():
@@ -75,7 +77,7 @@ def load_source(spec: str) -> Any:
 
     from autosearch.workloads.module import load_module_object
 
-    obj, _ = load_module_object(spec)
+    obj, _ = load_module_object(spec, deadline)
     if not isinstance(obj, torch.nn.Module):
         raise InputError(f"{spec} returned {type(obj).__name__}, not a torch.nn.Module (or give an .onnx file)")
     return obj.eval()
@@ -89,6 +91,7 @@ def _from_torch(net: Any, arrays: Sequence[np.ndarray], spec: str) -> tuple[Any,
     try:
         ep = torch.export.export(net, tuple(torch.from_numpy(a) for a in arrays))
         _drop_empty_concat_inputs(ep)
+        _scan_dtypes_as_torch(ep)
         mod = from_exported_program(ep, keep_params_as_input=True)
     except Exception as exc:
         raise InputError(f"cannot import {spec} into TVM Relax: {type(exc).__name__}: {one_line(exc)}") from None
@@ -130,6 +133,33 @@ def _drop_empty_concat_inputs(ep: Any) -> int:
             node.args = (keep, *node.args[1:])
     if changed:
         graph.eliminate_dead_code()
+        ep.graph_module.recompile()
+    return changed
+
+
+def _scan_dtypes_as_torch(ep: Any) -> int:
+    """Give every `aten.cumsum` / `aten.cumprod` of an exported program whose output dtype differs
+    from its input's (a bool or small integer input: PyTorch sums it in int64) that dtype
+    explicitly (in place); the number of scans changed.
+
+    Why: Relax's PyTorch frontend emits such a scan in its input's dtype, so a bool mask's running
+    count stays bool (1 + 1 = 1) and FoldConstant cannot evaluate it: transformers' decoders
+    compute `(position_diff != 1).cumsum(-1)` to find packed sequences, and that scan, over
+    constants, was built at run time instead of folded away."""
+    import torch
+
+    scans = {torch.ops.aten.cumsum.default, torch.ops.aten.cumprod.default}
+    changed = 0
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or node.target not in scans or "dtype" in node.kwargs:
+            continue
+        out = getattr(node.meta.get("val"), "dtype", None)
+        x = node.args[0]
+        inp = getattr(getattr(x, "meta", {}).get("val"), "dtype", None)
+        if out is not None and inp is not None and out != inp:
+            node.kwargs = {**node.kwargs, "dtype": out}
+            changed += 1
+    if changed:
         ep.graph_module.recompile()
     return changed
 
@@ -388,7 +418,14 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register
         mod = t.BindParams("main", params)(mod)
     mod = power_as_products(mod)  # before FoldConstant, which lowers every `power` it meets (and warns)
     mod = whole_image_pools_as_means(mod)
-    mod = tvm.transform.Sequential([t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
+    # TVM lowers sort, scan and sampling operators (`cumsum`, `cumprod`, `sort`, `argsort`, `topk`,
+    # `bucketize`, `multinomial_from_uniform`) in its library-dispatch passes, not in LegalizeOps
+    # (they have no legalization): `relax.build` runs them first, and so must this pipeline, or a
+    # decoder's mask (transformers' `cumsum` over the position ids) reaches the VM code generator
+    # as a bare `R.cumsum` and fails after the whole prior pass. Before FoldConstant, so a scan of
+    # constants (that mask) is computed here once.
+    dispatch = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan()]
+    mod = tvm.transform.Sequential([*dispatch, t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
     mod = blocked_convolutions(mod, register_bits)
     if fast_math:
         mod = fast_math_module(mod)
@@ -454,6 +491,43 @@ def import_network(
     return NetworkGraph(prepared, tasks, workloads, bounds)
 
 
+def _has_block(stmt: Any) -> bool:
+    """Whether a TIR statement holds a block anywhere below it."""
+    from tvm import s_tir
+
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return True
+    children = list(getattr(stmt, "seq", None) or [])
+    children += [getattr(stmt, k, None) for k in ("body", "then_case", "else_case")]
+    return any(c is not None and _has_block(c) for c in children)
+
+
+def _rooted_opaque_functions(mod: Any) -> Any:
+    """`mod` with every PrimFunc whose body is one block with no block inside (TOPI's `te.extern`
+    kernels: the CPU sort, argsort and top-k calls, the scans of `cumsum` and `cumprod`) put under
+    a `root` block, the form every other kernel has; the same computation.
+
+    Why: `SplitLayoutRewritePreproc` takes each PrimFunc's outermost block for the root and
+    requires a compute block below it, so such a kernel failed the build ("There should be a
+    compute block if there is only one subtree under the root")."""
+    from tvm import s_tir, tirx
+
+    opaque = [
+        (gv, func)
+        for gv, func in mod.functions_items()
+        if isinstance(func, tirx.PrimFunc)
+        and isinstance(func.body, s_tir.SBlockRealize)
+        and not _has_block(func.body.block.body)
+    ]
+    if not opaque:
+        return mod
+    mod = mod.clone()
+    for gv, func in opaque:
+        root = s_tir.SBlock([], [], [], "root", func.body)
+        mod.update_func(gv, func.with_body(s_tir.SBlockRealize([], True, root)))
+    return mod
+
+
 def build_network(graph: NetworkGraph, database: Any, target: Any) -> Any:
     """The Relax executable of a prepared module with every task's schedule from `database` (a task
     missing there is built as TVM builds it untuned), weights pre-packed (module doc, step 4)."""
@@ -487,7 +561,7 @@ def build_network(graph: NetworkGraph, database: Any, target: Any) -> Any:
             mod = dl.ApplyDefaultSchedule(
                 dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
             )(mod)
-        mod = relax.transform.SplitLayoutRewritePreproc()(mod)
+        mod = relax.transform.SplitLayoutRewritePreproc()(_rooted_opaque_functions(mod))
         mod = relax.transform.FoldConstant()(mod)
         return tvm.transform.Sequential(list(lower) + list(finalize))(mod)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from autosearch.errors import InputError
 
-__all__ = ["DTYPES", "InputSpec", "example_arrays", "parse_inputs"]
+__all__ = ["DTYPES", "InputSpec", "example_arrays", "onnx_inputs", "parse_inputs"]
 
 #: The dtypes an input may have (what PyTorch's exporter and TVM both take).
 DTYPES = ("float32", "float16", "int64", "int32", "bool")
@@ -25,6 +25,8 @@ DTYPES = ("float32", "float16", "int64", "int32", "bool")
 MAX_ELEMENTS = 2**31
 #: Integer inputs are drawn from [0, 100) unless a range is given: token ids of any vocabulary.
 DEFAULT_INT_RANGE = (0, 100)
+#: ONNX element types (`TensorProto.DataType`) of the dtypes in DTYPES.
+_ONNX_DTYPES = {1: "float32", 10: "float16", 7: "int64", 6: "int32", 9: "bool"}
 
 
 @dataclass(frozen=True)
@@ -113,11 +115,53 @@ def _shape(text: str, what: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.split("[,x]", text))
 
 
-def parse_inputs(items: Sequence[str] = (), shapes: Sequence[str] = ()) -> list[InputSpec]:
+def onnx_inputs(path: str) -> list[InputSpec]:
+    """The inputs an ONNX file declares (its graph inputs that are not initializers), with their
+    shapes and dtypes, in order: an ONNX model says what it takes, so `--input` is needed only
+    where it does not (a dynamic dimension, a batch size left open) or to change the draw range."""
+    try:
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # onnx's own decode errors
+        raise InputError(f"cannot read {path} as an ONNX model: {' '.join(str(exc).split())[:200]}") from None
+    weights = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in weights]
+    others = " (and the other inputs' with --input too)" if len(inputs) > 1 else ""
+    specs: list[InputSpec] = []
+    for inp in inputs:
+        tensor = inp.type.tensor_type
+        dtype = _ONNX_DTYPES.get(tensor.elem_type)
+        if dtype is None:
+            kind = onnx.TensorProto.DataType.Name(tensor.elem_type) if tensor.elem_type else "no tensor type"
+            raise InputError(
+                f"{path}: input {inp.name} is {kind}, not one of {', '.join(DTYPES)}; give the inputs with --input"
+            )
+        dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
+        if dims is None or any(not d.HasField("dim_value") or d.dim_value < 1 for d in dims):
+            which = "has no declared shape" if dims is None else "has a dynamic dimension"
+            if dims:
+                open_dims = [d.dim_param or "?" for d in dims if not d.HasField("dim_value") or d.dim_value < 1]
+                which += f" ({', '.join(open_dims)})"
+            raise InputError(
+                f"{path}: input {inp.name} {which}; give its shape with --input {inp.name}:{dtype}:SHAPE{others}"
+            )
+        specs.append(InputSpec(inp.name, dtype, tuple(int(d.dim_value) for d in dims)))
+    if not specs:
+        raise InputError(f"{path} declares no inputs")
+    for spec in specs:
+        spec.check()
+    return specs
+
+
+def parse_inputs(items: Sequence[str] = (), shapes: Sequence[str] = (), onnx: str | None = None) -> list[InputSpec]:
     """`--input NAME:DTYPE:SHAPE[:LOW..HIGH]` items, or the shorthand `--input-shape 1,3,224,224`
-    (float32 inputs named `input0`, `input1`, ...). Every spec is checked here, before any import."""
+    (float32 inputs named `input0`, `input1`, ...); with neither, the inputs the ONNX file `onnx`
+    declares (`onnx_inputs`). Every spec is checked here, before any import."""
     if items and shapes:
         raise InputError("give either --input or --input-shape, not both")
+    if onnx is not None and not items and not shapes:
+        return onnx_inputs(onnx)
     specs: list[InputSpec] = []
     for i, s in enumerate(shapes):
         specs.append(InputSpec(f"input{i}", "float32", _shape(s, "--input-shape")))

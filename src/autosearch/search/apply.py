@@ -15,7 +15,11 @@ from typing import Any
 
 from autosearch.errors import InputError, TargetError, one_line
 
-__all__ = ["apply_best", "load_best", "measure_schedule", "write_script"]
+__all__ = ["BEST_FORMAT_VERSION", "apply_best", "load_best", "measure_schedule", "write_script"]
+
+
+#: The best.json format this code reads and `results.save_result` writes.
+BEST_FORMAT_VERSION = 1
 
 
 def load_best(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -31,6 +35,14 @@ def load_best(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise InputError(f"{p} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != "autosearch-best-schedule":
         raise InputError(f"{p} is not a schedule saved by `autosearch tune`")
+    version = data.get("format_version", 1)  # none: written before the field was
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InputError(f"{p}: format_version must be a whole number >= 1, got {json.dumps(version)}")
+    if version > BEST_FORMAT_VERSION:  # as `run` and `eval` refuse newer artifacts and models
+        raise InputError(
+            f"{p} has best-schedule format {version}; this autosearch reads up to {BEST_FORMAT_VERSION}: "
+            "use the autosearch that wrote it (or a newer one)"
+        )
     for key in ("trace", "workload_name", "workload_key"):
         if key not in data:
             raise InputError(f"{p} lacks the field {key!r}")

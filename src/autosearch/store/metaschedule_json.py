@@ -9,6 +9,7 @@ file and line that is wrong, before anything is written to the store.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -28,9 +29,13 @@ FAILED_RUN_SECS = 1e10
 
 @dataclass
 class TransferCount:
+    """What an import or export moved; `duplicates`: records an import skipped because the log
+    repeats them or the store already holds their schedule (a log appended to across runs)."""
+
     workloads: int = 0
     records: int = 0
     failed: int = 0
+    duplicates: int = 0
 
 
 def _lines(path: Path, kind: str) -> Iterator[tuple[int, Any]]:
@@ -134,7 +139,7 @@ def import_json_database(
             batch.clear()
             feats.clear()
 
-    for lineno, rec, index in _read_records(record_file, workloads, n_workloads):
+    for lineno, rec, index in _read_records(record_file, workloads, n_workloads, count):
         if index not in keys:
             keys[index] = _workload_key(rec.workload.mod)
         key, func = keys[index]
@@ -148,6 +153,7 @@ def import_json_database(
                 count.workloads += 1
             group = have[(key, m.target)] = store.schedule_hashes(key, m.target)
         if m.schedule_hash in group:
+            count.duplicates += 1
             continue
         group.add(m.schedule_hash)
         batch.append(m)
@@ -184,8 +190,11 @@ def _read_workloads(workload_file: Path) -> list[Any]:
     return out
 
 
-def _read_records(record_file: Path, workloads: list[Any], n_workloads: int) -> Iterator[tuple[int, Any, int]]:
-    """(line number, TVM TuningRecord, workload index) of each record line, one line at a time."""
+def _read_records(
+    record_file: Path, workloads: list[Any], n_workloads: int, count: TransferCount
+) -> Iterator[tuple[int, Any, int]]:
+    """(line number, TVM TuningRecord, workload index) of each record line, one line at a time;
+    a line repeated is read once and counted in `count.duplicates`."""
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
@@ -195,6 +204,7 @@ def _read_records(record_file: Path, workloads: list[Any], n_workloads: int) -> 
         text = json.dumps([index, entry])
         digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
         if digest in seen:
+            count.duplicates += 1
             continue
         seen.add(digest)
         if not 0 <= index < n_workloads:
@@ -284,16 +294,35 @@ def export_json_database(store: Any, workload_file: Path, record_file: Path) -> 
     tmp_w = workload_file.with_name(f".{workload_file.name}.partial-{os.getpid()}")
     tmp_r = record_file.with_name(f".{record_file.name}.partial-{os.getpid()}")
     try:
+        for final, tmp in ((workload_file, tmp_w), (record_file, tmp_r)):
+            _writable(final, tmp)
         count = _export(store, tmp_w, tmp_r)
         for p in (workload_file, record_file):  # a file made meanwhile is not replaced either
             if p.exists():
                 raise InputError(f"{p} appeared while exporting; refusing to overwrite it")
         os.replace(tmp_w, workload_file)
         os.replace(tmp_r, record_file)
+    except OSError as exc:  # the disk filled, or the folder went away, while writing
+        raise InputError(
+            f"cannot write {exc.filename or workload_file}: {exc.strerror or exc}; nothing was written"
+        ) from None
     finally:
-        tmp_w.unlink(missing_ok=True)
-        tmp_r.unlink(missing_ok=True)
+        for tmp in (tmp_w, tmp_r):
+            with contextlib.suppress(OSError):  # never made: the folder is missing or a file
+                tmp.unlink(missing_ok=True)
     return count
+
+
+def _writable(final: Path, tmp: Path) -> None:
+    """Make `final`'s folder (as `--out` folders are made) and the empty temporary file beside it,
+    or fail in one line: TVM's writer reports a folder it cannot write to as an internal error."""
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "x"):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise InputError(f"cannot write {final}: {why}; nothing was written") from None
 
 
 def _export(store: Any, workload_file: Path, record_file: Path) -> TransferCount:

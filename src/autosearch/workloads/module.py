@@ -53,8 +53,57 @@ def check_module_spec(spec: str) -> tuple[str, str]:
     return path, func
 
 
-def load_module_object(spec: str) -> tuple[Any, str]:
-    """Call `file.py:func` (or import `pkg.module:func`) and return (its result, absolute spec)."""
+#: The least a deadline leaves the user's import and call: a budget the steps before spent whole
+#: still lets a factory that returns at once be used (the run then builds from the prior).
+MIN_IMPORT_SECONDS = 1.0
+
+
+def load_module_object(spec: str, deadline: float | None = None) -> tuple[Any, str]:
+    """Call `file.py:func` (or import `pkg.module:func`) and return (its result, absolute spec).
+
+    `deadline` (a `time.perf_counter()` value; None: no limit) bounds the import and the call
+    together: a module or function that has not returned by then (at least `MIN_IMPORT_SECONDS`
+    from now) is an error that says so, where a `--budget-minutes` run used to hang in it forever.
+    The user's code then runs in a daemon thread, left behind when it does not return (Python
+    cannot stop a thread; the process exits after the error), while this thread waits in short
+    slices so that a Ctrl-C still ends the run at once."""
+    if deadline is None:
+        return _load_module_object(spec)
+    return _within(spec, deadline)
+
+
+def _within(spec: str, deadline: float) -> tuple[Any, str]:
+    import threading
+    import time
+
+    check_module_spec(spec)  # a mistyped spec is refused here, not in the thread
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = _load_module_object(spec)
+        except BaseException as exc:  # handed to the caller's thread as it is
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"autosearch-import {spec}", daemon=True)
+    start = time.perf_counter()
+    end = max(deadline, start + MIN_IMPORT_SECONDS)
+    worker.start()
+    while worker.is_alive():
+        left = end - time.perf_counter()
+        if left <= 0:
+            raise InputError(
+                f"{spec} did not return within the budget: {time.perf_counter() - start:.1f} s in its import and "
+                "call, which --budget-minutes covers; it may hang, or it needs a larger budget"
+            )
+        worker.join(min(0.1, left))  # short slices: a Ctrl-C raises here within one
+    if "error" in box:
+        raise box["error"]
+    value: tuple[Any, str] = box["value"]
+    return value
+
+
+def _load_module_object(spec: str) -> tuple[Any, str]:
     import importlib
     import importlib.util
 

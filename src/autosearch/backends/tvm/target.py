@@ -33,6 +33,7 @@ __all__ = [
     "set_runtime_threads",
     "set_user_threads",
     "use_physical_cores",
+    "user_threads_warning",
 ]
 
 #: TVM_NUM_THREADS as the user set it before autosearch ran (None: not set, we choose).
@@ -89,6 +90,10 @@ def _complete_llvm(cfg: dict[str, Any]) -> dict[str, Any]:
 
     cfg = dict(cfg)
     cfg.setdefault("num-cores", physical_cores())
+    cores = cfg["num-cores"]
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        # TVM takes any integer; a negative count was tuned and stored as the threads kernels ran with
+        raise TargetError(f"the target's num-cores must be a whole number >= 1, got {json.dumps(cores)}")
     mcpu = cfg.get("mcpu")
     if mcpu == "native":
         mcpu = cfg["mcpu"] = host_cpu()
@@ -171,19 +176,46 @@ def runtime_threads(target) -> int:
     hyper-threading), so on a 2-core machine without SMT every kernel ran on one thread while its
     schedule was made for two (measured: a tuned `batch_matmul/1x128x128x128` at 45.6 us on one
     thread, 20.2 us on two; PyTorch on two: 30 us)."""
-    if _USER_THREADS and _USER_THREADS.strip().isdigit() and int(_USER_THREADS) > 0:
+    if _USER_THREADS is not None and _user_threads_valid():
         return int(_USER_THREADS)
     cores = dict(target.attrs).get("num-cores") if target.kind.name == "llvm" else None
     return int(cores) if cores else physical_cores()
 
 
+def _user_threads_valid() -> bool:
+    return bool(_USER_THREADS and _USER_THREADS.strip().isdigit() and int(_USER_THREADS) > 0)
+
+
 def use_physical_cores() -> None:
     """Run this process's TVM kernels (and those of every process it starts) on the physical cores
-    unless the user set TVM_NUM_THREADS. TVM reads it once, when its thread pool first starts, so
-    this must run before the first kernel; a runner's workers set their target's count themselves
-    (`set_runtime_threads`)."""
-    if _USER_THREADS is None:
+    unless the user set TVM_NUM_THREADS to a thread count. TVM reads it once, when its thread pool
+    first starts, so this must run before the first kernel; a runner's workers set their target's
+    count themselves (`set_runtime_threads`). A TVM_NUM_THREADS that is no count (`abc`, `0`) is
+    replaced, as `runtime_threads` ignores it (`user_threads_warning` says so)."""
+    if not _user_threads_valid():
         os.environ["TVM_NUM_THREADS"] = str(physical_cores())
+
+
+def user_threads_warning() -> str | None:
+    """One line about a TVM_NUM_THREADS that is not a thread count (ignored: the kernels run on
+    the physical cores) or that asks for more threads than this process has CPUs (they then share
+    cores, and every timing measures that); None where it is fine or not set. The CLI prints it
+    once, at start."""
+    if _USER_THREADS is None:
+        return None
+    if not _user_threads_valid():
+        return (
+            f"TVM_NUM_THREADS={_USER_THREADS!r} is not a whole number >= 1: ignored, TVM's kernels run on "
+            f"this machine's {physical_cores()} physical cores"
+        )
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    n = int(_USER_THREADS)
+    if n > cpus:
+        return f"TVM_NUM_THREADS={n} is more than the {cpus} CPUs of this machine: the threads share cores"
+    return None
 
 
 def current_threads() -> int:
