@@ -478,6 +478,7 @@ def import_network(
 ) -> NetworkGraph:
     """The prepared module and tasks of a loaded model (`load_source`); see the module doc.
     `blocked=False` keeps every convolution in its imported layout."""
+    from autosearch.networks.support import check_lowered
     from autosearch.search.registers import simd_bits
 
     if hasattr(source, "graph"):  # an onnx.ModelProto
@@ -487,6 +488,7 @@ def import_network(
     bounds = index_bounds(mod, specs)
     with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
         prepared = _graph_passes(mod, params, fast_math=fast_math, register_bits=simd_bits(target) if blocked else 0)
+    check_lowered(prepared, spec, target)  # an operator with no kernel: one line now, not at the build
     tasks, workloads = tasks_of(prepared, target, spec)
     return NetworkGraph(prepared, tasks, workloads, bounds)
 
