@@ -8,7 +8,9 @@ from __future__ import annotations
 import abc
 import inspect
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -65,6 +67,17 @@ class CostModel(abc.ABC):
     #: `load`: by default every named argument of the class's `__init__` (scikit-learn's
     #: `get_params` rule, `__init_subclass__`), so a new argument is saved without a second list.
     hyper: ClassVar[tuple[str, ...]] = ()
+    #: Whether `update` is a cheap incremental step that keeps what pretraining learned. A tuning
+    #: run fine-tunes a pretrained model of such a class on its results and keeps any other
+    #: pretrained model as it is, since refitting it on a run's few hundred results would forget
+    #: what pretraining learned (search/retrain.py).
+    incremental: ClassVar[bool] = False
+    #: Hyper-parameters a model of this class gets when fitted from scratch on one run's results as
+    #: the online half of a `PRIOR+KIND` blend (search/online_blend.py); none by default.
+    online_fit_options: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    #: Whether it scores decision vectors of a `DecisionSpace` from tables, without building their
+    #: tokens (`predict_space_members`).
+    scores_decision_vectors: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -75,6 +88,9 @@ class CostModel(abc.ABC):
 
     extractor: tuple[str, str] = DEFAULT_EXTRACTOR
     n_features: int | None = None
+    #: How many networks (trained from different seeds) it scores with; their spread is the
+    #: ensemble's uncertainty. One for a single model.
+    members: int = 1
 
     @abc.abstractmethod
     def fit(self, train: Dataset, valid: Dataset | None = None) -> TrainReport:
@@ -131,6 +147,15 @@ class CostModel(abc.ABC):
             scores = scores.copy()
             scores[empty] = -np.inf
         return scores
+
+    def predict_members(self, batch: FeatureBatch) -> np.ndarray:
+        """(members, candidates) scores of every ensemble member; a single model is its one member."""
+        return self.predict(batch)[None, :]
+
+    def predict_space_members(self, space: Any, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """(members, len(x)) scores of decision vectors `x` of a `DecisionSpace`, from tables: only
+        for a class that `scores_decision_vectors`; the others score `space.tokens(x)` instead."""
+        raise NotImplementedError(f"a {self.kind or type(self).__name__} model does not score decision vectors")
 
     @classmethod
     def _from_params(cls, config: dict[str, Any]) -> Any:

@@ -39,6 +39,7 @@ class LGBMRank(CostModel):
     """LightGBM `lambdarank` over pooled candidate features; higher score = faster."""
 
     kind = "lgbm-rank"
+    incremental: ClassVar[bool] = True  # `update` fine-tunes on a run's results
     weights_file: ClassVar[str] = "model.txt"
     length_param: ClassVar[str | None] = "n_rounds"
 

@@ -53,6 +53,7 @@ class SegmentSumMLP(CostModel):
     """Segment-sum MLP trained with `mse`, `pairwise` (RankNet) or `lambdarank` loss."""
 
     kind = "mlp"
+    incremental: ClassVar[bool] = True  # `update` fine-tunes on a run's results
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
 

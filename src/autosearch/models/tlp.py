@@ -181,6 +181,8 @@ class TLPModel(CostModel):
     """Token MLP + self-attention + sum, trained with LambdaRank over mixed workloads."""
 
     kind = "tlp"
+    incremental: ClassVar[bool] = True  # `update` fine-tunes on a run's results
+    scores_decision_vectors: ClassVar[bool] = True  # predict_space_members, from tables
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
 

@@ -208,6 +208,7 @@ class TVMMLPAnchor(CostModel):
     """
 
     kind = "tvm-mlp"
+    incremental: ClassVar[bool] = True  # `update` fine-tunes on a run's results
     weights_file: ClassVar[str] = "model.safetensors"
     length_param: ClassVar[str | None] = "epochs"
 

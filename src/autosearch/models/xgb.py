@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -91,6 +93,10 @@ class XGBPackSum(CostModel):
     """XGBoost pack-sum regressor of normalised throughput; higher score = faster."""
 
     kind = "xgb"
+    incremental: ClassVar[bool] = True  # `update` fine-tunes on a run's results
+    #: One thread as a run's online model: a few hundred rows are fitted, and XGBoost's OpenMP
+    #: threads spin when another process holds a core, which made such a fit many times slower.
+    online_fit_options: ClassVar[Mapping[str, Any]] = MappingProxyType({"nthread": 1})
     weights_file: ClassVar[str] = "model.json"
     length_param: ClassVar[str | None] = "n_rounds"
 
