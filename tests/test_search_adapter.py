@@ -11,11 +11,13 @@ import pytest
 from autosearch.errors import InputError
 from autosearch.models.base import CostModel, FeatureBatch, TrainReport
 from autosearch.search.adapter import ModelAdapter, check_extractor
+from autosearch.search.online_blend import OnlineBlend
 from autosearch.training.metrics import pairwise_accuracy
 
 
 class FakeModel(CostModel):
-    kind = "mlp"  # an incremental kind
+    kind = "mlp"
+    incremental = True  # fine-tuned on the run, as a pretrained mlp is
 
     def __init__(self) -> None:
         self.n_features = 4
@@ -53,18 +55,18 @@ def test_adaptive_retraining_rule() -> None:
     ad = ModelAdapter(model, retrain_fraction=0.5)
     # first batch: the model has seen nothing of this run -> retrain
     assert ad.observe("g", _feats(8), [1e-3] * 8)
-    assert len(model.updates) == 1 and ad.trained_on == 8
+    assert len(model.updates) == 1 and ad.rule.trained_on == 8
     # 2 new < 0.5 * 8 -> buffered, no retrain
     assert not ad.observe("g", _feats(2), [2e-3, None])
-    assert len(model.updates) == 1 and ad.n_pending == 2
+    assert len(model.updates) == 1 and ad.results.n_pending == 2
     # 2 + 2 = 4 >= 0.5 * 8 -> retrain on the 4 buffered results only (incremental)
     assert ad.observe("g", _feats(2, 1), [5e-4, 1e-3])
     assert len(model.updates) == 2 and model.updates[-1].n_candidates == 4
-    assert ad.trained_on == 12 and ad.n_pending == 0 and ad.n_retrains == 2
+    assert ad.rule.trained_on == 12 and ad.results.n_pending == 0 and ad.n_retrains == 2
     # now 12 seen: 5 new < 6 -> skip; 6 -> retrain
     assert not ad.observe("g", _feats(5), [1e-3] * 5)
     assert ad.observe("g", _feats(1), [1e-3])
-    assert ad.n_skipped == 2
+    assert ad.rule.n_skipped == 2
 
 
 def test_labels_use_the_group_best_so_far() -> None:
@@ -133,14 +135,16 @@ def test_online_model_takes_over_from_a_wrong_prior() -> None:
     for i in range(2):  # 32 results: the online model is fitted, no evidence yet -> weight 0.5
         f = _feats(16, i)
         ad.observe("g", f, _slow_with_col0(f))
-    assert ad.online_model is not None and ad.online_weight == 0.5 and ad.held_back == []
+    assert (
+        ad.online is not None and ad.online.model is not None and ad.online.weight == 0.5 and ad.online.held_back == []
+    )
     for i in range(2, 5):  # each new batch is judged before either model sees it
         f = _feats(16, i)
         ad.observe("g", f, _slow_with_col0(f))
-    assert len(ad.held_back) == 3
-    prior_acc, online_acc = np.mean(ad.held_back, axis=0)
+    assert len(ad.online.held_back) == 3
+    prior_acc, online_acc = np.mean(ad.online.held_back, axis=0)
     assert prior_acc < 0.2 and online_acc > 0.7
-    assert ad.online_weight == 1.0  # all the weight on the model that predicted the fresh results
+    assert ad.online.weight == 1.0  # all the weight on the model that predicted the fresh results
     test = _feats(40, 99)
     s = ad.score(test)
     assert pairwise_accuracy(s, _slow_with_col0(test)) > 0.7  # the blend now ranks like the online model
@@ -164,11 +168,13 @@ def test_online_warmup_sets_when_the_online_model_is_first_fitted() -> None:
         for i in range(2):
             f = _feats(16, i)
             ad.observe("g", f, _slow_with_col0(f))
-            assert (ad.online_model is not None) == (i + 1 >= fitted_after), (warmup, i)
+            assert (ad.online.model is not None) == (i + 1 >= fitted_after), (warmup, i)
     longer = make_scorer("pretrained+xgb", online_warmup=24)
-    assert isinstance(longer, ModelAdapter) and longer.online_warmup == 24
+    assert isinstance(longer, ModelAdapter) and longer.online is not None and longer.online.warmup == 24
     default = make_scorer("pretrained+xgb")
-    assert isinstance(default, ModelAdapter) and default.online_warmup == 16  # the default since a later stop
+    assert (
+        isinstance(default, ModelAdapter) and default.online is not None and default.online.warmup == 16
+    )  # the default since a later stop
 
 
 def test_online_gain_sets_how_far_the_blend_follows_the_evidence() -> None:
@@ -180,9 +186,9 @@ def test_online_gain_sets_how_far_the_blend_follows_the_evidence() -> None:
     for i in range(3):
         f = _feats(16, i)
         ad.observe("g", f, _slow_with_col0(f))
-    prior_acc, online_acc = np.mean(ad.held_back[-3:], axis=0)
+    prior_acc, online_acc = np.mean(ad.online.held_back[-3:], axis=0)
     assert online_acc - prior_acc > 0.3  # evidence that takes gain 5 to weight 1.0 ...
-    w = ad.online_weight  # ... moves gain 0.5 part way
+    w = ad.online.weight  # ... moves gain 0.5 part way
     assert w == pytest.approx(0.5 + 0.5 * (online_acc - prior_acc))
     assert w < 1.0
 
@@ -192,9 +198,15 @@ def test_prior_plus_online_model_spec() -> None:
 
     ad = make_scorer("pretrained+xgb")
     assert isinstance(ad, ModelAdapter)
-    assert ad.label == "pretrained+xgb" and ad.online_kind == "xgb" and ad.pretrained and ad.online_model is None
+    assert (
+        ad.label == "pretrained+xgb"
+        and ad.online is not None
+        and ad.online.kind == "xgb"
+        and ad.pretrained
+        and ad.online.model is None
+    )
     ad = make_scorer("pretrained")  # no '+': no online model
-    assert isinstance(ad, ModelAdapter) and ad.label == "pretrained" and ad.online_kind is None
+    assert isinstance(ad, ModelAdapter) and ad.label == "pretrained" and ad.online is None
     with pytest.raises(InputError, match="after '\\+' must be one of"):
         make_scorer("pretrained+tvm-xgb")
     with pytest.raises(InputError, match="before '\\+' must be pretrained or pretrained-prefix or a model directory"):
@@ -208,7 +220,7 @@ def test_model_directory_with_a_plus_in_its_name_is_a_directory(tmp_path) -> Non
 
     d = shutil.copytree(pretrained_dir(), tmp_path / "mine+xgb")
     ad = make_scorer(str(d))
-    assert isinstance(ad, ModelAdapter) and ad.label == "mine+xgb" and ad.online_kind is None
+    assert isinstance(ad, ModelAdapter) and ad.label == "mine+xgb" and ad.online is None
 
 
 def _stored_space():  # type: ignore[no-untyped-def]
@@ -245,7 +257,8 @@ def test_decision_vectors_score_through_the_model_tables() -> None:
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
     # an online model blending in reads the tokens; the blend is the same as `score`'s
     adapter = ModelAdapter(models["tlp"])
-    adapter.online_model, adapter.online_weight, adapter._norm = models["xgb"], 0.4, ((0.1, 2.0), (0.3, 1.5))
+    adapter.online = OnlineBlend("xgb")
+    adapter.online.model, adapter.online.weight, adapter.online.norm = models["xgb"], 0.4, ((0.1, 2.0), (0.3, 1.5))
     got, ref = adapter.score_space(space, x), adapter.score(list(space.tokens(x)))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
     assert not np.allclose(got, ModelAdapter(models["tlp"]).score_space(space, x))  # the blend changed them

@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 
 from autosearch.errors import InputError
+from autosearch.models.base import CostModel
 from autosearch.search.adapter import ModelAdapter
 from autosearch.search.explore import ControlExploration, ControlGate, StallTracker, make_exploration
 from autosearch.training.metrics import kendall_tau
 
 
-class _Prior:
-    """A trained 'model' whose score is a fixed linear read of the first feature."""
+class _Prior(CostModel):
+    """A trained 'model' whose score is a fixed linear read of the first feature (not an
+    incremental kind: a run keeps it as it is)."""
 
     kind = "fake"
     n_features = 2
@@ -27,6 +29,19 @@ class _Prior:
 
     def update(self, ds):  # type: ignore[no-untyped-def]
         pass
+
+    def fit(self, train, valid=None):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def _predict(self, batch):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def save(self, path) -> None:  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    @classmethod
+    def _from_dir(cls, path, config):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
 
 
 def _round(rng: np.random.Generator, n: int = 16) -> tuple[list[np.ndarray], list[float]]:
@@ -118,9 +133,9 @@ def test_controls_hand_the_score_to_the_online_model_when_the_prior_is_wrong() -
     for _ in range(6):
         feats, lat = _round(rng)
         _learn(ad, policy, feats, lat, [i % 2 == 0 for i in range(16)])
-    assert ad.online_model is not None
+    assert ad.online is not None and ad.online.model is not None
     assert policy.gate.scorer_accuracy("online") > 0.8 > 0.2 > policy.gate.scorer_accuracy("prior")
-    assert ad.online_weight == 1.0
+    assert ad.online.weight == 1.0
     feats, lat = _round(rng, 64)
     assert kendall_tau(ad.score(feats), lat) > 0.8  # scores now order by speed
 

@@ -79,7 +79,8 @@ def make_scorer(
     is first fitted, and how fast the blend weight follows the two models' accuracy (ModelAdapter).
     Made once per tuned workload: the scorer learns the run's measurements (and fine-tunes its
     model in place)."""
-    from autosearch.search.adapter import ONLINE_KINDS, ModelAdapter
+    from autosearch.search.adapter import ModelAdapter
+    from autosearch.search.online_blend import ONLINE_KINDS
 
     if spec == "random":
         from tvm.s_tir.meta_schedule.cost_model import RandomModel
@@ -116,7 +117,7 @@ def make_scorer(
 def _parse_prior(spec: str) -> tuple[str, str | None, str]:
     """(prior, online kind or None, label) of a `--model` naming a trained model, `PRIOR+KIND`
     included (a model directory may contain '+')."""
-    from autosearch.search.adapter import ONLINE_KINDS
+    from autosearch.search.online_blend import ONLINE_KINDS
 
     prior, plus, online = ("", "", "") if Path(spec).exists() else spec.rpartition("+")
     if plus:  # PRIOR+KIND: the prior blended with a model fitted on this run (ModelAdapter online=)

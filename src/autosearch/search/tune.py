@@ -260,7 +260,7 @@ class TuneRun:
         `console`)."""
         from autosearch.backends.tvm import measure
         from autosearch.backends.tvm.target import canonical_target, physical_cores, runtime_threads
-        from autosearch.search.adapter import group_key
+        from autosearch.search.ms_face import group_key
         from autosearch.store import WorkloadRecord
 
         if not isinstance(strategy, StrategyFactory) or not isinstance(scorer, Scorer):
