@@ -220,10 +220,25 @@ def test_running_out_of_memory_is_one_line(tmp_path: Path) -> None:
 
 
 # -- 11. TVM_NUM_THREADS that is no count, or more threads than CPUs -----------------------------------
-def _target_with_threads(value: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
-    """`autosearch target --json` with TVM_NUM_THREADS=value (read once, when autosearch starts)."""
+#: A command that needs no TVM (the warning comes first, at start), then what TVM's runtime will
+#: read in this process and its workers, and this machine's physical cores.
+_THREADS_RUN = """
+import os
+from autosearch.backends.tvm.target import physical_cores
+from autosearch.cli import main
+try:
+    main(["db", "stats", "--db", "missing.db"])
+except SystemExit:
+    pass
+print(os.environ["TVM_NUM_THREADS"], physical_cores())
+"""
+
+
+def _with_threads(value: str, tmp_path: Path) -> tuple[list[str], str, int]:
+    """stderr lines, the TVM_NUM_THREADS TVM reads and the physical cores, under TVM_NUM_THREADS=value."""
     proc = subprocess.run(
-        [*CLI, "target", "--json"],
+        [sys.executable, "-c", _THREADS_RUN],
+        cwd=tmp_path,
         env={**os.environ, "TVM_NUM_THREADS": value},
         capture_output=True,
         text=True,
@@ -231,30 +246,31 @@ def _target_with_threads(value: str) -> tuple[subprocess.CompletedProcess[str], 
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc, json.loads(proc.stdout)
+    tvm_reads, cores = proc.stdout.split()
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines[1:] == ["error: no database at missing.db"], proc.stderr  # the command ran as ever
+    return lines[:1], tvm_reads, int(cores)
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", ""])
-def test_tvm_num_threads_that_is_no_count_warns_and_is_ignored(value: str) -> None:
-    """The code before the fix ignored TVM_NUM_THREADS=abc silently (and left it for TVM to read)."""
-    proc, info = _target_with_threads(value)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert lines == [
+def test_tvm_num_threads_that_is_no_count_warns_and_is_ignored(value: str, tmp_path: Path) -> None:
+    """The code before the fix ignored TVM_NUM_THREADS=abc silently, and left it for TVM to read."""
+    warning, tvm_reads, cores = _with_threads(value, tmp_path)
+    assert warning == [
         f"warning: TVM_NUM_THREADS={value!r} is not a whole number >= 1: ignored, TVM's kernels run on this "
-        f"machine's {info['physical_cores']} physical cores"
-    ], proc.stderr
-    assert info["runtime_threads"] == info["physical_cores"]
+        f"machine's {cores} physical cores"
+    ]
+    assert tvm_reads == str(cores)
 
 
-def test_tvm_num_threads_above_the_cpus_warns() -> None:
+def test_tvm_num_threads_above_the_cpus_warns(tmp_path: Path) -> None:
     """More threads than CPUs share cores (the timings measure that): a warning, the value kept."""
     cpus = len(os.sched_getaffinity(0))
-    proc, info = _target_with_threads(str(cpus * 8))
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert lines == [
+    warning, tvm_reads, _ = _with_threads(str(cpus * 8), tmp_path)
+    assert warning == [
         f"warning: TVM_NUM_THREADS={cpus * 8} is more than the {cpus} CPUs of this machine: the threads share cores"
-    ], proc.stderr
-    assert info["runtime_threads"] == cpus * 8
+    ]
+    assert tvm_reads == str(cpus * 8)
 
 
 # -- 12a. an ONNX file's declared input shapes -----------------------------------------------------------
