@@ -142,6 +142,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.graph import build_network, import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
+    from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
     from autosearch.networks.tune import network_explore, tune_network
     from autosearch.search.assemble import choose_strategy
     from autosearch.search.model_spec import make_scorer
@@ -171,14 +172,11 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
                 strategy,
                 lambda model=model: make_scorer(model, seed=args.seed, target=target),
                 TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
-                trials=0 if not minutes else None,
-                minutes=minutes or None,
+                budget=NetworkBudget(trials=0 if not minutes else None, minutes=minutes or None),
+                options=NetworkTuneOptions(seed=args.seed, time_torch=False, blocked=layout == "blocked"),
                 store=store,
                 evaluator=EVALUATORS[timing](target),
                 console=console,
-                seed=args.seed,
-                time_torch=False,
-                blocked=layout == "blocked",
             )
         exes[label] = r.executable
         rows[label] = {"trials": r.trials, "tune_s": time.perf_counter() - t0, "summary": r.summary()}

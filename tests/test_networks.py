@@ -17,6 +17,7 @@ from autosearch.errors import InputError
 from autosearch.networks import load_artifact
 from autosearch.networks.check import compare_outputs
 from autosearch.networks.inputs import InputSpec, example_arrays, parse_inputs
+from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
 from autosearch.search.scheduler import TaskScheduler, task_kind
 
 NET = """
@@ -837,9 +838,8 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
         target,
         strategy,
         scorer,
-        trials=0,
-        progress=False,
-        time_torch=False,
+        budget=NetworkBudget(trials=0),
+        options=NetworkTuneOptions(progress=False, time_torch=False),
     )
     assert r.correct and {t["built_with"] for t in r.tasks} == {"prior"}
     arrays = example_arrays(specs, 0)
@@ -893,3 +893,27 @@ def test_tasks_outside_the_decision_space_are_one_count_line_not_a_line_each() -
         "gradient search cannot relax net/dense",
         "2 tasks outside the decision space were searched by evolutionary search",
     ]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: NetworkBudget(trials=-1), "--trials must be >= 0, got -1"),
+        (lambda: NetworkBudget(trials=2.5), "--trials must be a whole number"),
+        (lambda: NetworkBudget(minutes=-0.5), "--budget-minutes must be >= 0, got -0.5"),
+        (lambda: NetworkBudget(minutes=float("nan")), "--budget-minutes must be a finite number, got nan"),
+        (lambda: NetworkBudget(minutes=float("inf")), "--budget-minutes must be a finite number, got inf"),
+        (lambda: NetworkTuneOptions(seed=1.5), "--seed must be a whole number"),
+    ],
+)
+def test_network_budget_and_options_refuse_bad_values_in_one_line(make: Any, message: str) -> None:
+    """A bad budget fails where it is made, in one line, not deep in the run (networks/options.py)."""
+    with pytest.raises(InputError) as exc:
+        make()
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_network_budget_says_whether_rounds_are_measured() -> None:
+    assert not NetworkBudget().measures and not NetworkBudget(trials=0, minutes=5).measures  # the prior alone
+    assert NetworkBudget(trials=8).measures and NetworkBudget(minutes=0.5).measures
+    assert NetworkBudget(minutes=2).deadline(100.0) == 220.0 and NetworkBudget(trials=8).deadline(100.0) is None

@@ -101,6 +101,7 @@ def tune_model(
     time against PyTorch and (with --out) export."""
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.inputs import parse_inputs
+    from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
     from autosearch.networks.tune import tune_network
     from autosearch.search.assemble import assemble_network
     from autosearch.search.model_spec import default_model
@@ -120,6 +121,10 @@ def tune_model(
         check_out_dir(out)
     model = model or default_model(tgt)
     settings = TuneSettings(trials_per_round=trials_per_round, seed=seed)
+    budget = NetworkBudget(trials=trials, minutes=budget_minutes or None)
+    options = NetworkTuneOptions(
+        fast_math=fast_math, progress=True, seed=seed, out_dir=str(out) if out is not None else None
+    )
     strategy, task_scorer = assemble_network(model, search, target=tgt, seed=seed)  # fails before the import
     strategy.check_settings(settings)
     with Store(db) as store:
@@ -130,14 +135,10 @@ def tune_model(
             strategy,
             task_scorer,
             settings,
-            trials=trials,
-            minutes=budget_minutes or None,
+            budget=budget,
+            options=options,
             store=store,
             console=err,
-            progress=True,
-            fast_math=fast_math,
-            out_dir=str(out) if out is not None else None,
-            seed=seed,
             rpc=rpc,
         )
     if json_out:

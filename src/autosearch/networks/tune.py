@@ -40,6 +40,7 @@ from autosearch import interrupts
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
 from autosearch.networks.inputs import InputSpec, example_arrays
+from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
 from autosearch.networks.progress import TaskProgress
 from autosearch.networks.timing import time_vm, torch_latency_isolated
 from autosearch.search.assemble import network_explore
@@ -546,24 +547,36 @@ def _network_job(
     scorer: Callable[[], Scorer],
     settings: TuneSettings | None,
     *,
-    trials: int | None,
-    minutes: float | None,
+    budget: NetworkBudget,
+    options: NetworkTuneOptions,
     t_start: float,
     **rest: Any,
 ) -> NetworkJob:
     """The checked `NetworkJob` of `tune_network`'s arguments (a bad value fails in one line)."""
     if not isinstance(strategy, StrategyFactory) or not callable(scorer):
         raise InputError("tune_network() takes a StrategyFactory and a scorer factory (search.assemble)")
-    if trials is not None and trials < 0:
-        raise InputError(f"--trials must be >= 0, got {trials}")
-    if minutes is not None and minutes < 0:
-        raise InputError(f"--budget-minutes must be >= 0, got {minutes}")
-    measures = bool(trials) or (trials is None and bool(minutes))
+    if not isinstance(budget, NetworkBudget) or not isinstance(options, NetworkTuneOptions):
+        raise InputError("tune_network() takes a NetworkBudget and NetworkTuneOptions (networks.options)")
     per_task = settings or TuneSettings()
-    if measures:
-        per_task = dataclasses.replace(per_task, trials=trials or _UNBOUNDED, fixed_spaces=True, seed=rest["seed"])
-    deadline = t_start + 60.0 * minutes if minutes else None
-    return NetworkJob(spec, target, strategy, scorer, per_task, measures, trials, deadline, **rest)
+    if budget.measures:
+        per_task = dataclasses.replace(
+            per_task, trials=budget.trials or _UNBOUNDED, fixed_spaces=True, seed=options.seed
+        )
+    return NetworkJob(
+        spec,
+        target,
+        strategy,
+        scorer,
+        per_task,
+        budget.measures,
+        budget.trials,
+        budget.deadline(t_start),
+        seed=options.seed,
+        fast_math=options.fast_math,
+        blocked=options.blocked,
+        time_torch=options.time_torch,
+        **rest,
+    )
 
 
 def tune_network(
@@ -574,34 +587,29 @@ def tune_network(
     scorer: Callable[[], Scorer],
     settings: TuneSettings | None = None,
     *,
-    trials: int | None = None,
-    minutes: float | None = None,
+    budget: NetworkBudget | None = None,
+    options: NetworkTuneOptions | None = None,
     store: Any = None,
     evaluator: Any = None,
     console: Any = None,
-    progress: bool = True,
-    fast_math: bool = True,
-    time_torch: bool = True,
-    out_dir: str | None = None,
-    seed: int = 0,
     rpc: tuple[str, int, str] | None = None,
-    blocked: bool = True,
 ) -> NetworkResult:
-    """Import, prior schedules, tune under `trials` and/or `minutes` (both None or 0: the prior
-    alone), build, check, time and (with `out_dir`) export; see the module doc. `strategy`: the
-    search every task runs (`search.assemble.choose_strategy`); `scorer`: a fresh `Scorer` for each
-    task. With `rpc=(host, port, key)` the measurements go to the tracker's devices (as many at
-    once as it holds); the network is still built, checked and timed here. `blocked=False`:
-    convolutions in the layout they were imported in (`graph.import_network`; what
-    bench/network.py compares against)."""
+    """Import, prior schedules, tune under `budget` (`NetworkBudget`; default: none, the prior
+    alone), build, check, time and (with `options.out_dir`) export; see the module doc.
+    `strategy`: the search every task runs (`search.assemble.choose_strategy`); `scorer`: a fresh
+    `Scorer` for each task; `options`: how the network is built, timed and reported
+    (`NetworkTuneOptions`). With `rpc=(host, port, key)` the measurements go to the tracker's
+    devices (as many at once as it holds); the network is still built, checked and timed here."""
     from rich.console import Console
 
     from autosearch.backends.tvm.target import use_physical_cores
     from autosearch.networks.artifact import export_artifact
     from autosearch.search.tune import check_out_dir
 
-    if out_dir is not None:
-        check_out_dir(out_dir)
+    budget = budget if budget is not None else NetworkBudget()
+    options = options if options is not None else NetworkTuneOptions()
+    if options.out_dir is not None:
+        check_out_dir(options.out_dir)
     t_start = time.perf_counter()
     job = _network_job(
         spec,
@@ -609,31 +617,27 @@ def tune_network(
         strategy,
         scorer,
         settings,
-        trials=trials,
-        minutes=minutes,
+        budget=budget,
+        options=options,
         t_start=t_start,
         store=store,
         evaluator=evaluator or network_evaluator(target),
         console=console or Console(stderr=True),
         rpc=rpc,
-        seed=seed,
-        fast_math=fast_math,
-        blocked=blocked,
-        time_torch=time_torch,
     )
     use_physical_cores()  # the network is timed in this process: every core, not TVM's half
     result = NetworkResult(spec=spec, model="", inputs=list(specs))
     net = _import_stage(job, specs, result)
-    found = _search_stage(job, net.graph.workloads, result, progress)
+    found = _search_stage(job, net.graph.workloads, result, options.progress)
     if result.interrupted:
         return _stopped(result, found.finished, t_start)
     database = _verify_stage(job, net.graph.workloads, found, result)
     t0 = time.perf_counter()
     _build_stage(job, net, database, result)
-    _time(result, net.graph, target, net.arrays, net.expected, spec, time_torch, seed)
+    _time(result, net.graph, target, net.arrays, net.expected, spec, options.time_torch, options.seed)
     result.breakdown["build_and_time"] = time.perf_counter() - t0
-    if out_dir is not None and result.executable is not None:
-        result.artifact = str(export_artifact(result.executable, out_dir, net.specs, target, result.summary()))
+    if options.out_dir is not None and result.executable is not None:
+        result.artifact = str(export_artifact(result.executable, options.out_dir, net.specs, target, result.summary()))
     result.seconds = time.perf_counter() - t_start
     return result
 
