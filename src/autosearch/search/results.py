@@ -59,11 +59,6 @@ class TuneResult:
             return self.untuned_latency / self.best_latency
         return None
 
-    def best_after(self, n: int) -> float | None:
-        """Best latency among the first n measured trials."""
-        vals = [h["latency"] for h in self.history[:n] if h["latency"] is not None]
-        return min(vals) if vals else None
-
     def summary(self) -> dict[str, Any]:
         """The one machine-readable summary `--json` prints."""
         ref = self.reference or {}

@@ -7,7 +7,6 @@ concrete.py   the same quantities measured on concrete schedules by TVM's analys
 model.py      an MLP on those features with a rank loss (JSON + safetensors)
 data.py       training groups from a store's traces; the relaxable sketches of a workload
 pretrain.py   pretraining on a store (`python -m autosearch.search.gradient.pretrain`)
-ms_model.py   the same model as a MetaSchedule PyCostModel (evolutionary search with it)
 optimize.py   Adam on the relaxed knobs, rounding, dedup: `GradientSearch` (propose / observe)
 
 On the tuning model itself (a `tlp` prior over trace-prefix tokens, `--model pretrained-prefix`):
