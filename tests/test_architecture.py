@@ -16,7 +16,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "autosearch"
 #: The layers in data-flow order (docs/architecture.md). A module may import its own layer or an
 #: earlier one. Keys are the first dotted component under `autosearch`.
 LAYERS: list[set[str]] = [
-    {"errors", "formatting", "hashing", "hostinfo", "interrupts", "native_log", "adams2019_sizes", "__init__"},
+    {
+        "atomic_write",
+        "errors",
+        "formatting",
+        "hashing",
+        "hostinfo",
+        "interrupts",
+        "native_log",
+        "adams2019_sizes",
+        "__init__",
+    },
     {"workloads"},
     {"backends"},
     {"reference"},

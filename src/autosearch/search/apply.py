@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from autosearch.atomic_write import write_text_atomic
 from autosearch.errors import InputError, TargetError, one_line
 
 __all__ = ["BEST_FORMAT_VERSION", "apply_best", "load_best", "measure_schedule", "write_script"]
@@ -212,5 +213,5 @@ def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Pat
     )
     out = Path(best_path)
     out = (out if out.is_dir() else out.parent) / "best_schedule.py"
-    out.write_text(text)
+    write_text_atomic(out, text)
     return out

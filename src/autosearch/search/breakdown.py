@@ -28,6 +28,8 @@ from typing import Any
 
 import psutil
 
+from autosearch.atomic_write import write_text_atomic
+
 __all__ = ["SECTIONS", "TimeBreakdown"]
 
 #: Reported sections, in pipeline order.
@@ -113,7 +115,7 @@ class TimeBreakdown:
     def save(self, path: str | os.PathLike[str]) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        write_text_atomic(p, json.dumps(self.to_dict(), indent=2) + "\n")
         return p
 
     def table(self, title: str = "time breakdown") -> Any:

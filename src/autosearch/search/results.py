@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autosearch.atomic_write import write_text_atomic
 from autosearch.search.breakdown import TimeBreakdown
 
 __all__ = ["TuneResult", "safe_name", "save_result"]
@@ -103,7 +104,8 @@ def save_result(
     out.mkdir(parents=True, exist_ok=True)
     if timer is not None:
         timer.save(out / "breakdown.json")
-    (out / "history.json").write_text(
+    write_text_atomic(
+        out / "history.json",
         json.dumps(
             {
                 "workload": result.workload,
@@ -114,7 +116,7 @@ def save_result(
             },
             indent=1,
         )
-        + "\n"
+        + "\n",
     )
     summary = result.summary()
     summary["out_dir"] = str(out)
@@ -134,7 +136,7 @@ def save_result(
             "best_trial": result.best_trial,
             "flops": result.flops,
         }
-        (out / "best.json").write_text(json.dumps(best, indent=1) + "\n")
+        write_text_atomic(out / "best.json", json.dumps(best, indent=1) + "\n")
         write_script(out / "best.json", workload)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     return out

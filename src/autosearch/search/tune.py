@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from autosearch import interrupts
+from autosearch.atomic_write import SCRATCH_PREFIX
 from autosearch.backends.tvm.build import pool_builder
 from autosearch.errors import InputError, TargetError
 from autosearch.formatting import format_seconds
@@ -164,7 +165,7 @@ def _ours(out: Path, manifest: str) -> bool:
 
 def _scratch(name: str) -> bool:
     """Our own leftovers: the write probe and the temporary files of an export killed midway."""
-    return name.startswith(".autosearch-")
+    return name.startswith(SCRATCH_PREFIX)
 
 
 def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
