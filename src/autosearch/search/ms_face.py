@@ -9,16 +9,33 @@ extract + `observe`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from autosearch.errors import InputError
 
-if TYPE_CHECKING:
-    from autosearch.search.adapter import ModelAdapter
-
 __all__ = ["group_key", "ms_cost_model"]
+
+
+class ModelAdapter(Protocol):
+    """What the face reads of a `search.adapter.ModelAdapter` (a Protocol, so that the adapter,
+    which hands itself to `ms_cost_model`, is not imported back)."""
+
+    model: Any
+    pretrained: bool
+    featurize: Callable[[Any, Sequence[Any]], list[np.ndarray]] | None
+
+    def _section(self, name: str) -> Any: ...
+
+    def observe(
+        self,
+        group: str,
+        feats: Sequence[np.ndarray],
+        latencies: Sequence[float | None],
+        verdict: tuple[float, float] | None = None,
+    ) -> bool: ...
 
 
 def group_key(mod: Any) -> str:
