@@ -41,6 +41,15 @@ ZOO = {
     "vit_base": ["x:float32:1,3,224,224"],
     "bert_base": ["input_ids:int64:1,128:0..30522"],
     "gpt2_small": ["input_ids:int64:1,128:0..50257"],
+    "llama_small": ["input_ids:int64:1,128:0..32000"],
+    "mistral_small": ["input_ids:int64:1,128:0..32000"],
+    "qwen2_small": ["input_ids:int64:1,128:0..32000"],
+    "roberta_base": ["input_ids:int64:1,128:0..50265"],
+    "swin_tiny": ["x:float32:1,3,224,224"],
+    "regnet_y": ["x:float32:1,3,224,224"],
+    "mobilenet_v1": ["x:float32:1,3,224,224"],
+    "shufflenet_v2": ["x:float32:1,3,224,224"],
+    "densenet121": ["x:float32:1,3,224,224"],
 }
 
 
