@@ -1,8 +1,7 @@
 """A design space as decision vectors, tokenized without TVM: tens of thousands of candidates a second.
 
 Why: scoring a candidate that search holds as a TVM schedule first needs its trace out of TVM
-(95-3,600 us a candidate, bench/scoring_breakdown.py), and tokenizing the text costs 100-250 us
-more. But every candidate of one design space (one sketch) is the same instruction list with other
+(bench/scoring_breakdown.py), and tokenizing the text costs about as much again. But every candidate of one design space (one sketch) is the same instruction list with other
 sampling decisions. So the tokens of the instructions before post-processing
 (`trace_tokens.PREFIX_EXTRACTOR`) are a fixed matrix plus, per knob, a contribution that depends
 on that knob's decision alone: a tile factor enters its Split's token, the loops it creates and

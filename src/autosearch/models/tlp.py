@@ -27,11 +27,11 @@ share of scoring; `-p members=1` for speed.
 
 Speed: sequences are bucketed by length before padding, and the attention uses a key-padding
 mask, so scoring cost follows the real token counts (~30 per candidate). Candidates are scored
-in chunks of ~16k token rows: the intermediates then stay in cache (with 64k rows a network took
-1.4-1.6x as long per candidate on a Zen 3, bench/README.md). Decision vectors of a sketch
+in chunks of ~16k token rows: the intermediates then stay in cache (with four times the rows a
+network took markedly longer per candidate, bench/README.md). Decision vectors of a sketch
 (`features.decision_space`) need no tokens at all: `predict_space` tabulates what the network
 computes of each token row before rows mix, per knob option, and runs only the rest per candidate
-(2.0-2.4x the candidates/s of tokens + network, the same scores; bench/README.md).
+(about twice the candidates/s of tokens + network, the same scores; bench/README.md).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class _SelfAttention(nn.Module):
         n, length, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
         d = width // self.heads
         q, k, v = qkv.reshape(n, length, 3, self.heads, d).permute(2, 0, 3, 1, 4)
-        if keep is None:  # two batched products: 2-2.5x faster than the fused kernel at ~20 tokens
+        if keep is None:  # two batched products: faster than the fused kernel at such short sequences
             q, k, v = (t.reshape(n * self.heads, length, d) for t in (q, k, v))
             a = torch.bmm(torch.bmm(q * d**-0.5, k.transpose(1, 2)).softmax(-1), v).view(n, self.heads, length, d)
         else:
@@ -502,7 +502,7 @@ class _SpaceTables:
                 size += toks.shape[0]
         self.size = size
         # every piece through each member's first layers in one call (was a call per piece, each
-        # on a few rows: the gradient search's scoring on a capsule conv, 64 trials, 5.4 -> 3.1 s)
+        # on a few rows, whose dispatch cost more than their arithmetic)
         piece_rows = torch.from_numpy(np.ascontiguousarray(np.concatenate([t for t, _ in pieces]), dtype=np.float32))
         where = torch.from_numpy(np.repeat([r for _, r in pieces], [len(t) for t, _ in pieces]).astype(np.int64))
         self.tables = [net.row_values(piece_rows, where) for net in nets]
@@ -542,7 +542,7 @@ class _SpaceTables:
 @contextlib.contextmanager
 def _threads(n: int) -> Iterator[None]:
     """torch on `n` threads inside the block. Why: on a shared 2-core machine, torch's thread pool
-    waits on busy cores (the sparse models measured 6x slower steps with 2 threads than with 1)."""
+    waits on busy cores (the sparse models measured much slower steps with 2 threads than with 1)."""
     old = torch.get_num_threads()
     if old == n:
         yield

@@ -255,9 +255,9 @@ def fast_math_module(mod: Any) -> Any:
     legalization calls the exact `erf` (`relax.nn.gelu_tanh`: `tanh`), so GELU is rewritten here
     first (float32 only).
 
-    Why: the exact `erf` is 60x slower than the polynomial here: a BERT FFN's GELU
-    (1x128x3072) took 10.3 ms in its one scheduled form, 0.17 ms with `fast_erf` (largest
-    difference 7.2e-7; bench/README.md "`tune-model --fast-math`")."""
+    Why: the exact `erf` is many times slower than the polynomial here (a BERT FFN's GELU in its
+    one scheduled form against `fast_erf`, whose outputs differ from it only in the last digits;
+    bench/README.md "`tune-model --fast-math`")."""
     from tvm import relax, tirx, topi
     from tvm.relax import expr_functor
 
@@ -338,9 +338,8 @@ def power_as_products(mod: Any) -> Any:
     CPU kernel computes it.
 
     Why: TVM lowers `power` to a `pow` call per element (and warns "Detected pow(x, y) where
-    y >= 3" on every build); GPT-2's GELU (`0.044715 * x ** 3`) is the common case: on
-    1x128x3072 it built from the prior in 34-35 us with products, 686-699 us with `pow` (AMD
-    Zen 5, two runs each; bench/README.md "GPT-2")."""
+    y >= 3" on every build); GPT-2's GELU (`0.044715 * x ** 3`) is the common case: built from
+    the prior it ran many times faster with products than with `pow` (bench/README.md "GPT-2")."""
     from tvm import relax
     from tvm.relax import expr_functor
 
@@ -371,8 +370,8 @@ def whole_image_pools_as_means(mod: Any) -> Any:
 
     Why: transformers' EfficientNet pools with `AvgPool2d(1280, ceil_mode=True)` on a 7x7 image,
     and TVM loops over the whole 1280x1280 window for every output, bounds-checking each step:
-    the pool alone measured 3,128 ms from the prior's schedule, and B0 built 2,892 ms end to end
-    (13.95 ms since; PyTorch eager 10.6 ms; AMD Zen 5, bench/README.md "EfficientNet-B0")."""
+    the pool alone took seconds from the prior's schedule, and B0 built hundreds of times slower
+    than PyTorch eager end to end, where it now runs close to it (bench/README.md "EfficientNet-B0")."""
     from tvm import relax
     from tvm.relax import expr_functor
 

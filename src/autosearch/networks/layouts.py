@@ -3,9 +3,9 @@
 Why: MetaSchedule vectorizes a convolution's innermost output axis. In PyTorch's NCHW layout that
 is the image width: 7 or 14 floats on ResNet-50's last stages, part of one AVX-512 register. In
 NCHW16c the innermost axis is a block of 16 output channels, one whole register (the layout of
-oneDNN's and TVM's x86 `conv2d_NCHWc` kernels). ResNet-50 from the prior alone ran 56.61 ms in
-NCHW and 32.19 ms blocked, built side by side (AMD Zen 5; bench/README.md "Whole models against
-PyTorch"). NHWC was measured before and lost (46.82 vs 31.21 ms tuned for 10 minutes).
+oneDNN's and TVM's x86 `conv2d_NCHWc` kernels). ResNet-50 from the prior alone ran much faster
+blocked than in NCHW, built side by side (bench/README.md "Whole models against PyTorch"). NHWC
+was measured before and lost to NCHW tuned for the same minutes.
 
 How: Relax's `ConvertLayout` with a callback per call: a `conv2d` with one group whose input and
 output channels are whole multiples of the block (the SIMD register's lanes for its dtype) takes
@@ -29,8 +29,8 @@ def channel_block(call: Any, register_bits: int) -> int:
     """The channel block a `conv2d` call gets (its dtype's lanes in one register), or 0 where it
     stays as it is: grouped, a layout other than NCHW/OIHW, shapes not static, or channels that
     are not whole blocks. Why not depthwise ones: blocked too (a TE kernel of their own),
-    MobileNetV2 from the prior alone ran 7.76 ms against 5.96 with them as imported, and had 103
-    tasks instead of 77 (side by side, AMD Zen 5; bench/HISTORY.md)."""
+    MobileNetV2 from the prior alone ran slower than with them as imported, and had more tasks
+    (side by side; bench/HISTORY.md)."""
     attrs = call.attrs
     if register_bits <= 0 or int(attrs.groups) != 1:
         return 0

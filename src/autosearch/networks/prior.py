@@ -2,26 +2,26 @@
 priors rank best.
 
 Why: a network has 20-60 tasks and a budget of minutes; before this, every task the budget did not
-reach was built from TVM's unscheduled loops (a ResNet-50 convolution 100-250 ms untuned, 1-5 ms
-tuned), so the network ran 12-30x slower than PyTorch after six minutes (issue 47).
+reach was built from TVM's unscheduled loops (a ResNet-50 convolution some hundred times slower
+untuned than tuned), so the network ran many times slower than PyTorch after six minutes (issue 47).
 
 How (`PriorRanker`): the prefix prior (`pretrained-prefix`) scores decision vectors without
 building schedules (~20k a second), so the decision search's first round (1024 vectors a sketch,
 evolved three times) shortlists its `SHORTLIST` best-scored schedules; the feature prior
 (`pretrained`, PerStoreFeature of each built schedule: the loop nest as it will run) orders that
 shortlist. Each task's best-ordered schedule that computes what the task computes is its
-starting schedule. Why two models: the prefix prior's first pick was 1.5-18x slower than the best
-of its shortlist on many ResNet-50 convolutions; the feature prior's pick among the same 32 built
-ResNet-50 1.47x faster and MobileNetV2 1.10x (weighted task latencies, picks measured side by
-side, AMD Zen 5; `bench/prior_ranking.py`, bench/README.md "Zero-trial schedules"); the sum of the
-two ranks did worse than the feature prior alone (1.31x, 1.05x). Schedules with a vector longer
+starting schedule. Why two models: the prefix prior's first pick was often much slower than the
+best of its shortlist on ResNet-50 convolutions; the feature prior's pick among the same
+shortlist built ResNet-50 and MobileNetV2 faster (weighted task latencies, picks measured side by
+side; `bench/prior_ranking.py`, bench/README.md "Zero-trial schedules"); the sum of the two ranks
+did worse than the feature prior alone. Schedules with a vector longer
 than one SIMD register but not a whole number of them go last (`search.registers`): on
 ViT-base the feature prior's pick for the Q/K/V projections had 24-float vectors, which LLVM
-builds lane by lane on AVX-512, and ran 14x slower than the shortlist's best; the rule built
-ViT-base 3.88x, ConvNext-tiny 1.95x and MobileNetV2 1.28x faster, ResNet-18 0.95x (the stricter
-rule that also moves vectors shorter than a register: 3.88, 2.24, 1.14, 0.93x; same picks
-measured side by side, bench/README.md "Zero-trial schedules"). A smaller first round (256 vectors, evolved
-once) took 21 s instead of 58 s on ResNet-18's 17 tasks but built it 1.24x slower. A task whose
+builds lane by lane on AVX-512, and ran many times slower than the shortlist's best; the rule
+built ViT-base, ConvNext-tiny and MobileNetV2 faster and ResNet-18 about as fast (a stricter rule
+that also moves vectors shorter than a register did no better overall; same picks measured side
+by side, bench/README.md "Zero-trial schedules"). A smaller first round (256 vectors, evolved
+once) took well under half the time on ResNet-18's tasks but built it slower. A task whose
 design space has nothing to decide gets its one scheduled form (parallelised and vectorised by
 MetaSchedule's rules).
 """

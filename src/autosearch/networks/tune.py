@@ -11,10 +11,10 @@ Steps (each module of this package does one):
    best-scored schedule; under a budget in minutes the rounds stop early enough to leave it
    `PRIOR_SECONDS_PER_TASK` a task. Why after the rounds, not before: a task's first round already
    measures what the prior ranks best (the decision search scores with the same prior), and a
-   prior pass over every task cost 92 s of ResNet-50's 10 minutes and 150 s of MobileNetV2's.
+   prior pass over every task cost a large share of ResNet-50's and MobileNetV2's 10 minutes.
    Except where the budget left after the import is no more than that reserve for every task
    (ConvNext-tiny's 44 tasks in 3 minutes): the rounds would never start and the seconds the pass
-   does not use would be idle (it measured 0 trials and finished 96 s early), so the pass runs
+   does not use would be idle (it measured no trial and finished well before the budget), so the pass runs
    first and the rounds get the rest.
 4. Each task is built with its best measured schedule, or TVM's default where that measured faster,
    or an earlier run's best, or the prior's; `graph.build_network` pre-packs the weights.
@@ -65,9 +65,9 @@ __all__ = [
 def network_evaluator(target: Any) -> Any:
     """How a network's tasks are timed. On a CPU every run starts with the operator's weights
     flushed from the caches (MetaSchedule's `enable_cpu_cache_flush`; Ansor's x86 network recipe):
-    in the network each layer's weights arrive cold, so a kernel timed warm and repeated looks up to
-    1.4x faster than it runs there (BERT's 768x3072 matmul: 1.27 ms warm, 1.81 ms flushed, 2.08 ms
-    inside the network), and the search ranks schedules by a speed the network never sees."""
+    in the network each layer's weights arrive cold, so a kernel timed warm and repeated looks
+    markedly faster than it runs there (a BERT matmul timed warm, flushed and inside the network),
+    and the search ranks schedules by a speed the network never sees."""
     from autosearch.backends.tvm.measure import TUNE_EVALUATOR, EvaluatorSettings
     from autosearch.backends.tvm.target import is_gpu
 
@@ -182,7 +182,7 @@ def _commit(database: Any, workload: Any, trace: str, latency: float, target: An
 
 
 #: Seconds the prior pass takes a task, reserved at the end of a budget for each task the measured
-#: rounds have not reached (3.0-3.8 s a task on ResNet-50 and MobileNetV2, AMD Zen 5, 2 cores).
+#: rounds have not reached (a little more than the pass took a task on ResNet-50 and MobileNetV2).
 PRIOR_SECONDS_PER_TASK = 4.0
 
 
@@ -256,7 +256,7 @@ def _choose(
     (`verify.schedule_matches`), or TVM's default where that measured faster; with the prior's
     (checked when it was chosen) where the task had no measured round. Why not only the best:
     most of the fast schedules of MobileNetV2's convolutions fused with a padded output compute
-    something else (the fastest right one was the 20th of 32), and TVM's default there is 64x slower."""
+    something else (the fastest right one was far down the list), and TVM's default there is far slower."""
     from autosearch.networks.verify import schedule_matches
 
     if r is not None:
@@ -643,8 +643,8 @@ def tune_network(
 
 
 def _stopped(result: NetworkResult, finished: dict[int, tuple[Any, Any]], t_start: float) -> NetworkResult:
-    """An interrupted run ends here, unbuilt: checking, building and timing the network took 18-51 s
-    after a Ctrl-C (measured on a BERT layer), and everything measured is already in the store, where
+    """An interrupted run ends here, unbuilt: checking, building and timing the network took tens of
+    seconds after a Ctrl-C (measured on a BERT layer), and everything measured is already in the store, where
     the same command run again (or with `--trials 0`) builds from it."""
     for i, (_run, r) in finished.items():
         _record_run(result.tasks[i], r)
@@ -710,7 +710,7 @@ def _keep_the_faster_build(
 ) -> None:
     """On a GPU TVM's default schedules (dlight) are a real build, and a network of tasks each
     measured faster than their default can still run slower end to end (a BERT layer on an H100
-    after 96 trials: 0.485 ms tuned, 0.442 ms default): the two builds are timed interleaved and the
+    after a short tune): the two builds are timed interleaved and the
     faster is kept, so a tuned network is never slower than TVM's default. Not on a CPU, where the
     default is unscheduled loops (seconds a call) and each task already fell back where it measured
     faster."""

@@ -5,7 +5,7 @@ Why one place: the choices depend on each other. `--search auto` runs what the m
 for on the target (`model_spec.auto_search`: the decision search for a trace-prefix-tokens prior
 on a CPU, else the evolutionary search); `--explore auto` spends random controls only where a
 trained prior never saw the target's device and the search is not the decision search (whose own
-random vectors explore: controls made it 1.08x slower there, bench/README.md "The decision search
+random vectors explore, and controls made it slower there, bench/README.md "The decision search
 as tune's default"); and a prior that never saw the device warns once, naming what the search
 does about it. Past this module nothing asks a model or a search its kind: the loop calls the
 strategy's and the scorer's methods.
@@ -17,8 +17,8 @@ To add a scorer: a `Scorer` subclass (search/scorer.py) and its `--model` value 
 
 `explore="control"` (search/explore.py) lets a trained prior lead the search only as far as it
 proves right on random controls; it does nothing for TVM's own models. On a CPU the prior never
-saw, its picks led the search astray (AMD Zen 3, six workloads: controls found 1.24x faster
-schedules at 64 trials, three seeds), while where it is right the controls cost trials.
+saw, its picks led the search astray and the controls found faster schedules (bench/HISTORY.md),
+while where it is right the controls cost trials.
 """
 
 from __future__ import annotations
@@ -176,9 +176,9 @@ def assemble(
 
 def network_explore(search: str) -> str:
     """`--explore` of a network's measured rounds: random controls under the evolutionary search (a
-    task gets few trials, so a prior wrong about it costs its whole budget: ResNet-18 end to end
-    0.700 -> 0.827 of `tune_relax`'s time), `tune`'s own rule otherwise (the decision search
-    explores by its random vectors; controls made it 1.08x slower)."""
+    task gets few trials, so a prior wrong about it costs its whole budget, and the controls made
+    ResNet-18 end to end faster), `tune`'s own rule otherwise (the decision search explores by its
+    random vectors; controls made it slower)."""
     return "control" if search == "evolutionary" else "auto"
 
 

@@ -4,7 +4,7 @@ PerStoreFeature (`per-store-feature`) needs each candidate lowered; trace tokens
 read the schedule's trace and the workload's IR text only, so a model trained on them scores far
 more candidates per second. A model trained on `trace-prefix-tokens` (the instructions before
 post-processing) needs only a candidate's sampling decisions: `_PrefixTokenFeaturizer` reads them
-out of TVM (~0.1 ms, where the trace's JSON takes ~3 ms) and looks the tokens up in the sketch's
+out of TVM (a small fraction of the time the trace's JSON takes) and looks the tokens up in the sketch's
 `DecisionSpace`. A model trained with `device=true` gets the target's device descriptor
 (measured once per machine, cached in the store) appended to every row.
 
@@ -94,7 +94,7 @@ class _PrefixTokenFeaturizer:
     Candidates of one sketch share the instructions before post-processing and differ in their
     sampling decisions. TVM writes a candidate's trace without post-processing as JSON in C++, and
     that JSON's instruction half, hashed in C++, names the sketch; only the short decision half is
-    read into Python (~0.1 ms a candidate, where the whole trace as Python JSON takes ~3 ms). The
+    read into Python (a small fraction of what the whole trace as Python JSON costs). The
     first candidate of a sketch becomes its `DecisionSpace`, checked once against the tokenizer on
     its full trace text (a sketch where they differ keeps the text path); every later candidate is
     a vector lookup. A candidate whose decisions the space cannot express takes the text path too:

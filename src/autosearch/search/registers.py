@@ -1,10 +1,10 @@
 """Vectors that fill whole SIMD registers.
 
 Why: LLVM splits a vector longer than one register into register-sized parts, and builds a
-part-register tail lane by lane (a 24-float vector on AVX-512: 306 `vinsertps` in a matmul
-kernel, 14x slower than the same loop with 16 floats). Neither prior's features show it, and on
-the tuning benchmark's stores such schedules measured 2.5x (1x1 convolution, 24 channels) to 9x
-(BERT dense) slower in median than the others. The zero-trial pass orders them last
+part-register tail lane by lane (a 24-float vector on AVX-512: hundreds of `vinsertps` in a
+matmul kernel, many times slower than the same loop with 16 floats). Neither prior's features
+show it, and on the tuning benchmark's stores such schedules measured several times slower in
+median than the others. The zero-trial pass orders them last
 (`networks.prior`). Proposing them last in the searches' rounds too was tried and reverted: it
 left four of MobileNetV2's padded-output convolutions untuned (bench/HISTORY.md, "The
 whole-register rule inside the searches").

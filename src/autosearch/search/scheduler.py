@@ -13,11 +13,11 @@ estimate: a task that had few rounds may still gain, and a task far slower per F
 best similar task can likely reach 1/beta of that task's FLOP/s. Similar: the same operator
 (`conv2d`, `conv2d1`, ... are one kind) and FLOP counts in the same band of a factor 1.618
 (Ansor's `derive_similarity_tag`). Why the similar-task term: on ResNet-18 without it, `conv2d8`
-stayed at 16 GFLOP/s after 16 trials while its sibling `conv2d1` ran at 80, and got no more rounds
+stayed far below its sibling `conv2d1`'s throughput after its first round, and got no more rounds
 (its own history showed no gain). Why rounds, not trials: the similar-task gap is a whole round's
-gain; set against per-trial gains (16x smaller) it won every pick, and ResNet-50's `conv2d181`
-(weight 1) took 272 of a 10-minute run's 767 trials while 19 of its 26 tasks had one round (AMD
-Zen 5, bench/README.md "Whole models against PyTorch"). The similar-task term lapses while a task
+gain; set against per-trial gains (a round's size smaller) it won every pick, and one ResNet-50
+task of weight 1 took about a third of a 10-minute run's trials while most of its tasks had one
+round (bench/README.md "Whole models against PyTorch"). The similar-task term lapses while a task
 gains less than 1% over its last `window` rounds: a task that does not follow its siblings (a 3x3
 convolution on 7x7 images against the same FLOPs on 14x14) would otherwise hold the term forever,
 since its own estimate g_i / t_i shrinks and the siblings' rate does not: at 30 minutes

@@ -60,7 +60,7 @@ class TuneSettings:
     run_cap: float = 10.0
     #: Measure a design space with nothing to decide (its one schedule, e.g. an elementwise op
     #: parallelised and vectorised by MetaSchedule's rules) instead of refusing it. `tune-model`
-    #: sets it: such a task's scheduled form can beat TVM's default by 2x or lose to it; the
+    #: sets it: such a task's scheduled form can beat TVM's default by far or lose to it; the
     #: decision search hands such a task to its evolutionary fallback.
     fixed_spaces: bool = False
 
@@ -272,7 +272,7 @@ class TuneRun:
         self.workload, self.target, self.scorer, self.settings, self.store = workload, target, scorer, settings, store
         self.timer = TimeBreakdown()
         # features / predict / update inside the search are timed too; the search scores while
-        # nothing else of the run works: on every core (1.5-1.7x faster)
+        # nothing else of the run works: on every core, which scores markedly faster
         scorer.attach(self.timer.section, physical_cores())
         self.result = TuneResult(
             workload=workload.name,

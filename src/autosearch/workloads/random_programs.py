@@ -27,8 +27,9 @@ The program starts from one input, an image ``(1, H, W, C)`` (NHWC), a batch of 
 - softmax over the last axis; transpose of the last two axes.
 
 Sizes are small: every tensor holds at most `MAX_ELEMENTS` floats and the whole program does
-about `MAX_WORK` multiply-accumulates at most (measured: under 0.2 ms for the heaviest of the
-first 1000 seeds on one core of this machine, ~1 ms unscheduled), and a program compiles in a fraction of a second. At most `MAX_REDUCTIONS`
+about `MAX_WORK` multiply-accumulates at most (the heaviest of the first 1000 seeds runs in well
+under a millisecond on one core scheduled, about a millisecond unscheduled), and a program compiles in a
+fraction of a second. At most `MAX_REDUCTIONS`
 reduction blocks keep MetaSchedule's design space small (at most a few dozen schedules), and
 DAG shapes that make MetaSchedule 0.27 fail are never drawn (see `_MATERIALIZED`).
 """
@@ -60,7 +61,7 @@ MAX_ELEMENTS = 32 * 1024
 MAX_WORK = 400_000
 #: Most reduction blocks per program. MetaSchedule's CPU design space has ~3 alternatives per
 #: reduction block (write-cache choices of multi-level tiling, rfactor), so a program with k of
-#: them has up to 3**k design spaces: 3**6 = 729 took 40 s to generate, 3**3 = 27 takes < 1 s.
+#: them has up to 3**k design spaces: 3**6 = 729 took tens of seconds to generate, 3**3 = 27 well under one.
 MAX_REDUCTIONS = 3
 #: Bump when the generator changes what a seed produces (keys of old seeds change with it).
 GENERATOR_VERSION = 2

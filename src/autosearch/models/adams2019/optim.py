@@ -29,8 +29,8 @@ __all__ = [
 class Adam:
     """ADAM as `torch.optim.Adam` computes it (no amsgrad, no weight decay), in a dozen lines.
 
-    Why not torch's: its constructor imports `torch._dynamo` (~3 s, once per process: longer than
-    a whole retrain of an autotune batch) and its step has ~0.2 ms of Python per call."""
+    Why not torch's: its constructor imports `torch._dynamo` (once per process, and longer than a
+    whole retrain of an autotune batch) and its step spends more in Python than in arithmetic."""
 
     def __init__(
         self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
@@ -103,7 +103,7 @@ class _FusedAdam:
 
     Why: one step is a few dozen operations on tensors of a few thousand floats, where autograd's
     graph building and torch's per-operation dispatch cost more than the arithmetic (the autograd
-    step measured ~0.6 ms, most of it in `backward`). Here the parameters are views of ONE flat
+    step's time went mostly to `backward`). Here the parameters are views of ONE flat
     float32 array that the network's parameters share (so `net` always holds the current weights,
     for validation and the result), the gradient is written into a flat array beside it, and the
     update is Adam's arithmetic done once on the flat arrays. The result equals `Adam` after

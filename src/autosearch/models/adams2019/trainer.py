@@ -54,7 +54,7 @@ class Adams2019Trainer:
     Speed: each group's weight-free tensors (log features, cost-term factors) are built once per
     `fit`, so an epoch is one small forward/backward per group and no per-sample Python; `fit`'s
     steps are `_FusedAdam`'s (hand-written gradient in numpy, one ADAM update on one flat array:
-    ~4x the autograd step at the autotune loop's batch sizes), `step` keeps autograd and `Adam`.
+    several times the autograd step's speed at the autotune loop's batch sizes), `step` keeps autograd and `Adam`.
     `threads` sets torch's intra-op threads for the fit (restored after; None keeps torch's
     setting); the fused step's small products run in numpy's BLAS, single-threaded at these sizes.
     """

@@ -15,8 +15,9 @@ One round (`propose(n)`):
 `observe` fine-tunes the model on everything measured in this run (rank loss per sketch).
 
 Stalls: descents that start from the measured best converge on the model's optimum next to it,
-and once the model is wrong there every round measures that neighbourhood again (measured: a 1x1
-convolution at 107 us from trial 56 to 256 while TVM-XGB's random warm-up led it to 90 us). So
+and once the model is wrong there every round measures that neighbourhood again (a 1x1
+convolution stayed at one latency for most of its trials while TVM-XGB's random warm-up led it to
+a faster one). So
 after `stall_patience` rounds in which the run's best improved by less than 1%, the search widens
 (`exploration`): the random share doubles with every further stalled round (up to `eps_max`) and
 only a quarter of the descents start from the best, the rest from random points (restarts). The

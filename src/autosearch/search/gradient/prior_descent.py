@@ -1,8 +1,8 @@
 """Gradient search (Felix) on the shipped prior: Adam on the `tlp` score of relaxed decision vectors.
 
 Why: `--search gradient`'s own knob-feature MLP does not carry to operators it has not seen
-(issue 48: 946 us where the decision search on the prefix prior found 337 us in the same 32
-trials), while the prefix prior is the model that transfers. `prior_tokens.RelaxedTokens` writes
+(issue 48: its best was several times slower than what the decision search on the prefix prior
+found in the same trials), while the prefix prior is the model that transfers. `prior_tokens.RelaxedTokens` writes
 the prior's input as a function of a sketch's relaxed knobs, so its score can be descended.
 
 One round (`PriorGradientSearch.propose(n)`), per sketch (`DecisionSpace`, the decision search's
@@ -269,7 +269,7 @@ def _every_vector(sizes: np.ndarray) -> np.ndarray:
 
 class _Adam:
     """Adam (Kingma & Ba, torch's defaults) on a few leaf tensors. Why not `torch.optim.Adam`: its
-    constructor imports torch._dynamo, 3-4 s on the first round of every process."""
+    constructor imports torch._dynamo, seconds on the first round of every process."""
 
     def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999)) -> None:
         self.params, self.lr, self.betas, self.t = params, lr, betas, 0
@@ -290,7 +290,7 @@ class _Adam:
 class _threads:
     """torch on `n` threads inside the block. The descent runs on one: its tensors are small (a
     step is ~100 sequences of ~17 tokens), and on a shared 2-core machine a two-thread pool
-    waits on the busy core (a round's descent measured 40-64 s on two threads, 0.5-0.75 s on one,
+    waits on the busy core (a round's descent ran many times slower on two threads than on one
     while another process held a core)."""
 
     def __init__(self, n: int) -> None:

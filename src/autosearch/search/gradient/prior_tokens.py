@@ -83,8 +83,8 @@ def prior_scores_many(nets: list[Any], tokens: list[torch.Tensor]) -> list[torch
 
     Why: a descent step on one sketch is ~16 sequences of ~17 tokens, where each network call
     and its backward cost more in dispatch than in arithmetic; and whole sequences of one length
-    take the network's unpadded path (`TLPNet.forward_rows`, batched products: 2-2.5x faster
-    than the masked fused kernel at ~20 tokens), the path its tables score decision vectors by."""
+    take the network's unpadded path (`TLPNet.forward_rows`, batched products: faster than the
+    masked fused kernel at such short sequences), the path its tables score decision vectors by."""
     groups: dict[int, list[int]] = {}
     for i, t in enumerate(tokens):
         groups.setdefault(int(t.shape[1]), []).append(i)
