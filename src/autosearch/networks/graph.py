@@ -3,7 +3,9 @@
 Pipeline (TVM 0.27):
 1. Import: `torch.export` -> `from_exported_program` for `FILE.py:FUNC`, or Relax's ONNX frontend
    for a `.onnx` file; the parameters are bound as constants.
-2. Graph passes: `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
+2. Graph passes: TVM's library dispatch of sort, scan and sampling operators (`DispatchSortScan`,
+   `DispatchSampling`: `relax.build` runs them before legalization, and they are the only lowering
+   `cumsum`, `sort` or `topk` have), `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
    weights: one task fewer per convolution and one pass less over every activation), on a CPU
    convolutions in a blocked channel layout, NCHW16c with AVX-512 (`layouts`), `x ** 2`
    and `x ** 3` as products (`power_as_products`), `--fast-math`
@@ -11,6 +13,7 @@ Pipeline (TVM 0.27):
    (`pad_matmul_rows`: ViT's 197 tokens), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
    FoldConstant, FuseOps, FuseTIR) with `AttachAttrLayoutFreeBuffers` before fusion, so that
    MetaSchedule's `RewriteLayout` post-processor may choose a packed weight layout per task.
+   An operator still left without a kernel is refused there, in one line (`support.check_lowered`).
 3. Tasks: MetaSchedule's `extract_tasks` on that module, one per distinct fused function.
 4. Build: `MetaScheduleApplyDatabase`, then `SplitLayoutRewritePreproc` + `FoldConstant`: each
    task's weight re-layout runs once at build time on the constant weights (pre-packed), not at
@@ -29,6 +32,7 @@ import numpy as np
 
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
+from autosearch.networks.bounds import guard_token_ids
 from autosearch.networks.inputs import InputSpec
 
 __all__ = [
@@ -485,6 +489,7 @@ def import_network(
     else:
         mod, params = _from_torch(source, arrays, spec)
     bounds = index_bounds(mod, specs)
+    mod = guard_token_ids(mod, specs, target)  # the library keeps token ids inside their tables itself
     with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
         prepared = _graph_passes(mod, params, fast_math=fast_math, register_bits=simd_bits(target) if blocked else 0)
     check_lowered(prepared, spec, target)  # an operator with no kernel: one line now, not at the build
