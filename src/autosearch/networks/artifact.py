@@ -9,13 +9,18 @@ Layout of an artifact folder (format version 2):
   `model.so`) and `seal` (a sha256 over `library`, the inputs, the target and the CPU).
 
 Why the checksum and the seal: a truncated or replaced `model.so` crashes the process that maps
-it (SIGBUS, not an exception), and the input bounds in `model.json` are what keeps a token id
-inside its embedding table (the library's `take` reads unchecked): an edited bound or shape turns
-into an out-of-bounds read. So `load_artifact` checks the library's size and sha256 before it
-loads it, the inputs against the parameter checks compiled into the library itself, and the seal
-before any call. They catch damage and edits, not a forger (who could rewrite both files; as with
-any `.so`, only load artifacts you built). A version 1 manifest (no checksum) still loads, with
-these checks skipped: export it again to get them.
+it (SIGBUS, not an exception), and an edited input shape would reach the library's kernels. So
+`load_artifact` checks the library's size and sha256 before it loads it, the inputs against the
+parameter checks compiled into the library itself, and the seal before any call. They catch
+damage and edits, not a forger (who could rewrite both files; as with any `.so`, only load
+artifacts you built). A version 1 manifest (no checksum) still loads, with a one-line warning
+that these checks are skipped: export it again to get them.
+
+The token-id bounds in `model.json` give a friendly message before the call, but they are not
+what keeps an id inside its embedding table: the library does that itself (`bounds`: every take
+clamps its indices, and on a CPU each token-id input is checked against its table's row count in
+the library's own code), so no edit of `model.json` turns an id into an out-of-bounds read; the
+library's refusal becomes one line naming the id and the input.
 
 `load_artifact(folder)` gives a `CompiledModel`: call it with numpy arrays, get numpy arrays back.
 """
@@ -27,6 +32,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,7 @@ import numpy as np
 
 from autosearch.errors import InputError
 from autosearch.native_log import dropped
+from autosearch.networks.bounds import out_of_range
 from autosearch.networks.inputs import InputSpec
 
 __all__ = ["ARTIFACT_VERSION", "CompiledModel", "export_artifact", "load_artifact"]
@@ -205,9 +212,21 @@ class CompiledModel:
             out.append(tvm.runtime.tensor(a, self.device))
         return out
 
-    def _refused(self, exc: Exception) -> InputError | None:
-        """The library's own check of an argument (its ErrorContext names the parameter) as one line."""
+    def _refused(self, exc: Exception, arrays: Sequence[np.ndarray] = ()) -> InputError | None:
+        """The library's own check of an argument (its ErrorContext names the parameter), or of a
+        token id (`bounds`: every id inside its table), as one line; None for any other error."""
         text = str(exc)
+        outside = out_of_range(text)
+        if outside is not None:
+            name, rows = outside
+            names = [s.name for s in self.inputs]
+            ids = np.asarray(arrays[names.index(name)]) if name in names and len(arrays) == len(names) else None
+            bad = ids[(ids < 0) | (ids >= rows)] if ids is not None else np.empty(0)
+            shown = f" {bad.flat[0]}" if bad.size else ""
+            return InputError(
+                f"token id{shown} out of range [0, {rows}) for input {name} ({LIBRARY} checked it: "
+                f"{MANIFEST} allowed it, so its bounds were edited)"
+            )
         m = re.search(r"ErrorContext\(fn=main, loc=param\[(\d+)\], param=([^,]*), annotation=([^\n]*?)\)\s", text)
         if m is None:
             return None
@@ -222,7 +241,7 @@ class CompiledModel:
         try:
             return flatten_outputs(self._vm["main"](*args))
         except Exception as exc:
-            refused = self._refused(exc)
+            refused = self._refused(exc, arrays)
             if refused is None:
                 raise
             raise refused from None
@@ -234,7 +253,7 @@ class CompiledModel:
         try:
             return float(np.median(ev(*args).results))
         except Exception as exc:
-            refused = self._refused(exc)
+            refused = self._refused(exc, arrays)
             if refused is None:
                 raise
             raise refused from None
@@ -291,5 +310,11 @@ def load_artifact(folder: str | os.PathLike[str]) -> CompiledModel:
         raise InputError(
             f"{path / MANIFEST} was edited since export: its inputs (shapes, dtypes, value ranges, index bounds), "
             f"target or CPU no longer match its seal; export it again"
+        )
+    if version < 2:  # loaded, as it always was, but not silently unchecked
+        warnings.warn(
+            f"{path / MANIFEST} (artifact format {version}) carries no checksum of {LIBRARY} nor seal: a damaged "
+            "library or an edited manifest is not detected; export it again",
+            stacklevel=2,
         )
     return model
