@@ -188,3 +188,21 @@ def test_a_format_1_manifest_loads_with_one_warning_and_a_format_2_one_without(a
     lines = _lines(r)
     assert len(lines) == 1 and lines[0].startswith("warning: "), r.stderr
     assert "artifact format 1" in lines[0] and "no checksum of model.so" in lines[0]
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((7,), "int32"), ((2, 3, 4), "int64")])
+def test_the_check_kernel_copies_ids_of_any_rank_and_stops_at_one_outside(shape: tuple[int, ...], dtype: str) -> None:
+    import tvm
+
+    from autosearch.networks.bounds import _check_kernel, out_of_range
+
+    message = "token id out of range [0, 5) for input x"
+    lib = tvm.compile(_check_kernel("check", shape, dtype, 5, message), target="llvm")
+    ids = (np.arange(np.prod(shape)) % 5).astype(dtype).reshape(shape)
+    out = tvm.runtime.tensor(np.zeros(shape, dtype))
+    lib["check"](tvm.runtime.tensor(ids), out)
+    assert np.array_equal(out.numpy(), ids)
+    ids.flat[-1] = 5
+    with pytest.raises(Exception) as exc:
+        lib["check"](tvm.runtime.tensor(ids), out)
+    assert out_of_range(str(exc.value)) == ("x", 5)

@@ -136,13 +136,14 @@ def _check_kernel(symbol: str, shape: tuple[int, ...], dtype: str, rows: int, me
     loops = ", ".join(f"i{k}" for k in range(len(shape)))
     at = ", ".join(f"v{k}" for k in range(len(shape)))
     bound = f"T.{dtype}({{}})"
+    axes = "\n".join(f"            v{k} = T.axis.spatial({d}, i{k})" for k, d in enumerate(shape))
     source = f"""
 @T.prim_func(s_tir=True)
 def check(ids: T.Buffer({shape!r}, {dtype!r}), out: T.Buffer({shape!r}, {dtype!r})):
     T.func_attr({{"global_symbol": {symbol!r}, "tirx.is_scheduled": True, "tirx.noalias": True}})
     for {loops} in T.grid({", ".join(map(str, shape))}):
         with T.sblock("check"):
-            {at}, = T.axis.remap({"S" * len(shape)!r}, [{loops}])
+{axes}
             T.reads(ids[{at}])
             T.writes(out[{at}])
             assert ids[{at}] >= {bound.format(0)} and ids[{at}] < {bound.format(rows)}, {message!r}
