@@ -142,12 +142,12 @@ def test_tuning_picks_the_featurizer_of_the_model_extractor() -> None:
 
     from autosearch.search.featurize import _PrefixTokenFeaturizer, _TokenFeaturizer, featurizer_for
 
-    ex, f = featurizer_for(SimpleNamespace(extractor=tt.PREFIX_EXTRACTOR))
+    ex, f = featurizer_for(SimpleNamespace(extractor=tt.PREFIX_EXTRACTOR, device=False))
     assert ex == tt.PREFIX_EXTRACTOR and isinstance(f, _PrefixTokenFeaturizer)
-    ex, f = featurizer_for(SimpleNamespace(extractor=tt.EXTRACTOR))
+    ex, f = featurizer_for(SimpleNamespace(extractor=tt.EXTRACTOR, device=False))
     assert ex == tt.EXTRACTOR and isinstance(f, _TokenFeaturizer) and f.tokenizer.postproc
     with pytest.raises(InputError, match="trace-prefix-tokens:v2"):
-        featurizer_for(SimpleNamespace(extractor=("made-up", "v9")))
+        featurizer_for(SimpleNamespace(extractor=("made-up", "v9"), device=False))
 
 
 def test_row_plan_says_which_knobs_move_each_row() -> None:

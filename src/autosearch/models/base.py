@@ -88,6 +88,9 @@ class CostModel(abc.ABC):
 
     extractor: tuple[str, str] = DEFAULT_EXTRACTOR
     n_features: int | None = None
+    #: Whether it reads the device descriptor beside each candidate's features (a tuning run then
+    #: describes its target to it); a model without one ranks schedules of the device it was trained on.
+    device: bool = False
     #: How many networks (trained from different seeds) it scores with; their spread is the
     #: ensemble's uncertainty. One for a single model.
     members: int = 1
@@ -165,7 +168,7 @@ class CostModel(abc.ABC):
     def _write_config(self, path: str | os.PathLike[str], weights: str) -> None:
         """config.json next to the weights file `save` just wrote (with the targets it was trained on)."""
         params = {k: getattr(self, k) for k in self.hyper}
-        trained_on = sorted(getattr(self, "trained_on", []) or [])
+        trained_on = sorted(self.trained_on or [])
         write_config(
             path,
             self.kind,

@@ -36,7 +36,7 @@ def featurizer_for(model: Any, target: Any = None, store: Any = None) -> tuple[t
     """(extractor id, featurizer) of what `model` was trained on."""
     from autosearch.features import per_store, trace_tokens
 
-    extractor = tuple(getattr(model, "extractor", per_store.EXTRACTOR) or per_store.EXTRACTOR)
+    extractor = tuple(model.extractor or per_store.EXTRACTOR)
     if extractor == per_store.EXTRACTOR:
         base: Featurizer = FeatureCache(per_store.extract_features)
     elif extractor == trace_tokens.PREFIX_EXTRACTOR:
@@ -48,7 +48,7 @@ def featurizer_for(model: Any, target: Any = None, store: Any = None) -> tuple[t
         raise InputError(
             f"the model reads features {':'.join(extractor)}, which tuning cannot compute (known: {known})"
         )
-    if not getattr(model, "device", False):
+    if not model.device:
         return (extractor[0], extractor[1]), base
     if target is None:
         raise InputError("the model was trained with device descriptors: tuning needs the target to describe it")

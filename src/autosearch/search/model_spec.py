@@ -177,7 +177,7 @@ def knows_device(model: Any, target: Any) -> bool | None:
     None for a model saved before `trained_on` existed, which says nothing either way."""
     from autosearch.backends.tvm.target import canonical_target
 
-    known = list(getattr(model, "trained_on", []) or [])
+    known = list(model.trained_on or [])
     if not known:
         return None
     here = _device_of(canonical_target(target))
