@@ -143,27 +143,27 @@ def convnet_blocks(zoo: Any) -> Any:
     import torch
 
     class SqueezeExcite(torch.nn.Module):
-        def __init__(self, c: int) -> None:
+        """A grouped 3x3 convolution (3 groups, strided) and squeeze-excitation over its output."""
+
+        def __init__(self, c: int = 24) -> None:
             super().__init__()
-            self.grouped = torch.nn.Conv2d(c, c, 3, padding=1, groups=4)
+            self.grouped = torch.nn.Conv2d(3, c, 3, stride=4, padding=1, groups=3)
             self.squeeze, self.excite = torch.nn.Conv2d(c, c // 4, 1), torch.nn.Conv2d(c // 4, c, 1)
 
         def forward(self, x: Any) -> Any:
             y = torch.relu(self.grouped(x))
             s = torch.sigmoid(self.excite(torch.relu(self.squeeze(y.mean(dim=(2, 3), keepdim=True)))))
-            return y * s
+            return (y * s).mean(dim=(2, 3))
 
     class Blocks(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.shuffle = zoo.ShuffleNetV2(stages=(2,), widths=(16, 32, 64))
             self.dense = zoo.DenseNet(blocks=(1, 1), growth=8, stem=16)
-            self.se = SqueezeExcite(32)
-            self.proj = torch.nn.Conv2d(3, 32, 3, stride=4, padding=1)
+            self.se = SqueezeExcite()
 
         def forward(self, x: Any) -> Any:
-            pooled = self.se(self.proj(x)).mean(dim=(2, 3))
-            return torch.cat([self.shuffle(x), self.dense(x), pooled], dim=1)
+            return torch.cat([self.shuffle(x), self.dense(x), self.se(x)], dim=1)
 
     torch.manual_seed(0)
     return _calibrated(zoo, Blocks())
@@ -348,3 +348,46 @@ def test_the_zoo_covers_every_family_and_bench_has_each_models_input(zoo: Any) -
     assert models == set().union(*FAMILY_OF.values()), models ^ set().union(*FAMILY_OF.values())
     assert models <= set(bench.ZOO), models - set(bench.ZOO)
     assert all(callable(getattr(zoo, m)) for m in models)
+
+
+LLAMA_FILE = """
+import torch
+from transformers import LlamaConfig, LlamaModel
+
+class Main(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
+        self.model = LlamaModel(cfg)
+
+    def forward(self, ids):
+        return self.model(ids).last_hidden_state
+
+def make_model():
+    torch.manual_seed(0)
+    return Main().eval()
+"""
+
+
+@pytest.mark.slow
+def test_tune_model_builds_a_llama_decoder_from_the_prior_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The issue's route end to end: `tune-model FILE.py:FUNC --trials 0` (every task from the
+    prior's schedule, then the build and the output check), on the decoder that failed."""
+    import json
+
+    from autosearch.cli import main
+
+    pytest.importorskip("transformers")
+    (tmp_path / "llama.py").write_text(LLAMA_FILE)
+    argv = ["tune-model", f"{tmp_path / 'llama.py'}:make_model", "--input", f"ids:int64:1,{TOKENS}:0..{VOCAB}"]
+    try:
+        main([*argv, "--trials", "0", "--db", str(tmp_path / "n.db"), "--json"])
+    except SystemExit as exc:
+        assert not exc.code, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
+    summary = json.loads(out[out.index("{") :])
+    assert summary["output_matches"], summary
+    assert {t["built_with"] for t in summary["tasks"]} == {"prior"}

@@ -438,6 +438,10 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register
             t.DecomposeOpsForInference(),
             t.CanonicalizeBindings(),
             t.LegalizeOps(legalize_map()),
+            # a legalized `index_tensor` reads its indices through `(c0, c1)[i]` bindings, which
+            # FoldConstant does not see through: resolved here, a gather of constants (a decoder's
+            # mask over its constant position ids) is folded, not left a task
+            t.CanonicalizeBindings(),
             t.AnnotateTIROpPattern(),
             t.FoldConstant(),
             t.AttachAttrLayoutFreeBuffers(),
