@@ -67,3 +67,19 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         # back to following sys.stdout / sys.stderr at write time, as the consoles were made
         common.console.file, common.err.file = None, None  # type: ignore[assignment]
     return subprocess.CompletedProcess(list(args), int(code or 0), out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread_per_test_worker():
+    """Under `make test`'s two pytest workers on two cores, each worker's PyTorch on two threads
+    oversubscribes the cores and its spinning threads wait on each other; one thread a worker
+    keeps both cores busy without that. Tests that time PyTorch set their own thread count."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -102,7 +102,10 @@ def _unsealed_with_bounds(art: Path, low: int, high: int, index_high: int | None
 
 
 # Before: exit 139 (SIGSEGV) for 10**8, the read far outside the 50-row table.
-@pytest.mark.parametrize(("value", "index_high"), [(10**8, 10**9), (50, 10**9), (-3, None)])
+@pytest.mark.parametrize(
+    ("value", "index_high"),
+    [(10**8, 10**9), pytest.param(50, 10**9, marks=pytest.mark.slow), (-3, None)],  # 50: the first row past
+)
 def test_run_refuses_an_id_past_the_table_in_the_library_even_when_the_manifest_allows_it(
     art: Path, tmp_path: Path, value: int, index_high: int | None
 ) -> None:
@@ -154,6 +157,7 @@ def test_the_import_clamps_every_computed_take_and_adds_no_task(net: Path) -> No
     assert graph.index_bounds == {"ids": 50}
 
 
+@pytest.mark.slow  # a second artifact build and a fresh process: ~20 s; the clamp itself is checked above
 def test_a_take_of_computed_indices_is_clamped_by_the_library(net: Path, tmp_path: Path) -> None:
     """`emb(ids + 1)`: the ids have no recorded bound (they are not the take's indices as they
     are), so neither the manifest nor the check stops 49 + 1; the clamp reads the last row."""

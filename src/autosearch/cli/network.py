@@ -54,7 +54,9 @@ def _no_empty_out(fn: Callable[..., Any]) -> Callable[..., Any]:
 def tune_model(
     spec: str = typer.Argument(..., help="FILE.py:FUNC returning a torch.nn.Module, or FILE.onnx."),
     inputs: list[str] = typer.Option(
-        [], "--input", help="NAME:DTYPE:SHAPE[:LOW..HIGH], e.g. input_ids:int64:1,128 (repeat per input, in order)."
+        [],
+        "--input",
+        help="NAME:DTYPE:SHAPE[:LOW..HIGH], e.g. input_ids:int64:1,128 (repeat per input, in order); an ONNX file's static input shapes are read from it.",
     ),
     input_shape: list[str] = typer.Option([], "--input-shape", help="Shorthand for float32 inputs: 1,3,224,224."),
     budget_minutes: float = typer.Option(
