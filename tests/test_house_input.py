@@ -189,6 +189,10 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (_AS_LIMIT, _AS_LIMIT))
 
 
+# slow: under the limit a `tune` run once waited on a worker process that could not start and never
+# ended (300 s, one full-suite run in three), a hang the one-line handler does not reach; kept out of
+# `make test` until the worker start fails in one line too (issue 69 closing note)
+@pytest.mark.slow
 def test_running_out_of_memory_is_one_line(tmp_path: Path) -> None:
     """Under `ulimit -v` the code before the fix printed a traceback of 87-101 lines ending in a
     MemoryError: the error handler itself ran out of memory while formatting its line."""
