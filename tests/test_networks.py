@@ -258,9 +258,9 @@ def _tune_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
 def test_prior_only_build_keeps_fast_math_and_exports_an_artifact_a_fresh_process_runs(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """`--trials 0` is a real compile from the prior's schedules alone; the exported library, loaded
-    in a fresh process without PyTorch through the Python API, computes what PyTorch computes; `run`
-    times it."""
+    """`--trials 0` is a real compile from the prior's schedules alone; the summary says each task's
+    seconds in a run of the built network; the exported library, loaded in a fresh process without
+    PyTorch through the Python API, computes what PyTorch computes; `run` times it."""
     (tmp_path / "net.py").write_text(NET)
     art = tmp_path / "art"
     s = _tune_json(
@@ -273,6 +273,10 @@ def test_prior_only_build_keeps_fast_math_and_exports_an_artifact_a_fresh_proces
     assert s["pytorch_latency_s"] > 0  # PyTorch timed beside it, in its own process
     assert s["fast_math"] and not s["fast_math_fell_back"]  # fast math is the default and kept here
     assert {t["built_with"] for t in s["tasks"]} == {"prior"}  # no task left to TVM's unscheduled loops
+    assert all(t["network_s"] > 0 for t in s["tasks"]) and s["outside_tasks_s"] >= 0
+    # the per-call timing adds microseconds: the parts add up to about the network's time
+    parts = sum(t["network_s"] for t in s["tasks"]) + s["outside_tasks_s"]
+    assert 0.3 * s["tuned_latency_s"] < parts < 3 * s["tuned_latency_s"] + 1e-3, (parts, s["tuned_latency_s"])
     # the fresh process has no PyTorch at all (a deployed artifact needs TVM's runtime and NumPy):
     # PyTorch's output is computed here
     import torch
@@ -470,16 +474,18 @@ def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measu
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where the minutes left after the import cannot hold the prior pass's reserve for every task
-    (ConvNext-tiny's 44 tasks in 3 minutes), the pass runs first and the rounds get the rest: rounds
-    are measured, and every task is built from a round or the prior, none untuned. (Before, the
-    rounds never started: 0 trials, and the time the pass did not use was left idle.)"""
-    import autosearch.networks.tune as nt
+    (ConvNext-tiny's 44 tasks in 3 minutes), tasks are passed first, the reserve follows what they
+    cost, and the rounds get the rest: rounds are measured, and every task is built from a round or
+    the prior, none untuned. (Before, the rounds never started: 0 trials, and the time the pass did
+    not use was left idle.)"""
+    import autosearch.networks.prior_pass as pp
 
-    monkeypatch.setattr(nt, "PRIOR_SECONDS_PER_TASK", 600.0)  # the reserve exceeds any budget here
+    monkeypatch.setattr(pp, "PRIOR_SECONDS_PER_TASK", 600.0)  # the first guess exceeds any budget here
+    monkeypatch.setattr(pp, "END_SECONDS", 0.0)  # the whole 18 s for the import, the pass and the rounds
     (tmp_path / "net.py").write_text(NET)
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
     s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--budget-minutes", "0.3", "--json"])
-    assert s["trials_measured"] > 0 and s["output_matches"]
+    assert s["trials_measured"] > 0 and s["output_matches"] and s["time_breakdown"]["prior"] > 0
     assert {t["built_with"] for t in s["tasks"]} <= {"prior", "tuned", "untuned (measured faster)"}
 
 
@@ -861,15 +867,33 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
 
 
 def test_a_gpu_budget_reserves_no_time_for_the_prior_pass_it_does_not_run() -> None:
-    """A CPU budget keeps seconds a task for the prior pass at its end; a GPU has no prior pass
-    (the shipped priors know CPU records), and reserving them left a 2-minute ResNet-50 on an H200
-    without a single measured round."""
+    """A CPU budget keeps seconds a task for the prior pass; a GPU has no prior pass (the shipped
+    priors know CPU records), and reserving them left a 2-minute ResNet-50 on an H200 without a
+    single measured round."""
     from autosearch.backends.tvm.target import host_target, parse_target
-    from autosearch.networks.tune import PRIOR_SECONDS_PER_TASK, _prior_pass, prior_seconds_per_task
+    from autosearch.networks.prior_pass import PRIOR_SECONDS_PER_TASK, RANKER_SECONDS, PriorPass
 
-    gpu = parse_target("cuda-h200")
-    assert prior_seconds_per_task(gpu) == 0.0 and _prior_pass([object()], gpu, 0, None, [0]) == {}  # type: ignore[arg-type]
-    assert prior_seconds_per_task(host_target()) == PRIOR_SECONDS_PER_TASK > 0
+    gpu = PriorPass([object()], parse_target("cuda-h200"), 0)
+    gpu.run(0)
+    assert gpu.reserve(5) == 0.0 and gpu.traces == {} and gpu.passed == {0} and gpu.seconds == 0.0
+    assert PriorPass([], host_target(), 0).reserve(5) == RANKER_SECONDS + 5 * PRIOR_SECONDS_PER_TASK
+
+
+def test_the_prior_pass_reserve_follows_what_a_task_cost_on_this_network() -> None:
+    """Once a task has been passed, the reserve is the measured seconds a task (with the margin),
+    not the fixed guess: the guess reserved 8 minutes of 10 for a 124-task transformer whose pass
+    took 74 s, and the run ended 3 minutes early."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.prior_pass import MARGIN, PriorPass
+    from autosearch.workloads import get_workload
+
+    p = PriorPass([get_workload("softmax/256x256")], host_target(), 0)
+    p.run(0)
+    (took,) = p.task_seconds
+    assert p.passed == {0} and 0 in p.traces and p.seconds >= took > 0
+    assert p.reserve(3) == pytest.approx(3 * MARGIN * took)  # the priors are loaded: nothing more for them
+    p.run(0)  # a task is passed once
+    assert len(p.task_seconds) == 1
 
 
 def test_tasks_outside_the_decision_space_are_one_count_line_not_a_line_each() -> None:

@@ -165,7 +165,7 @@ def _fallback_note(r: Any) -> str:
 
 def _print_network(r: Any) -> None:
     t = Table(title=f"{r.spec}: {len(r.tasks)} tasks, {r.trials} trials measured in {r.seconds:.0f} s")
-    for col in ("task", "weight", "trials", "best", "untuned", "built with"):
+    for col in ("task", "weight", "trials", "best", "untuned", "in network", "built with"):
         t.add_column(col, justify="left" if col in ("task", "built with") else "right")
     for task in r.tasks:
         t.add_row(
@@ -174,11 +174,17 @@ def _print_network(r: Any) -> None:
             str(task["trials"]),
             format_seconds(task["best_latency_s"]),
             format_seconds(task.get("untuned_latency_s")),
+            format_seconds(task.get("network_s")),
             task["built_with"],
         )
     console.print(t)
     if r.interrupted:  # stopped before the build: nothing else to report
         return
+    if r.outside_tasks_s is not None:
+        console.print(
+            "in network: a run of the built network's seconds in the task (all its calls, warm caches); "
+            f"outside the tasks {format_seconds(r.outside_tasks_s)}"
+        )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
     console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}")
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"

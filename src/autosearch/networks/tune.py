@@ -8,14 +8,13 @@ Steps (each module of this package does one):
    the trials or the minutes are spent. Every measurement goes to the store, and each task first
    takes the store's best schedules of its workload: a killed run, run again, continues.
 3. `prior`: every task no round reached (every task with `--trials 0`) gets the prior's
-   best-scored schedule; under a budget in minutes the rounds stop early enough to leave it
-   `PRIOR_SECONDS_PER_TASK` a task. Why after the rounds, not before: a task's first round already
-   measures what the prior ranks best (the decision search scores with the same prior), and a
-   prior pass over every task cost a large share of ResNet-50's and MobileNetV2's 10 minutes.
-   Except where the budget left after the import is no more than that reserve for every task
-   (ConvNext-tiny's 44 tasks in 3 minutes): the rounds would never start and the seconds the pass
-   does not use would be idle (it measured no trial and finished well before the budget), so the pass runs
-   first and the rounds get the rest.
+   best-scored schedule. Why after the rounds, not before: a task's first round already measures
+   what the prior ranks best (the decision search scores with the same prior), and a prior pass
+   over every task cost a large share of ResNet-50's and MobileNetV2's 10 minutes. Under a budget
+   in minutes the pass is fitted in (`prior_pass.PriorPass`): whenever the time left no longer
+   covers its measured cost for the tasks no round has reached, the task the rounds would reach
+   last is passed, and the rounds take what is left, so a budget is spent to its end (less
+   `prior_pass.end_reserve` for building and timing) whatever the pass costs on this machine.
 4. Each task is built with its best measured schedule, or TVM's default where that measured faster,
    or an earlier run's best, or the prior's; `graph.build_network` pre-packs the weights.
 5. The output is checked against the original model relative to its scale (`check`), the build is
@@ -41,6 +40,7 @@ from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
 from autosearch.networks.inputs import InputSpec, example_arrays
 from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
+from autosearch.networks.prior_pass import PriorPass, end_reserve
 from autosearch.networks.progress import TaskProgress
 from autosearch.networks.timing import time_vm, torch_latency_isolated
 from autosearch.search.assemble import network_explore
@@ -104,6 +104,8 @@ class NetworkResult:
     kept_default: bool = False
     #: The tuned build (relax executable), for callers that time it beside other builds.
     executable: Any = field(default=None, repr=False)
+    #: Seconds of one run of the built network outside every task (the VM's own calls, libraries).
+    outside_tasks_s: float | None = None
 
     @property
     def correct(self) -> bool:
@@ -131,6 +133,7 @@ class NetworkResult:
             "fast_math_fell_back": self.fast_math_fell_back,
             "default_latency_s": self.default_latency,
             "kept_default": self.kept_default,
+            "outside_tasks_s": self.outside_tasks_s,
         }
 
 
@@ -179,40 +182,6 @@ def _commit(database: Any, workload: Any, trace: str, latency: float, target: An
     rec = database.commit_workload(workload.mod())
     args = ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
     database.commit_tuning_record(ms.database.TuningRecord(sch.trace, rec, [latency], target, args))
-
-
-#: Seconds the prior pass takes a task, reserved at the end of a budget for each task the measured
-#: rounds have not reached (a little more than the pass took a task on ResNet-50 and MobileNetV2).
-PRIOR_SECONDS_PER_TASK = 4.0
-
-
-def prior_seconds_per_task(target: Any) -> float:
-    """What the rounds leave at the end of a budget for each task they have not reached: the prior
-    pass's time on a CPU, nothing on a GPU (no prior pass there; reserving it had left a 2-minute
-    ResNet-50 run on an H200 no round at all)."""
-    from autosearch.backends.tvm.target import is_gpu
-
-    return 0.0 if is_gpu(target) else PRIOR_SECONDS_PER_TASK
-
-
-def _prior_pass(workloads: list[Any], target: Any, seed: int, bar: TaskProgress, todo: Sequence[int]) -> dict[int, str]:
-    """The prior's schedule of each task in `todo` (where it has one); none on a GPU (the shipped
-    prior knows CPU records only: an untuned GPU task gets TVM's default GPU schedule, dlight's)."""
-    from autosearch.backends.tvm.target import is_gpu
-    from autosearch.networks.prior import PriorRanker, prior_schedule
-
-    if is_gpu(target) or not todo:
-        return {}
-    ranker = PriorRanker(target)
-    traces: dict[int, str] = {}
-    bar.stage("prior schedules", len(todo))
-    for k, i in enumerate(todo):
-        with interrupts.deferred():
-            trace = prior_schedule(workloads[i], target, ranker, seed)
-        if trace is not None:
-            traces[i] = trace
-        bar.update(k + 1, len(todo), f"prior {workloads[i].name}")
-    return traces
 
 
 #: Measured schedules of a task tried, fastest first, until one computes what the task computes.
@@ -415,28 +384,45 @@ class _TaskRuns:
 
 
 def _rounds_stage(
-    job: NetworkJob, workloads: list[Any], result: NetworkResult, bar: TaskProgress, reserve: float = 0.0
+    job: NetworkJob, workloads: list[Any], result: NetworkResult, bar: TaskProgress, prior: PriorPass
 ) -> dict[int, tuple[Any, Any]]:
-    """Measured rounds until the trials or the minutes are spent, leaving `reserve` seconds for each
-    task no round has reached (its prior pass, after the rounds); each task's run and TuneResult."""
+    """Measured rounds until the trials or the minutes are spent; under a deadline, whenever the
+    time left (less `end_reserve`) no longer covers the prior pass of the tasks no round has
+    reached (`PriorPass.reserve`, from what the pass has cost so far), the task the scheduler would
+    reach last is passed first, and the rounds go on with what is left. Each task's run and
+    TuneResult."""
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
     tasks = _TaskRuns(job, workloads, result)
     n = len(workloads)
+    weights = [float(t["weight"]) for t in result.tasks]
     sched = TaskScheduler(
-        [float(t["weight"]) for t in result.tasks],
+        weights,
         flops=[wl.flops for wl in workloads],
         kinds=[task_kind(t["name"]) for t in result.tasks],
         seed=job.settings.seed,
     )
+    stored = _tasks_in_store(job, workloads)  # built from the store if no round reaches them
+    deadline = None if job.deadline is None else job.deadline - end_reserve(n)
     bar.stage("tasks measured", n)
     try:
-        # the tasks no round reaches are built with the prior's schedule, computed after the rounds
-        while job.deadline is None or time.perf_counter() < job.deadline - reserve * (
-            n - len(tasks.runs) - len(tasks.failed)
-        ):
+        while True:
             if job.trials is not None and result.trials >= job.trials:
                 break
+            if deadline is not None:
+                left = deadline - time.perf_counter()
+                unreached = [
+                    i
+                    for i in range(n)
+                    if i not in tasks.runs and i not in tasks.failed and i not in prior.passed and i not in stored
+                ]
+                if left <= 0:
+                    break
+                if unreached and left <= prior.reserve(len(unreached)):
+                    last = min(unreached, key=lambda i: (weights[i] * (workloads[i].flops or 0.0), weights[i]))
+                    prior.run(last)
+                    bar.update(len(tasks.runs), n, f"prior {workloads[last].name[4:40]}")
+                    continue
             j = sched.pick()
             if j is None:
                 break
@@ -462,49 +448,53 @@ def _rounds_stage(
     return done
 
 
+def _tasks_in_store(job: NetworkJob, workloads: list[Any]) -> set[int]:
+    """Tasks an earlier run measured: without a round in this one they are built from the store."""
+    if not job.store:
+        return set()
+    return {i for i, wl in enumerate(workloads) if _ranked_in_store(job.store, wl, job.target)}
+
+
 def _prior_stage(
-    job: NetworkJob, workloads: list[Any], result: NetworkResult, bar: TaskProgress, todo: Sequence[int]
-) -> dict[int, str]:
-    """The prior's schedules of the tasks in `todo` (`_prior_pass`), timed; a Ctrl-C marks the
-    result interrupted and keeps what was found."""
-    t0 = time.perf_counter()
-    found: dict[int, str] = {}
+    workloads: list[Any], result: NetworkResult, bar: TaskProgress, prior: PriorPass, todo: Sequence[int]
+) -> None:
+    """The prior's schedules of the tasks in `todo` not yet passed; a Ctrl-C marks the result
+    interrupted and keeps what was found."""
+    todo = [i for i in todo if i not in prior.passed]
+    if not todo or not prior.enabled:
+        return
+    bar.stage("prior schedules", len(todo))
     try:
-        found = _prior_pass(workloads, job.target, job.seed, bar, todo)
+        for k, i in enumerate(todo):
+            prior.run(i)
+            bar.update(k + 1, len(todo), f"prior {workloads[i].name}")
     except BaseException as exc:
         if not interrupts.handled(exc):
             raise
         result.interrupted = True
-    result.breakdown["prior"] = result.breakdown.get("prior", 0.0) + time.perf_counter() - t0
-    return found
 
 
 def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, progress: bool) -> FoundSchedules:
-    """Rounds, then the prior for the tasks left (before the rounds where the budget is no more
-    than the prior's reserve for every task, see the module doc), and an earlier run's best for a
-    task this run did not reach. Stops where a Ctrl-C came (`result.interrupted`)."""
+    """Rounds (with the prior pass of the tasks they will not reach fitted in, see `_rounds_stage`),
+    then the prior for the tasks left, and an earlier run's best for a task this run did not
+    reach. Stops where a Ctrl-C came (`result.interrupted`)."""
     found = FoundSchedules()
     n = len(workloads)
-    reserve = prior_seconds_per_task(job.target)
-    # a budget shorter than the prior pass's reserve for every task would measure nothing and leave
-    # the time the pass does not use idle: then the prior pass runs first and the rounds get the rest
-    prior_first = job.deadline is not None and job.deadline - time.perf_counter() <= reserve * n
+    prior = PriorPass(workloads, job.target, job.seed)
     with TaskProgress(job.console, progress, job.deadline) as bar:
-        if prior_first:  # not for a task an earlier run measured: it is built from the store (below)
-            stored = {i for i, wl in enumerate(workloads) if job.store and _ranked_in_store(job.store, wl, job.target)}
-            found.priors.update(_prior_stage(job, workloads, result, bar, [i for i in range(n) if i not in stored]))
-        if job.measures and not result.interrupted:
+        if job.measures:
             t0 = time.perf_counter()
-            found.finished = _rounds_stage(job, workloads, result, bar, 0.0 if prior_first else reserve)
-            result.breakdown["tune"] = time.perf_counter() - t0
-        if result.interrupted:
-            return found
-        if job.store:  # tasks this run did not reach, built with an earlier run's best
-            found.earlier = _stored_bests(job.store, workloads, job.target, found.finished)
-        for i, (_trace, latency) in found.earlier.items():
-            result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
-        done = set(found.finished) | set(found.earlier) | set(found.priors)  # the prior for the tasks left
-        found.priors.update(_prior_stage(job, workloads, result, bar, [i for i in range(n) if i not in done]))
+            found.finished = _rounds_stage(job, workloads, result, bar, prior)
+            result.breakdown["tune"] = time.perf_counter() - t0 - prior.seconds
+        if not result.interrupted:
+            if job.store:  # tasks this run did not reach, built with an earlier run's best
+                found.earlier = _stored_bests(job.store, workloads, job.target, found.finished)
+            for i, (_trace, latency) in found.earlier.items():
+                result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
+            done = set(found.finished) | set(found.earlier)  # the prior for the tasks left
+            _prior_stage(workloads, result, bar, prior, [i for i in range(n) if i not in done])
+    found.priors = {i: t for i, t in prior.traces.items() if i not in found.finished}
+    result.breakdown["prior"] = prior.seconds
     return found
 
 
@@ -696,9 +686,22 @@ def _time(
         _keep_the_faster_build(result, graph, target, dev, args, expected)
     else:
         result.tuned_latency = time_vm(relax.VirtualMachine(result.executable, dev), dev, args)
+    if result.executable is not None:
+        _profile(result, graph, dev, args)
     device = torch_device(target) if time_torch else None
     if device:
         result.torch_latency = torch_latency_isolated(spec, result.inputs, device=device, seed=seed)
+
+
+def _profile(result: NetworkResult, graph: Any, dev: Any, args: list[Any]) -> None:
+    """Each task's seconds in a run of the built network (`profile.task_seconds`) into its summary
+    (`network_s`), the rest as `outside_tasks_s`: which task a slow build loses its time in."""
+    from autosearch.networks.profile import task_seconds
+
+    spent = task_seconds(result.executable, dev, args, graph)
+    for info in result.tasks:
+        info["network_s"] = spent.get(info["name"].removeprefix("net/"), 0.0)
+    result.outside_tasks_s = spent.get("other", 0.0)
 
 
 #: Interleaved timings of each build in `_keep_the_faster_build` (the median is compared).

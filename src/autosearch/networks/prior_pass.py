@@ -1,0 +1,91 @@
+"""The prior pass of a network run as a budgeted job: one task at a time, each timed, so the time
+it needs is known from what it has cost on this network rather than guessed.
+
+Why: a fixed reserve per task (4 s) was right for ResNet-50 on one machine and wrong elsewhere.
+A Swin-style transformer's 124 tasks reserved eight minutes of a ten-minute budget, the pass
+took 74 s, and the run ended three minutes early with the rest idle; on a slower CPU the same
+reserve can run over. `PriorPass.reserve` starts from the fixed figure and, once one task has
+been passed, uses the measured seconds per task with a margin; the rounds of `networks.tune`
+pass a task (the one the scheduler would reach last) whenever the time left no longer covers
+the reserve, and measure again with whatever the estimate gives back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from autosearch import interrupts
+
+__all__ = ["END_SECONDS", "END_SECONDS_PER_TASK", "PRIOR_SECONDS_PER_TASK", "PriorPass", "end_reserve"]
+
+#: Seconds a task is assumed to take the prior pass before one has been timed on this network.
+PRIOR_SECONDS_PER_TASK = 4.0
+#: Loading the two shipped priors (once a network), assumed until it has happened.
+RANKER_SECONDS = 3.0
+#: The measured mean is stretched by this much: tasks differ (a reshape passes in a fraction of a
+#: convolution's time) and the first one timed is the scheduler's last, usually a small one.
+MARGIN = 1.5
+#: What the end of a run (verify, build, check, time) is given out of a budget: a fixed part and
+#: one per task (the build and the output check grow with the graph).
+END_SECONDS = 10.0
+END_SECONDS_PER_TASK = 0.3
+
+
+def end_reserve(n_tasks: int) -> float:
+    """Seconds a budget leaves after its rounds for verifying, building, checking and timing."""
+    return END_SECONDS + END_SECONDS_PER_TASK * n_tasks
+
+
+class PriorPass:
+    """The prior's schedules of a network's tasks, found one task at a time (`run`), each timed.
+    On a GPU it finds none and reserves nothing: the shipped prior knows CPU records only (an
+    untuned GPU task gets TVM's default GPU schedule, dlight's), and reserving its time had left a
+    2-minute ResNet-50 run on an H200 no round at all."""
+
+    def __init__(self, workloads: Sequence[Any], target: Any, seed: int) -> None:
+        from autosearch.backends.tvm.target import is_gpu
+
+        self.workloads, self.target, self.seed = list(workloads), target, seed
+        self.enabled = not is_gpu(target)
+        self.traces: dict[int, str] = {}  # task -> trace, where the prior had a right schedule
+        self.passed: set[int] = set()  # tasks the pass has looked at (with or without a trace)
+        self.task_seconds: list[float] = []
+        self.seconds = 0.0  # all the pass has taken, loading the priors included
+        self._ranker: Any = None
+
+    def per_task(self) -> float:
+        """Seconds a task is expected to take: the measured mean (stretched by `MARGIN`) once one
+        has been timed, `PRIOR_SECONDS_PER_TASK` before."""
+        if not self.task_seconds:
+            return PRIOR_SECONDS_PER_TASK
+        return MARGIN * sum(self.task_seconds) / len(self.task_seconds)
+
+    def reserve(self, n_tasks: int) -> float:
+        """Seconds the pass is expected to need for `n_tasks` more tasks (0 on a GPU)."""
+        if not self.enabled or n_tasks <= 0:
+            return 0.0
+        return (RANKER_SECONDS if self._ranker is None else 0.0) + self.per_task() * n_tasks
+
+    def run(self, i: int) -> None:
+        """Find task `i`'s prior schedule (`prior.prior_schedule`), timed; Ctrl-C waits for it."""
+        from autosearch.networks.prior import PriorRanker, prior_schedule
+
+        if i in self.passed:
+            return
+        t0 = time.perf_counter()
+        if not self.enabled:
+            self.passed.add(i)
+            return
+        if self._ranker is None:
+            self._ranker = PriorRanker(self.target)
+        t1 = time.perf_counter()
+        with interrupts.deferred():
+            trace = prior_schedule(self.workloads[i], self.target, self._ranker, self.seed)
+        t2 = time.perf_counter()
+        self.passed.add(i)
+        self.task_seconds.append(t2 - t1)
+        self.seconds += t2 - t0
+        if trace is not None:
+            self.traces[i] = trace
