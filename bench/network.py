@@ -205,6 +205,28 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     return {"model": name, "spec": spec, "inputs": inputs, "tasks": len(graph.tasks), "rows": rows}
 
 
+def machine_gemm_rate(threads: int | None) -> float | None:
+    """The machine's best 2048^3 SGEMM GFLOP/s of torch.mm, ONNX Runtime and OpenVINO f32
+    (bench/gemm_rate.py), on the threads every arm gets: the ceiling of a dense layer here."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from autosearch.backends.tvm.target import host_target, runtime_threads
+    from autosearch.networks.runtimes import set_threads
+    from gemm_rate import rates
+
+    n = threads or runtime_threads(host_target())
+    set_threads(n)
+    r = rates(2048, 2048, 2048, n, rounds=5, min_round_s=0.3)
+    if not r["gflops"]:
+        return None
+    arm, best = max(r["gflops"].items(), key=lambda kv: kv[1])
+    print(
+        f"GEMM 2048^3 SGEMM on {n} threads: "
+        + ", ".join(f"{a} {g:.0f}" for a, g in r["gflops"].items())
+        + f" GFLOP/s (best: {arm})"
+    )
+    return float(best)
+
+
 def _ms(v: Any) -> str:
     return f"{v * 1e3:.2f}" if v else "-"
 
@@ -264,11 +286,40 @@ def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
     if comp and ours and rows[ours[-1]].get("latency"):
         parts.append(f"compile / {ours[-1]} = {comp / rows[ours[-1]]['latency']:.2f}")
     print(f"\nSUMMARY {res['model']}: " + "; ".join(parts))
+    for k in ours:
+        print_time_spent(k, rows[k].get("summary") or {}, res.get("gemm_gflops"))
     if head["best"]:
         ratios = ", ".join(f"{k} {x:.2f}" for k, x in head["ratios"].items()) or "no build of ours checked ok"
         print(f"HEADLINE {res['model']}: best fp32 runtime ({head['best']}, {_ms(best)} ms) / ours: {ratios}")
     else:
         print(f"HEADLINE {res['model']}: no fp32 baseline ran with its output checked ok")
+
+
+def dense_rate(summary: dict[str, Any]) -> tuple[float, float] | None:
+    """(GFLOP/s, seconds) of the matmul tasks of one build of ours in a run of the whole network
+    (each task's FLOPs x calls over its `network_s`), or None without matmul tasks."""
+    dense = [t for t in summary.get("tasks", []) if "matmul" in t["name"] and t.get("flops") and t.get("network_s")]
+    if not dense:
+        return None
+    secs = sum(t["network_s"] for t in dense)
+    return sum(t["flops"] * t["weight"] for t in dense) / secs / 1e9, secs
+
+
+def print_time_spent(label: str, summary: dict[str, Any], gemm_gflops: float | None) -> None:
+    """Where a build of ours spends a run (its five costliest tasks, `network_s`), and its matmul
+    tasks' rate beside the machine's best SGEMM rate (`gemm_gflops`, measured in this run)."""
+    tasks = sorted(summary.get("tasks", []), key=lambda t: -(t.get("network_s") or 0.0))
+    total = sum(t.get("network_s") or 0.0 for t in tasks) + (summary.get("outside_tasks_s") or 0.0)
+    if not total:
+        return
+    top = ", ".join(
+        f"{t['name'][4:]} {t['network_s'] * 1e3:.2f} ms ({t['built_with']})" for t in tasks[:5] if t.get("network_s")
+    )
+    print(f"TIME {label}: {top}; outside the tasks {(summary.get('outside_tasks_s') or 0.0) * 1e3:.2f} ms")
+    rate = dense_rate(summary)
+    if rate:
+        share = f", {rate[0] / gemm_gflops:.0%} of the machine's best SGEMM ({gemm_gflops:.0f})" if gemm_gflops else ""
+        print(f"DENSE {label}: matmul tasks {rate[0]:.0f} GFLOP/s in the network ({rate[1] * 1e3:.2f} ms){share}")
 
 
 def print_summary(results: list[dict[str, Any]]) -> None:
@@ -386,9 +437,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.network
         else [(m, f"{ROOT / 'examples' / 'zoo.py'}:{m}", ZOO[m]) for m in args.models.split(",")]
     )
+    gemm = machine_gemm_rate(args.threads)
     results = []
     for name, spec, inputs in todo:
         res = bench_model(name, spec, inputs, args, work)
+        res["gemm_gflops"] = gemm
         res["headline"] = headline(res["rows"])
         results.append(res)
         print_model(res, cpu, cores)

@@ -320,7 +320,14 @@ def _import_stage(job: NetworkJob, specs: Sequence[InputSpec], result: NetworkRe
     specs = [s.indexing(graph.index_bounds.get(s.name)) for s in specs]  # the artifact refuses ids past a table
     result.inputs = list(specs)
     result.tasks = [
-        {"name": wl.name, "weight": int(t.weight), "trials": 0, "best_latency_s": None, "built_with": "untuned"}
+        {
+            "name": wl.name,
+            "weight": int(t.weight),
+            "flops": wl.flops,
+            "trials": 0,
+            "best_latency_s": None,
+            "built_with": "untuned",
+        }
         for t, wl in zip(graph.tasks, graph.workloads)
     ]
     return ImportedNetwork(source, specs, list(arrays), expected, graph)
