@@ -88,7 +88,8 @@ def checked_ids(func: Any, specs: Sequence[InputSpec]) -> dict[str, tuple[Any, i
     """For each integer input of `func` that indexes a table (through casts and reshapes only):
     its name -> (its parameter, the rows of the smallest table it indexes). Inputs match the
     parameters by name, else by position (PyTorch's exporter names them after `forward`'s
-    arguments, not `--input`), the rule `graph.index_bounds` follows."""
+    arguments, not `--input`). `graph.index_bounds` (the manifest's bounds) is this, less the
+    parameters: one walk for both."""
     import math
 
     from tvm import relax

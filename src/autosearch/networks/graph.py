@@ -32,7 +32,7 @@ import numpy as np
 
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
-from autosearch.networks.bounds import guard_token_ids
+from autosearch.networks.bounds import checked_ids, guard_token_ids
 from autosearch.networks.inputs import InputSpec
 
 __all__ = [
@@ -188,18 +188,6 @@ def _from_onnx(model: Any, specs: Sequence[InputSpec], spec: str) -> tuple[Any, 
     return mod, {}
 
 
-#: Relax ops that carry an index tensor's values through unchanged (only its shape or type moves).
-_INDEX_PRESERVING = {
-    "relax.astype",
-    "relax.reshape",
-    "relax.expand_dims",
-    "relax.squeeze",
-    "relax.flatten",
-    "relax.permute_dims",
-    "relax.broadcast_to",
-}
-
-
 def index_bounds(mod: Any, specs: Sequence[InputSpec]) -> dict[str, int]:
     """The rows of the table each integer input of `main` indexes: for every `take(table, ids,
     axis)` whose `ids` is an input (through casts and reshapes only), `table.shape[axis]`, the
@@ -208,37 +196,10 @@ def index_bounds(mod: Any, specs: Sequence[InputSpec]) -> dict[str, int]:
 
     Why: TVM lowers `take` in its "fast" mode, with no bounds check (it warns so on every build),
     so a token id past the vocabulary reads memory outside the embedding table in a built library
-    where PyTorch raises IndexError; knowing the bound, the loader refuses such an input."""
-    from tvm import relax
-
-    func = mod["main"]
-    params = list(func.params)
-    names = [str(getattr(p, "name_hint", None) or p.name) for p in params]
-    ints = [s for s in specs if s.dtype.startswith("int")]
-    by_name = all(s.name in names for s in ints)
-    origin: dict[Any, str] = {}
-    for i, s in enumerate(specs):
-        if s in ints and (by_name or i < len(params)):
-            origin[params[names.index(s.name) if by_name else i]] = s.name
-    bounds: dict[str, int] = {}
-    blocks = getattr(func.body, "blocks", [])
-    for binding in (b for block in blocks for b in block.bindings):
-        call = getattr(binding, "value", None)
-        if not isinstance(call, relax.Call) or not call.args:
-            continue
-        op = str(getattr(call.op, "name", ""))
-        if op in _INDEX_PRESERVING and call.args[0] in origin:
-            origin[binding.var] = origin[call.args[0]]
-        elif op == "relax.take" and len(call.args) >= 2 and call.args[1] in origin:
-            dims = getattr(getattr(getattr(call.args[0], "ty", None), "shape", None), "values", None)
-            if dims is None or not all(hasattr(d, "value") for d in dims):
-                continue
-            axis = getattr(call.attrs, "axis", None)
-            sizes = [int(d.value) for d in dims]
-            rows = math.prod(sizes) if axis is None else sizes[int(axis)]
-            name = origin[call.args[1]]
-            bounds[name] = min(rows, bounds.get(name, rows))
-    return bounds
+    where PyTorch raises IndexError; knowing the bound, the loader refuses such an input. The
+    walk is `bounds.checked_ids`, the one the library's own check is built from, so the manifest's
+    bound and the kernel's are found by the same rule."""
+    return {name: rows for name, (_param, rows) in checked_ids(mod["main"], specs).items()}
 
 
 def _rewrite_functions(mutator: Any, mod: Any) -> Any:

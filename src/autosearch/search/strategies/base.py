@@ -11,9 +11,10 @@ the scorer's update, judged first by the policy).
 `tune()` is given a `StrategyFactory`, not a strategy: a strategy is made per workload (its design
 space is the workload's). Each strategy file holds its factory, a frozen dataclass of the
 strategy's own knobs (`EvolutionarySettings`, `DecisionSettings`, `GradientSettings`) whose
-`make` builds it, falling back along a typed chain (gradient -> knob model -> evolutionary;
-decision -> evolutionary) where the workload does not suit it. `TuneSettings` (search/tune.py)
-holds only what every strategy uses.
+`chain` names the strategies to try (gradient -> knob model -> evolutionary; decision ->
+evolutionary), each `Link` giving way on a typed error where the workload does not suit it, and
+`gave_way` the note it leaves; `make`, the same for every factory, walks the chain.
+`TuneSettings` (search/tune.py) holds only what every strategy uses.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from autosearch.errors import AutosearchError, InputError, WorkloadError, one_line
 from autosearch.search.explore import EXPLORE_MODES, Exploration, make_exploration
 
 __all__ = [
     "Fallback",
+    "Link",
     "RandomDraws",
     "SearchStrategy",
     "StrategyFactory",
@@ -61,8 +63,9 @@ class Fallback:
 
 class StrategyFactory(ABC):
     """A `--search` value resolved: the strategy's own knobs (a frozen dataclass subclass) and
-    `make`, which builds the strategy of one workload. `explore`: the exploration policy the
-    strategy runs (`--explore` with `auto` resolved: "none" or "control")."""
+    `make`, which builds the strategy of one workload (the first of its `chain` that takes it).
+    `explore`: the exploration policy the strategy runs (`--explore` with `auto` resolved: "none"
+    or "control")."""
 
     #: The `--search` value it runs (what a run reports).
     name: ClassVar[str] = ""
@@ -82,6 +85,14 @@ class StrategyFactory(ABC):
         return None
 
     @abstractmethod
+    def chain(self, scorer: Any, target: Any) -> list[Link]:
+        """The strategies `make` tries for a workload, in order: the last never gives way."""
+
+    def gave_way(self, link: Link, workload: Any, settings: Any, exc: Exception) -> Fallback | None:
+        """The note of `link` giving way to the next (`exc`: why); None where it may not, and the
+        error stands. Only a factory whose chain has a link that gives way is asked."""
+        return None
+
     def make(
         self,
         workload: Any,
@@ -92,7 +103,30 @@ class StrategyFactory(ABC):
         timer: Callable[[str], Any] | None = None,
         fallbacks: list[Fallback] | None = None,
     ) -> SearchStrategy:
-        """The workload's strategy; a fallback taken on the way is appended to `fallbacks`."""
+        """The workload's strategy: the first link of `chain` that takes it; a fallback taken on
+        the way is appended to `fallbacks`."""
+        links = self.chain(scorer, target)
+        for link in links[:-1]:
+            try:
+                return link.strategy(workload, target, scorer, settings, link.options, timer=timer)
+            except link.gives_way as exc:
+                note = self.gave_way(link, workload, settings, exc)
+                if note is None:
+                    raise
+                if fallbacks is not None:
+                    fallbacks.append(note)
+        last = links[-1]
+        return last.strategy(workload, target, scorer, settings, last.options, timer=timer)
+
+
+class Link(NamedTuple):
+    """One strategy of a factory's fall-back chain (`StrategyFactory.chain`): made as
+    `strategy(workload, target, scorer, settings, options, timer=)`; an exception of `gives_way`
+    hands the workload to the next link."""
+
+    strategy: Callable[..., SearchStrategy]
+    options: StrategyFactory
+    gives_way: tuple[type[Exception], ...] = ()
 
 
 def replay_rows(context: Any, rows: list[Any]) -> list[tuple[Any, Any]]:
@@ -219,7 +253,9 @@ class SearchStrategy(ABC):
 
     Every strategy is made as `Strategy(workload, target, scorer, settings, options, timer=)`:
     scorer: the tuning model (`search.scorer.Scorer`); settings: the run's `TuneSettings`; options:
-    its own factory (`StrategyFactory`: its knobs and exploration). context: the TuneContext
+    its own factory (`StrategyFactory`: its knobs and exploration; `knobs()`, their defaults, where
+    none is given). What is the same for every strategy is done here; the workload's own search
+    is set up by its `_start`, called last. context: the TuneContext
     (features and TVM's own cost models read it); kind: the `--search` value it runs (what a run
     reports, fallbacks included); policy: its exploration (`search.explore.Exploration`); draws:
     the run's `RandomDraws` (uniform draws and the record of what was proposed or measured)."""
@@ -231,14 +267,35 @@ class SearchStrategy(ABC):
     context: Any
     draws: RandomDraws
 
+    #: The factory of its knobs, made with their defaults where a strategy is made without options.
+    knobs: ClassVar[type[StrategyFactory]]
+
     def __init__(
-        self, scorer: Any, settings: Any, options: StrategyFactory, *, timer: Callable[[str], Any] | None = None
+        self,
+        workload: Any,
+        target: Any,
+        scorer: Any,
+        settings: Any,
+        options: StrategyFactory | None = None,
+        *,
+        timer: Callable[[str], Any] | None = None,
     ) -> None:
         self.scorer = scorer
         self.settings = settings
-        self.options = options
-        self.policy: Exploration = make_exploration(options.explore, settings.seed, trained=self.scorer.trained)
+        self.options = self._own_options(options)
+        self.policy: Exploration = make_exploration(self.options.explore, settings.seed, trained=self.scorer.trained)
         self._timer = timer
+        self._start(workload, target)
+
+    @classmethod
+    def _own_options(cls, options: StrategyFactory | None) -> StrategyFactory:
+        """The knobs it runs with: those given, else `knobs`' defaults."""
+        return options if options is not None else cls.knobs()
+
+    @abstractmethod
+    def _start(self, workload: Any, target: Any) -> None:
+        """The workload's search set up (its design space, draws and search), after what every
+        strategy shares (scorer, settings, options, policy, timer)."""
 
     def section(self, name: str) -> Any:
         """A timed section of the run's breakdown (nothing without a timer)."""

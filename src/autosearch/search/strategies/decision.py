@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from autosearch.errors import WorkloadError, one_line
-from autosearch.search.strategies.base import Fallback, RandomDraws, SearchStrategy, StrategyFactory, design_space
+from autosearch.search.strategies.base import Fallback, Link, RandomDraws, SearchStrategy, StrategyFactory, design_space
 from autosearch.search.strategies.evolutionary import EvolutionarySettings
 
 __all__ = ["DecisionSettings", "DecisionStrategy"]
@@ -44,25 +43,14 @@ class DecisionSettings(StrategyFactory):
 
         check_decision_model(scorer)
 
-    def make(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        *,
-        timer: Callable[[str], Any] | None = None,
-        fallbacks: list[Fallback] | None = None,
-    ) -> SearchStrategy:
-        try:
-            return DecisionStrategy(workload, target, scorer, settings, self, timer=timer)
-        except WorkloadError as exc:
-            if self.by_name and not settings.fixed_spaces:
-                raise
-            if fallbacks is not None:
-                line = f"[yellow]{workload.name}: {one_line(exc)}; using evolutionary search[/]"
-                fallbacks.append(Fallback(workload.name, self.name, self.fallback.name, line, counted=True))
-        return self.fallback.make(workload, target, scorer, settings, timer=timer)
+    def chain(self, scorer: Any, target: Any) -> list[Link]:
+        return [Link(DecisionStrategy, self, (WorkloadError,)), *self.fallback.chain(scorer, target)]
+
+    def gave_way(self, link: Link, workload: Any, settings: Any, exc: Exception) -> Fallback | None:
+        if self.by_name and not settings.fixed_spaces:
+            return None
+        line = f"[yellow]{workload.name}: {one_line(exc)}; using evolutionary search[/]"
+        return Fallback(workload.name, self.name, self.fallback.name, line, counted=True)
 
 
 class DecisionStrategy(SearchStrategy):
@@ -70,21 +58,12 @@ class DecisionStrategy(SearchStrategy):
     controls are uniform draws, warm-start seeds become parents."""
 
     kind = "decision"
+    knobs = DecisionSettings
     options: DecisionSettings
 
-    def __init__(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        options: DecisionSettings | None = None,
-        *,
-        timer: Callable[[str], Any] | None = None,
-    ) -> None:
-        super().__init__(scorer, settings, options if options is not None else DecisionSettings(), timer=timer)
-        self.context, self.spaces = design_space(workload, target, settings, None)
-        self.draws = RandomDraws(self.context, self.spaces, settings.seed)
+    def _start(self, workload: Any, target: Any) -> None:
+        self.context, self.spaces = design_space(workload, target, self.settings, None)
+        self.draws = RandomDraws(self.context, self.spaces, self.settings.seed)
         self.search = self._search()
 
     def _search(self) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from autosearch.errors import InputError
 from autosearch.search.scorer import runner_results
-from autosearch.search.strategies.base import Fallback, RandomDraws, SearchStrategy, StrategyFactory, design_space
+from autosearch.search.strategies.base import Link, RandomDraws, SearchStrategy, StrategyFactory, design_space
 
 __all__ = ["EvolutionarySettings", "EvolutionaryStrategy", "screen_picks"]
 
@@ -52,17 +52,8 @@ class EvolutionarySettings(StrategyFactory):
         if self.population < settings.trials_per_round:
             raise InputError(f"--population {self.population} is smaller than one round ({settings.trials_per_round})")
 
-    def make(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        *,
-        timer: Callable[[str], Any] | None = None,
-        fallbacks: list[Fallback] | None = None,
-    ) -> SearchStrategy:
-        return EvolutionaryStrategy(workload, target, scorer, settings, self, timer=timer)
+    def chain(self, scorer: Any, target: Any) -> list[Link]:
+        return [Link(EvolutionaryStrategy, self)]  # it searches any workload with a design space
 
 
 def screen_picks(draws: RandomDraws, n: int, k: int, score: Callable[[list[Any]], Any]) -> list[Any]:
@@ -91,22 +82,13 @@ class EvolutionaryStrategy(SearchStrategy):
     """MetaSchedule's EvolutionarySearch behind `SearchStrategy` (its knobs: `EvolutionarySettings`)."""
 
     kind = "evolutionary"
+    knobs = EvolutionarySettings
     options: EvolutionarySettings
 
-    def __init__(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        options: EvolutionarySettings | None = None,
-        *,
-        timer: Callable[[str], Any] | None = None,
-    ) -> None:
+    def _start(self, workload: Any, target: Any) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        opts = options if options is not None else EvolutionarySettings()
-        super().__init__(scorer, settings, opts, timer=timer)
+        opts, settings = self.options, self.settings
         strategy = ms.search_strategy.EvolutionarySearch(
             population_size=opts.population,
             init_measured_ratio=opts.init_measured_ratio,

@@ -10,7 +10,6 @@ the evolutionary search where the sketch does not relax.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ from autosearch.errors import AutosearchError, WorkloadError, one_line
 from autosearch.search.explore import NoExploration
 from autosearch.search.strategies.base import (
     Fallback,
+    Link,
     RandomDraws,
     SearchStrategy,
     StrategyFactory,
@@ -47,31 +47,19 @@ class GradientSettings(StrategyFactory):
     def check_settings(self, settings: Any) -> None:
         self.fallback.check_settings(settings)
 
-    def make(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        *,
-        timer: Callable[[str], Any] | None = None,
-        fallbacks: list[Fallback] | None = None,
-    ) -> SearchStrategy:
+    def chain(self, scorer: Any, target: Any) -> list[Link]:
         from autosearch.search.gradient.prior_tokens import prior_reason
 
-        notes = fallbacks if fallbacks is not None else []
-        if prior_reason(scorer, target) is None:  # the tuning model's own score is descended
-            try:
-                return PriorGradientStrategy(workload, target, scorer, settings, self, timer=timer)
-            except WorkloadError as exc:  # no sketch the decision space reads: the knob model's search may
-                line = f"[yellow]{workload.name}: {one_line(exc)}; gradient search on its knob model[/]"
-                notes.append(Fallback(workload.name, self.name, self.name, line))
-        try:
-            return GradientStrategy(workload, target, scorer, settings, self, timer=timer)
-        except Unsupported as exc:
-            line = f"[yellow]gradient search cannot relax {workload.name}: {exc}; using evolutionary search[/]"
-            notes.append(Fallback(workload.name, self.name, self.fallback.name, line))
-        return self.fallback.make(workload, target, scorer, settings, timer=timer)
+        # no sketch the decision space reads (a WorkloadError): the knob model's search may
+        prior = [Link(PriorGradientStrategy, self, (WorkloadError,))] if prior_reason(scorer, target) is None else []
+        return [*prior, Link(GradientStrategy, self, (Unsupported,)), *self.fallback.chain(scorer, target)]
+
+    def gave_way(self, link: Link, workload: Any, settings: Any, exc: Exception) -> Fallback | None:
+        if link.strategy is PriorGradientStrategy:  # the tuning model's own score was to be descended
+            line = f"[yellow]{workload.name}: {one_line(exc)}; gradient search on its knob model[/]"
+            return Fallback(workload.name, self.name, self.name, line)
+        line = f"[yellow]gradient search cannot relax {workload.name}: {exc}; using evolutionary search[/]"
+        return Fallback(workload.name, self.name, self.fallback.name, line)
 
 
 class GradientStrategy(SearchStrategy):
@@ -85,20 +73,12 @@ class GradientStrategy(SearchStrategy):
 
     kind = "gradient"
     learns = False
+    knobs = GradientSettings
 
-    def __init__(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        options: GradientSettings | None = None,
-        *,
-        timer: Callable[[str], Any] | None = None,
-    ) -> None:
+    def _start(self, workload: Any, target: Any) -> None:
         from autosearch.search.gradient import GradientSearch, relax_reason
 
-        super().__init__(scorer, settings, options if options is not None else GradientSettings(), timer=timer)
+        scorer, settings = self.scorer, self.settings
         self.policy = NoExploration()
         self.context, self.spaces = design_space(workload, target, settings, None)
         reason = relax_reason(self.spaces)
@@ -140,19 +120,11 @@ class PriorGradientStrategy(DecisionStrategy):
 
     kind = "gradient"
 
-    def __init__(
-        self,
-        workload: Any,
-        target: Any,
-        scorer: Any,
-        settings: Any,
-        options: GradientSettings | None = None,
-        *,
-        timer: Callable[[str], Any] | None = None,
-    ) -> None:
-        opts = options if options is not None else GradientSettings()
-        # the decision search's sketches and bookkeeping, with its exploration
-        super().__init__(workload, target, scorer, settings, DecisionSettings(explore=opts.explore), timer=timer)
+    @classmethod
+    def _own_options(cls, options: StrategyFactory | None) -> StrategyFactory:
+        """The decision search's knobs (its sketches and bookkeeping), with the gradient search's
+        exploration (`options`: a `GradientSettings`)."""
+        return DecisionSettings(explore=(options if options is not None else GradientSettings()).explore)
 
     def _search(self) -> Any:
         from autosearch.search.gradient.prior_descent import PriorGradientSearch
