@@ -16,6 +16,7 @@ arm that cannot run (an operator the ONNX exporter lacks) is its one-line reason
     python bench/network.py --models resnet18 --minutes 0,2 --skip-stock          # a quick look
     python bench/network.py --models bert_base --minutes 0 --skip-stock --skip-compile --skip-runtimes
     python bench/network.py --models resnet50 --minutes 0 --layouts blocked,imported --skip-stock
+    python bench/network.py --models mobilenet_v2 --minutes 10 --build "before=tuned/mbv2-old"   # an A/B
 
 Models come from examples/zoo.py (transformers architectures from a config, no download) with
 their inputs in ZOO below; `--network FILE.py:FUNC --input ...` benchmarks any other model.
@@ -82,6 +83,9 @@ def time_every_arm(
 
     libs = {}
     for i, (label, ex) in enumerate(exes.items()):
+        if isinstance(ex, (str, Path)):  # a library built elsewhere (--build)
+            libs[label] = str(ex)
+            continue
         path = work / f"{name}-arm{i}.so"
         ex.export_library(str(path))
         libs[label] = str(path)
@@ -198,6 +202,9 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
         ex, n, secs = stock_tune_relax(graph, target, trials, work / f"{name}-stock", args.seed, args.trials_per_round)
         exes["tvm tune_relax"] = ex
         rows["tvm tune_relax"] = {"trials": n, "tune_s": secs}
+    for label, folder in args.build:
+        exes[label] = str(Path(folder) / "model.so")
+        rows[label] = {"trials": "-", "tune_s": None}
     if args.untuned:
         exes["tvm untuned"] = build_network(graph, ms.database.MemoryDatabase(), target)
         rows["tvm untuned"] = {"trials": 0, "tune_s": None}
@@ -413,8 +420,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--skip-runtimes", action="store_true", help="no ONNX Runtime and OpenVINO arms")
     ap.add_argument("--skip-compile", action="store_true", help="no torch.compile arm (inductor compiles for minutes)")
+    ap.add_argument(
+        "--build",
+        action="append",
+        default=[],
+        help="LABEL=DIR: also time the library a `tune-model --out DIR` run exported (e.g. by another version "
+        "of the code, for an A/B in this one harness); repeatable",
+    )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
+    args.build = [tuple(b.split("=", 1)) for b in args.build]
+    if any(len(b) != 2 or not (Path(b[1]) / "model.so").is_file() for b in args.build):
+        ap.error("--build takes LABEL=DIR, DIR a folder with the model.so a tune-model --out wrote")
     if args.threads is not None and args.threads < 1:
         ap.error("--threads takes a whole number >= 1")
     if not args.min_round_s > 0:
