@@ -1,14 +1,57 @@
-"""Shared fixtures. `collected_db` is a real collection (two small workloads), made once per run."""
+"""Shared fixtures and helpers. `collected_db` is a real collection (two small workloads), and
+`token_artifact` a real `tune-model` artifact of a token-embedding model, each made once per run.
+`run_cli` runs the command in this process, `fresh_process` in its own; `error_line` is the one
+`error:` line a command that failed on bad input must print."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 TINY_WORKLOADS = "batch_matmul/1x128x128x128,softmax/256x256"
+DATA = Path(__file__).parent / "data"
+
+#: The token-embedding models of `token_net` (an embedding read by a linear layer; an embedding of
+#: computed indices) and a factory that returns no module.
+TOKEN_NET = """
+import torch
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 8)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, ids):
+        return self.fc(self.emb(ids))
+
+class Shifted(torch.nn.Module):
+    '''Indices computed from the input (ids + 1): no bound is recorded for `ids`, the clamp alone guards.'''
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 8)
+
+    def forward(self, ids):
+        return self.emb(ids + 1)
+
+def make_tokens():
+    torch.manual_seed(0)
+    return Tokens()
+
+def make_shifted():
+    torch.manual_seed(0)
+    return Shifted()
+
+def not_a_module():
+    return 42
+"""
+#: `make_tokens`' input: 2x12 token ids, drawn in [0, 50) (the table's rows).
+TOKEN_INPUT = "ids:int64:2,12:0..50"
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +110,61 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         # back to following sys.stdout / sys.stderr at write time, as the consoles were made
         common.console.file, common.err.file = None, None  # type: ignore[assignment]
     return subprocess.CompletedProcess(list(args), int(code or 0), out.getvalue(), err.getvalue())
+
+
+def fresh_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`autosearch ARGS` in its own process: a library that crashes the process (SIGBUS, or SIGSEGV
+    on an out-of-bounds read) shows as its exit code instead of taking the test run down."""
+    code = "from autosearch.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+
+
+def error_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one `error:` line of a failed command (and that there is no traceback)."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("note: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    return lines[0]
+
+
+def tiny_db(tmp_path: Path) -> Path:
+    """A copy of tests/data/tiny_tvm.db (real measurements) in `tmp_path`, the test's to change."""
+    db = tmp_path / "tiny.db"
+    shutil.copy(DATA / "tiny_tvm.db", db)
+    return db
+
+
+@pytest.fixture(scope="session")
+def token_net(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`TOKEN_NET` as a model file (`token_net:make_tokens` for `tune-model`)."""
+    path = tmp_path_factory.mktemp("token_net") / "net.py"
+    path.write_text(TOKEN_NET)
+    return path
+
+
+@pytest.fixture(scope="session")
+def token_artifact(token_net: Path) -> Path:
+    """One artifact of `make_tokens` (`tune-model --trials 0`, without its PyTorch timing in a
+    fresh process) for the whole run: read it only; a test that changes it takes `token_art`."""
+    import autosearch.networks.tune as nt
+
+    out = token_net.parent / "art"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)
+        proc = run_cli(
+            "tune-model", f"{token_net}:make_tokens", "--input", TOKEN_INPUT, "--trials", "0",
+            "--db", str(token_net.parent / "n.db"), "--out", str(out), "--json",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {p.name for p in out.iterdir()} == {"model.json", "model.so"}
+    return out
+
+
+@pytest.fixture
+def token_art(token_artifact: Path, tmp_path: Path) -> Path:
+    """A copy of `token_artifact` of the test's own, to edit."""
+    return Path(shutil.copytree(token_artifact, tmp_path / "art"))
 
 
 @pytest.fixture(scope="session", autouse=True)

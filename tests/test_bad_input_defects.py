@@ -13,24 +13,9 @@ from pathlib import Path
 import pytest
 
 from autosearch.errors import StoreError
-from conftest import run_cli
+from conftest import error_line, run_cli, tiny_db
 
 DATA = Path(__file__).parent / "data"
-
-
-def _error_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The one `error:` line of a failed command (and that there is no traceback)."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("note: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    return lines[0]
-
-
-def _tiny(tmp_path: Path) -> Path:
-    db = tmp_path / "tiny.db"
-    shutil.copy(DATA / "tiny_tvm.db", db)
-    return db
 
 
 # -- 3. the disk filling during collect's write ----------------------------------------------------
@@ -46,7 +31,7 @@ def test_full_disk_on_a_batch_write_is_one_line_and_keeps_the_earlier_rows(tmp_p
 
     from autosearch.store import MeasurementRecord, Store
 
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     with Store(db) as store:
         (wl, *_) = store.workloads()
         before = sum(1 for _ in store.measurements())
@@ -69,7 +54,7 @@ def test_full_disk_during_collect_is_one_line_and_keeps_the_earlier_batches(tmp_
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     with Store(db) as store:
         before = sum(1 for _ in store.measurements())
         _cap_pages(store)
@@ -92,14 +77,14 @@ def test_full_disk_during_collect_is_one_line_and_keeps_the_earlier_batches(tmp_
 
 # -- 4. db export with a garbage trace, db stats with garbage latencies ---------------------------
 def test_export_of_a_garbage_trace_names_it_and_leaves_no_partial_pair(tmp_path: Path) -> None:
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     with sqlite3.connect(db) as c:
         (mid,) = c.execute("SELECT MAX(id) FROM measurements").fetchone()
         c.execute("UPDATE measurements SET schedule='[[\"garbage' WHERE id=?", (mid,))
     out = tmp_path / "out"
     out.mkdir()
     w, r = out / "w.json", out / "r.json"
-    line = _error_line(run_cli("db", "export", str(w), str(r), "--db", str(db)))
+    line = error_line(run_cli("db", "export", str(w), str(r), "--db", str(db)))
     assert f"measurement {mid} " in line and "nothing was written" in line, line
     assert list(out.iterdir()) == []  # neither file of the pair, nor a temporary one
     with sqlite3.connect(db) as c:
@@ -112,11 +97,11 @@ def test_export_of_a_garbage_trace_names_it_and_leaves_no_partial_pair(tmp_path:
 
 @pytest.mark.parametrize("garbage", ["not json", '{"a": 1}', '["x"]'])
 def test_stats_with_garbage_latencies_names_the_record(tmp_path: Path, garbage: str) -> None:
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     with sqlite3.connect(db) as c:
         (mid,) = c.execute("SELECT MIN(id) FROM measurements WHERE status='ok'").fetchone()
         c.execute("UPDATE measurements SET latencies=? WHERE id=?", (garbage, mid))
-    line = _error_line(run_cli("db", "stats", "--db", str(db)))
+    line = error_line(run_cli("db", "stats", "--db", str(db)))
     assert f"measurement {mid} holds latencies {garbage[:40]!r}" in line, line
 
 
@@ -125,7 +110,7 @@ def test_import_names_the_workload_file_that_is_not_utf8(tmp_path: Path) -> None
     wf, rf = tmp_path / "w.json", tmp_path / "r.json"
     wf.write_bytes(b'["0x1", "caf\xe9"]\n')
     rf.write_text('[0, [[[], []], [1e-3], {"kind": "llvm"}, []]]\n')
-    line = _error_line(run_cli("db", "import", str(wf), str(rf), "--db", str(tmp_path / "x.db")))
+    line = error_line(run_cli("db", "import", str(wf), str(rf), "--db", str(tmp_path / "x.db")))
     assert f"{wf}:1: not UTF-8 text (byte 0xe9" in line and "r.json" not in line, line
 
 
@@ -133,7 +118,7 @@ def test_import_names_the_workload_file_that_is_not_utf8(tmp_path: Path) -> None
 def one_workload_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real MetaSchedule JSONDatabase pair: one workload of tests/data/tiny_tvm.db, its records."""
     d = tmp_path_factory.mktemp("log")
-    db = _tiny(d)
+    db = tiny_db(d)
     with sqlite3.connect(db) as c:
         (wid,) = c.execute("SELECT MIN(id) FROM workloads").fetchone()
         c.execute("DELETE FROM features")
@@ -196,7 +181,7 @@ def test_eval_never_writes_to_the_store(tmp_path: Path) -> None:
     into the store, so it failed on read-only media)."""
     import json
 
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     before = _fingerprint(db)
     proc = _eval_prefix(db)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -213,7 +198,7 @@ def test_eval_on_read_only_media(tmp_path: Path) -> None:
     """`chattr +i` on the file and its folder: not even root can write or create a -wal/-shm file."""
     d = tmp_path / "ro"
     d.mkdir()
-    db = _tiny(d)
+    db = tiny_db(d)
     if subprocess.run(["chattr", "+i", str(db), str(d)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i (an immutable file stands in for read-only media) is not available here")
     try:
@@ -249,14 +234,14 @@ def _prefix_with_weights(tmp_path: Path, value: float) -> Path:
 
 def test_eval_refuses_a_model_with_nan_weights(tmp_path: Path) -> None:
     d = _prefix_with_weights(tmp_path, float("nan"))
-    line = _error_line(run_cli("eval", "--model", str(d), "--db", str(_tiny(tmp_path)), "--workloads", "GMM"))
+    line = error_line(run_cli("eval", "--model", str(d), "--db", str(tiny_db(tmp_path)), "--workloads", "GMM"))
     assert "tensors hold NaN or infinite weights" in line and "model.safetensors" in line, line
 
 
 def test_eval_refuses_nan_predictions(tmp_path: Path) -> None:
     """Finite weights so large that every score overflows: the predictions are NaN, not the weights."""
     d = _prefix_with_weights(tmp_path, 3e38)
-    line = _error_line(run_cli("eval", "--model", str(d), "--db", str(_tiny(tmp_path)), "--workloads", "GMM"))
+    line = error_line(run_cli("eval", "--model", str(d), "--db", str(tiny_db(tmp_path)), "--workloads", "GMM"))
     assert "NaN predictions are an error" in line and "batch_matmul/1x128x128x128" in line, line
 
 
@@ -280,7 +265,7 @@ def test_mcpu_llvm_does_not_know_is_refused_before_anything_is_stored(tmp_path: 
     db = tmp_path / "x.db"
     for target in ('{"kind": "llvm", "mcpu": "not-a-cpu"}', '{"kind": "llvm", "mcpu": 7}'):
         proc = run_cli("collect", "-w", "softmax/256x256", "-n", "1", "--target", target, "--db", str(db))
-        line = _error_line(proc)
+        line = error_line(proc)
         assert "LLVM does not know the CPU" in line and "(mcpu)" in line, line
     assert not db.exists()
     assert run_cli("target", "--target", '{"kind": "llvm", "mcpu": "x86-64"}', "--json").returncode == 0
@@ -320,7 +305,7 @@ def test_apply_refuses_a_tampered_decision(saved_best: Path) -> None:
     (tile,) = [d for d in trace[1] if d[1] == [16, 2, 1, 4]]
     tile[1] = [4, 2, 1, 16]  # another legal tiling: it replays, and is not the measured schedule
     _edit_best(saved_best, trace=trace)
-    line = _error_line(run_cli("apply", str(saved_best), "--no-show"))
+    line = error_line(run_cli("apply", str(saved_best), "--no-show"))
     assert "does not match its schedule_hash" in line and "refusing to apply it" in line, line
 
 
@@ -330,7 +315,7 @@ def test_apply_refuses_a_tampered_decision(saved_best: Path) -> None:
 )
 def test_apply_measure_with_a_bad_saved_target_is_one_line(saved_best: Path, target: object, message: str) -> None:
     _edit_best(saved_best, target=target)
-    line = _error_line(run_cli("apply", str(saved_best), "--no-show", "--measure"))
+    line = error_line(run_cli("apply", str(saved_best), "--no-show", "--measure"))
     assert message in line and "best.json" in line, line
 
 
@@ -338,7 +323,7 @@ def test_apply_measure_on_a_gpu_target_without_a_gpu_says_why(saved_best: Path) 
     tvm = pytest.importorskip("tvm")
     if tvm.cuda(0).exist:
         pytest.skip("this machine has a GPU")
-    line = _error_line(run_cli("apply", str(saved_best), "--no-show", "--measure", "--target", "cuda-h100"))
+    line = error_line(run_cli("apply", str(saved_best), "--no-show", "--measure", "--target", "cuda-h100"))
     assert "target cuda has no device on this machine" in line, line
 
 

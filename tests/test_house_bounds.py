@@ -4,13 +4,13 @@ its checksum (format 1) loads with a one-line warning, not silently.
 
 Before (15354e2, and a265f5b for a format 1 manifest): the library's `take` read unchecked, so a
 raised `index_high` in a manifest rewritten as format 1 let an id past the table segfault `run`
-(exit 139). One real artifact (`tune-model --trials 0`) is built per module and copied per test.
+(exit 139). One real artifact (`tune-model --trials 0`, conftest's `token_artifact`) is built once
+per run, shared with test_house_artifact.py, and copied per test that changes it.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,76 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
-
-NET = """
-import torch
-
-class Tokens(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(50, 8)
-        self.fc = torch.nn.Linear(8, 4)
-
-    def forward(self, ids):
-        return self.fc(self.emb(ids))
-
-class Shifted(torch.nn.Module):
-    '''Indices computed from the input (ids + 1): no bound is recorded for `ids`, the clamp alone guards.'''
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(50, 8)
-
-    def forward(self, ids):
-        return self.emb(ids + 1)
-
-def make_tokens():
-    torch.manual_seed(0)
-    return Tokens()
-
-def make_shifted():
-    torch.manual_seed(0)
-    return Shifted()
-"""
-INPUT = "ids:int64:2,12:0..50"
-
-
-def _fresh_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """`autosearch ARGS` in its own process: an out-of-bounds read shows as its exit code (-11 or
-    139) instead of taking the test run down."""
-    code = "from autosearch.cli import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+from conftest import TOKEN_INPUT, TOKEN_NET, fresh_process, run_cli
 
 
 def _lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("note: ")]
-
-
-@pytest.fixture(scope="module")
-def net(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("bounds") / "net.py"
-    path.write_text(NET)
-    return path
-
-
-@pytest.fixture(scope="module")
-def built(net: Path) -> Path:
-    import autosearch.networks.tune as nt
-
-    out = net.parent / "art"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)
-        proc = run_cli(
-            "tune-model", f"{net}:make_tokens", "--input", INPUT, "--trials", "0",
-            "--db", str(net.parent / "n.db"), "--out", str(out), "--json",
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
-@pytest.fixture
-def art(built: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(built, tmp_path / "art"))
 
 
 def _unsealed_with_bounds(art: Path, low: int, high: int, index_high: int | None) -> None:
@@ -107,13 +42,13 @@ def _unsealed_with_bounds(art: Path, low: int, high: int, index_high: int | None
     [(10**8, 10**9), pytest.param(50, 10**9, marks=pytest.mark.slow), (-3, None)],  # 50: the first row past
 )
 def test_run_refuses_an_id_past_the_table_in_the_library_even_when_the_manifest_allows_it(
-    art: Path, tmp_path: Path, value: int, index_high: int | None
+    token_art: Path, tmp_path: Path, value: int, index_high: int | None
 ) -> None:
-    _unsealed_with_bounds(art, low=-(10**9), high=10**9, index_high=index_high)
+    _unsealed_with_bounds(token_art, low=-(10**9), high=10**9, index_high=index_high)
     ids = np.arange(24, dtype=np.int64).reshape(2, 12)
     ids[1, 5] = value
     np.save(tmp_path / "ids.npy", ids)
-    proc = _fresh_process("run", str(art), "--input", f"ids={tmp_path / 'ids.npy'}")
+    proc = fresh_process("run", str(token_art), "--input", f"ids={tmp_path / 'ids.npy'}")
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])  # never a signal
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
     lines = _lines(proc)
@@ -122,23 +57,23 @@ def test_run_refuses_an_id_past_the_table_in_the_library_even_when_the_manifest_
     assert f"token id {value} out of range [0, 50) for input ids" in errors[0]
 
 
-def test_ids_inside_the_table_still_run_with_the_same_outputs(art: Path, tmp_path: Path) -> None:
+def test_ids_inside_the_table_still_run_with_the_same_outputs(token_artifact: Path) -> None:
     """The check and the clamp change nothing for ids inside the table: PyTorch's outputs."""
     import torch
 
     from autosearch.networks.artifact import load_artifact
 
     namespace: dict[str, object] = {}
-    exec(NET, namespace)  # the test's own model source
+    exec(TOKEN_NET, namespace)  # the test's own model source
     model = namespace["make_tokens"]().eval()  # type: ignore[operator]
     ids = np.array([[0, 49, 7, 3] * 3, [49] * 12], dtype=np.int64)
-    out = load_artifact(art)(ids)[0]
+    out = load_artifact(token_artifact)(ids)[0]  # read only: the shared artifact itself
     with torch.no_grad():
         expected = model(torch.from_numpy(ids)).numpy()
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_the_import_clamps_every_computed_take_and_adds_no_task(net: Path) -> None:
+def test_the_import_clamps_every_computed_take_and_adds_no_task(token_net: Path) -> None:
     """Every take reads its row through a clamp into [0, 49], the check is compiled under its own
     name and is no tuning task (MetaSchedule does not see it)."""
     from autosearch.backends.tvm.target import host_target
@@ -146,9 +81,9 @@ def test_the_import_clamps_every_computed_take_and_adds_no_task(net: Path) -> No
     from autosearch.networks.graph import import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
 
-    specs = parse_inputs([INPUT])
-    source = load_source(f"{net}:make_tokens")
-    graph = import_network(f"{net}:make_tokens", source, specs, example_arrays(specs), host_target(1))
+    specs = parse_inputs([TOKEN_INPUT])
+    source = load_source(f"{token_net}:make_tokens")
+    graph = import_network(f"{token_net}:make_tokens", source, specs, example_arrays(specs), host_target(1))
     takes = [f.script() for gv, f in graph.mod.functions_items() if "take" in gv.name_hint]
     assert takes and all("T.min(T.max(T.int64(0)" in t and "T.int64(49))" in t for t in takes)
     symbols = [str(f.attrs["global_symbol"]) for _, f in graph.mod.functions_items() if "global_symbol" in f.attrs]
@@ -158,7 +93,7 @@ def test_the_import_clamps_every_computed_take_and_adds_no_task(net: Path) -> No
 
 
 @pytest.mark.slow  # a second artifact build and a fresh process: ~20 s; the clamp itself is checked above
-def test_a_take_of_computed_indices_is_clamped_by_the_library(net: Path, tmp_path: Path) -> None:
+def test_a_take_of_computed_indices_is_clamped_by_the_library(token_net: Path, tmp_path: Path) -> None:
     """`emb(ids + 1)`: the ids have no recorded bound (they are not the take's indices as they
     are), so neither the manifest nor the check stops 49 + 1; the clamp reads the last row."""
     import autosearch.networks.tune as nt
@@ -167,7 +102,7 @@ def test_a_take_of_computed_indices_is_clamped_by_the_library(net: Path, tmp_pat
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)
         proc = run_cli(
-            "tune-model", f"{net}:make_shifted", "--input", "ids:int64:2,12:0..49", "--trials", "0",
+            "tune-model", f"{token_net}:make_shifted", "--input", "ids:int64:2,12:0..49", "--trials", "0",
             "--db", str(tmp_path / "s.db"), "--out", str(out),
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -183,11 +118,11 @@ def test_a_take_of_computed_indices_is_clamped_by_the_library(net: Path, tmp_pat
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
 
 
-def test_a_format_1_manifest_loads_with_one_warning_and_a_format_2_one_without(art: Path) -> None:
-    r = run_cli("run", str(art), "--repeats", "1")
+def test_a_format_1_manifest_loads_with_one_warning_and_a_format_2_one_without(token_art: Path) -> None:
+    r = run_cli("run", str(token_art), "--repeats", "1")
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
-    _unsealed_with_bounds(art, low=0, high=50, index_high=50)
-    r = run_cli("run", str(art), "--repeats", "1")
+    _unsealed_with_bounds(token_art, low=0, high=50, index_high=50)
+    r = run_cli("run", str(token_art), "--repeats", "1")
     assert r.returncode == 0, r.stderr[-2000:]
     lines = _lines(r)
     assert len(lines) == 1 and lines[0].startswith("warning: "), r.stderr

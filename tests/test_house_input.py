@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,25 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import error_line, run_cli, tiny_db
 
 DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-c", "from autosearch.cli import main; main()"]
-
-
-def _error_line(proc: subprocess.CompletedProcess[str], code: int = 2) -> str:
-    """The one `error:` line of a failed command (and that there is no traceback)."""
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("note: ")]
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
-    return lines[0]
-
-
-def _tiny(tmp_path: Path) -> Path:
-    db = tmp_path / "tiny.db"
-    shutil.copy(DATA / "tiny_tvm.db", db)
-    return db
 
 
 # -- 5. nan, inf and negative numbers of float options ------------------------------------------------
@@ -68,7 +52,7 @@ def test_a_float_option_refuses_nan_inf_and_negatives_in_one_line(
     model = tmp_path / "model.py"
     model.write_text("import torch\ndef make_model():\n    return torch.nn.ReLU()\n")
     fill = {"BAD": bad, "DIR": str(tmp_path / "dir"), "OUT": str(tmp_path / "out"), "MODEL": f"{model}:make_model"}
-    line = _error_line(run_cli(*[fill.get(a, a) for a in argv], cwd=tmp_path))
+    line = error_line(run_cli(*[fill.get(a, a) for a in argv], cwd=tmp_path))
     assert line.startswith(f"error: {option} must be a finite number"), line
     assert line.endswith(f"got {bad}"), line
     assert not (tmp_path / "out").exists() and not any((tmp_path / "dir").iterdir())
@@ -90,7 +74,7 @@ def test_a_factory_that_hangs_is_stopped_at_the_budget_in_one_line(tmp_path: Pat
     code as long as it ran (forever, for one that hangs; here a minute, then another error)."""
     (tmp_path / "hang.py").write_text(HANGS[where])
     t0 = time.monotonic()
-    line = _error_line(run_cli(*_HANG_ARGV, "--budget-minutes", "0.05", cwd=tmp_path))
+    line = error_line(run_cli(*_HANG_ARGV, "--budget-minutes", "0.05", cwd=tmp_path))
     assert time.monotonic() - t0 < 40
     assert (tmp_path / "called").exists()  # it was the user's code that was waited for
     assert line.startswith("error: hang.py:make_model did not return within the budget"), line
@@ -146,10 +130,10 @@ def test_apply_refuses_a_best_json_of_a_newer_format(tmp_path: Path) -> None:
     assert run_cli("apply", str(best), "--no-show").returncode == 0
     data = json.loads(best.read_text())
     best.write_text(json.dumps({**data, "format_version": 99}))
-    line = _error_line(run_cli("apply", str(best), "--no-show"))
+    line = error_line(run_cli("apply", str(best), "--no-show"))
     assert "has best-schedule format 99; this autosearch reads up to 1" in line, line
     best.write_text(json.dumps({**data, "format_version": "one"}))
-    assert "format_version must be a whole number" in _error_line(run_cli("apply", str(best), "--no-show"))
+    assert "format_version must be a whole number" in error_line(run_cli("apply", str(best), "--no-show"))
 
 
 # -- 8. a target whose num-cores is not a count ------------------------------------------------------
@@ -157,10 +141,10 @@ def test_apply_refuses_a_best_json_of_a_newer_format(tmp_path: Path) -> None:
 def test_a_target_with_num_cores_below_one_or_not_whole_is_refused(tmp_path: Path, cores: object) -> None:
     """The code before the fix described, tuned and stored `{"num-cores": -4}` (runtime_threads -4)."""
     spec = f'{{"kind": "llvm", "num-cores": {cores}}}'
-    line = _error_line(run_cli("target", "--target", spec, "--json"))
+    line = error_line(run_cli("target", "--target", spec, "--json"))
     assert line == f"error: the target's num-cores must be a whole number >= 1, got {cores}", line
     db = tmp_path / "t.db"
-    line = _error_line(run_cli("collect", "-w", "softmax/256x256", "--target", spec, "--db", str(db)))
+    line = error_line(run_cli("collect", "-w", "softmax/256x256", "--target", spec, "--db", str(db)))
     assert "num-cores must be a whole number >= 1" in line and not db.exists()
 
 
@@ -168,10 +152,10 @@ def test_a_target_with_num_cores_below_one_or_not_whole_is_refused(tmp_path: Pat
 def test_export_into_a_path_under_a_file_is_one_line(tmp_path: Path) -> None:
     """A regular file where the folder should be (tests run as root: permissions would not stop a
     write): the code before the fix ended in an internal error (NotADirectoryError)."""
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     (tmp_path / "afile").write_text("keep me\n")
     wf, rf = tmp_path / "afile" / "sub" / "w.json", tmp_path / "afile" / "sub" / "r.json"
-    line = _error_line(run_cli("db", "export", str(wf), str(rf), "--db", str(db)))
+    line = error_line(run_cli("db", "export", str(wf), str(rf), "--db", str(db)))
     assert line.startswith(f"error: cannot write {wf}: Not a directory") and "nothing was written" in line, line
     assert (tmp_path / "afile").read_text() == "keep me\n"
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("tiny.db")] == ["afile"]  # no partial file
@@ -300,13 +284,13 @@ def test_onnx_inputs_are_read_from_the_file(tmp_path: Path) -> None:
     assert parse_inputs(onnx=str(model)) == [InputSpec("x", "float32", (2, 8))]
     assert parse_inputs(["x:float32:4,8"], onnx=str(model)) == [InputSpec("x", "float32", (4, 8))]  # --input wins
     # the command gets past its inputs to the next check (the target), where it asked for --input
-    line = _error_line(run_cli("tune-model", str(model), "--target", "warp-drive", "--db", str(tmp_path / "n.db")))
+    line = error_line(run_cli("tune-model", str(model), "--target", "warp-drive", "--db", str(tmp_path / "n.db")))
     assert line.startswith("error: unknown target 'warp-drive'"), line
 
 
 def test_an_onnx_input_with_a_dynamic_dimension_asks_for_its_shape_by_name(tmp_path: Path) -> None:
     model = _relu_onnx(tmp_path / "dyn.onnx", ["batch", 8])
-    line = _error_line(run_cli("tune-model", str(model), "--db", str(tmp_path / "n.db")))
+    line = error_line(run_cli("tune-model", str(model), "--db", str(tmp_path / "n.db")))
     assert line == (
         f"error: {model}: input x has a dynamic dimension (batch); give its shape with --input x:float32:SHAPE"
     ), line
@@ -338,14 +322,14 @@ def test_a_crashing_halide_pipeline_leaves_no_store_behind(tmp_path: Path) -> No
         timeout=120,
         check=False,
     )
-    assert "crashed the worker" in _error_line(proc)
+    assert "crashed the worker" in error_line(proc)
     assert not (tmp_path / "a.db").exists()
 
 
 # -- 12c. db import of a log that repeats itself --------------------------------------------------------------
 def test_import_says_how_many_duplicates_it_skipped(tmp_path: Path) -> None:
     """The code before the fix said "imported 144 records" of a log holding each record 4 times."""
-    db = _tiny(tmp_path)
+    db = tiny_db(tmp_path)
     wf, rf = tmp_path / "w.json", tmp_path / "r.json"
     assert run_cli("db", "export", str(wf), str(rf), "--db", str(db)).returncode == 0
     lines = rf.read_text().splitlines()
@@ -382,7 +366,7 @@ def test_import_says_how_many_duplicates_it_skipped(tmp_path: Path) -> None:
 )
 def test_a_usage_error_is_one_line_naming_the_help(argv: list[str], expected: str) -> None:
     """The code before the fix printed Click's usage block, its `Try ... --help` line and the error."""
-    line = _error_line(run_cli(*argv))
+    line = error_line(run_cli(*argv))
     if expected.endswith("--help)"):
         assert line == expected
     else:
