@@ -135,6 +135,23 @@ def tiny_db(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.fixture
+def saved_best(tmp_path: Path) -> Path:
+    """best.json as `tune` saves it (`save_result`), holding the fastest stored schedule of a
+    registry workload in tests/data/tiny_tvm.db."""
+    from autosearch.search.results import TuneResult, save_result
+    from autosearch.store import Store
+    from autosearch.workloads import get_workload
+
+    wl = get_workload("batch_matmul/1x128x128x128")
+    with Store(DATA / "tiny_tvm.db", readonly=True) as st:
+        (target,) = st.targets()
+        (m,) = st.best(wl.key, target)
+    result = TuneResult(wl.name, wl.key, wl.family, "m", target, 0, trials=1, ok=1)
+    result.best_latency, result.best_trace, result.best_trial = m.median, m.schedule, 1
+    return save_result(result, wl, tmp_path / "tuned") / "best.json"
+
+
 @pytest.fixture(scope="session")
 def token_net(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`TOKEN_NET` as a model file (`token_net:make_tokens` for `tune-model`)."""

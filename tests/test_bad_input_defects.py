@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 from autosearch.errors import StoreError
-from conftest import error_line, run_cli, tiny_db
-
-DATA = Path(__file__).parent / "data"
+from conftest import DATA, error_line, run_cli, tiny_db
 
 
 # -- 3. the disk filling during collect's write ----------------------------------------------------
@@ -272,23 +270,6 @@ def test_mcpu_llvm_does_not_know_is_refused_before_anything_is_stored(tmp_path: 
 
 
 # -- 11. apply: a tampered trace, a target that is not JSON, a GPU target with no GPU -------------
-@pytest.fixture()
-def saved_best(tmp_path: Path) -> Path:
-    """best.json as `tune` saves it (`save_result`), holding the fastest stored schedule of a
-    registry workload in tests/data/tiny_tvm.db."""
-    from autosearch.search.results import TuneResult, save_result
-    from autosearch.store import Store
-    from autosearch.workloads import get_workload
-
-    wl = get_workload("batch_matmul/1x128x128x128")
-    with Store(DATA / "tiny_tvm.db", readonly=True) as st:
-        (target,) = st.targets()
-        (m,) = st.best(wl.key, target)
-    result = TuneResult(wl.name, wl.key, wl.family, "m", target, 0, trials=1, ok=1)
-    result.best_latency, result.best_trace, result.best_trial = m.median, m.schedule, 1
-    return save_result(result, wl, tmp_path / "tuned") / "best.json"
-
-
 def _edit_best(path: Path, **fields: object) -> None:
     import json
 

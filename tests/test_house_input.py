@@ -20,7 +20,6 @@ import pytest
 
 from conftest import error_line, run_cli, tiny_db
 
-DATA = Path(__file__).parent / "data"
 CLI = [sys.executable, "-c", "from autosearch.cli import main; main()"]
 
 
@@ -113,20 +112,10 @@ def test_ctrl_c_while_the_factory_hangs_ends_the_run_at_once(tmp_path: Path) -> 
 
 
 # -- 7. apply of a best.json of a newer format -------------------------------------------------------
-def test_apply_refuses_a_best_json_of_a_newer_format(tmp_path: Path) -> None:
+def test_apply_refuses_a_best_json_of_a_newer_format(saved_best: Path) -> None:
     """The code before the fix applied (and would time) a best.json with format_version 99, where
     `run` and `eval` refuse what a newer autosearch wrote."""
-    from autosearch.search.results import TuneResult, save_result
-    from autosearch.store import Store
-    from autosearch.workloads import get_workload
-
-    wl = get_workload("batch_matmul/1x128x128x128")
-    with Store(DATA / "tiny_tvm.db", readonly=True) as st:
-        (target,) = st.targets()
-        (m,) = st.best(wl.key, target)
-    result = TuneResult(wl.name, wl.key, wl.family, "m", target, 0, trials=1, ok=1)
-    result.best_latency, result.best_trace, result.best_trial = m.median, m.schedule, 1
-    best = save_result(result, wl, tmp_path / "tuned") / "best.json"
+    best = saved_best
     assert run_cli("apply", str(best), "--no-show").returncode == 0
     data = json.loads(best.read_text())
     best.write_text(json.dumps({**data, "format_version": 99}))
