@@ -482,6 +482,7 @@ def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measu
 
     monkeypatch.setattr(pp, "PRIOR_SECONDS_PER_TASK", 600.0)  # the first guess exceeds any budget here
     monkeypatch.setattr(pp, "END_SECONDS", 0.0)  # the whole 18 s for the import, the pass and the rounds
+    monkeypatch.setattr(pp, "END_SECONDS_PER_TASK", 0.0)
     (tmp_path / "net.py").write_text(NET)
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
     s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--budget-minutes", "0.3", "--json"])
@@ -872,26 +873,39 @@ def test_a_gpu_budget_reserves_no_time_for_the_prior_pass_it_does_not_run() -> N
     single measured round."""
     from autosearch.backends.tvm.target import host_target, parse_target
     from autosearch.networks.prior_pass import PRIOR_SECONDS_PER_TASK, RANKER_SECONDS, PriorPass
-
-    gpu = PriorPass([object()], parse_target("cuda-h200"), 0)
-    gpu.run(0)
-    assert gpu.reserve(5) == 0.0 and gpu.traces == {} and gpu.passed == {0} and gpu.seconds == 0.0
-    assert PriorPass([], host_target(), 0).reserve(5) == RANKER_SECONDS + 5 * PRIOR_SECONDS_PER_TASK
-
-
-def test_the_prior_pass_reserve_follows_what_a_task_cost_on_this_network() -> None:
-    """Once a task has been passed, the reserve is the measured seconds a task (with the margin),
-    not the fixed guess: the guess reserved 8 minutes of 10 for a 124-task transformer whose pass
-    took 74 s, and the run ended 3 minutes early."""
-    from autosearch.backends.tvm.target import host_target
-    from autosearch.networks.prior_pass import MARGIN, PriorPass
     from autosearch.workloads import get_workload
 
-    p = PriorPass([get_workload("softmax/256x256")], host_target(), 0)
+    wl = get_workload("softmax/256x256")
+    gpu = PriorPass([wl], parse_target("cuda-h200"), 0)
+    gpu.run(0)
+    assert gpu.reserve([0]) == 0.0 and gpu.traces == {} and gpu.passed == {0} and gpu.seconds == 0.0
+    cpu = PriorPass([wl, wl], host_target(), 0)
+    assert cpu.reserve([0, 1]) == RANKER_SECONDS + 2 * PRIOR_SECONDS_PER_TASK
+
+
+def test_the_prior_pass_reserve_follows_what_a_task_of_each_kind_cost_on_this_network() -> None:
+    """Once a task has been passed, the reserve for its kind is the measured seconds (with the
+    margin), not the fixed guess (which reserved 8 minutes of 10 for a 124-task transformer whose
+    pass took 74 s); a kind not yet timed keeps the guess: the first tasks passed are the network's
+    smallest, and their mean once promised MobileNetV2's convolutions a few seconds."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.prior_pass import MARGIN, PRIOR_SECONDS_PER_TASK, PriorPass
+    from autosearch.workloads import get_workload
+
+    wls = [
+        get_workload("softmax/256x256"),
+        get_workload("softmax/1024x1024"),
+        get_workload("batch_matmul/1x128x128x128"),
+    ]
+    p = PriorPass(wls, host_target(), 0)
+    p.kinds = ["softmax", "softmax", "batch_matmul"]  # as a network's task names give them (net/softmax3)
     p.run(0)
-    (took,) = p.task_seconds
+    took = p.task_seconds[0]
     assert p.passed == {0} and 0 in p.traces and p.seconds >= took > 0
-    assert p.reserve(3) == pytest.approx(3 * MARGIN * took)  # the priors are loaded: nothing more for them
+    # the priors are loaded: nothing more for them; the other softmax from the measured one
+    assert p.reserve([1, 2]) == pytest.approx(MARGIN * took + max(PRIOR_SECONDS_PER_TASK, MARGIN * took))
+    p.task_seconds[0] = 10.0  # a slow machine: a kind not yet timed is guessed as slow as the slowest
+    assert p.estimate(2) == pytest.approx(MARGIN * 10.0)
     p.run(0)  # a task is passed once
     assert len(p.task_seconds) == 1
 

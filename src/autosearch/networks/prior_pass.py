@@ -4,10 +4,15 @@ it needs is known from what it has cost on this network rather than guessed.
 Why: a fixed reserve per task (4 s) was right for ResNet-50 on one machine and wrong elsewhere.
 A Swin-style transformer's 124 tasks reserved eight minutes of a ten-minute budget, the pass
 took 74 s, and the run ended three minutes early with the rest idle; on a slower CPU the same
-reserve can run over. `PriorPass.reserve` starts from the fixed figure and, once one task has
-been passed, uses the measured seconds per task with a margin; the rounds of `networks.tune`
-pass a task (the one the scheduler would reach last) whenever the time left no longer covers
-the reserve, and measure again with whatever the estimate gives back.
+reserve can run over. `PriorPass.reserve` sums an estimate per task: the measured mean of the
+tasks of its kind (`scheduler.task_kind`: the operator, Relax's numbering dropped) already
+passed, with a margin, and for a kind not yet timed the costliest kind's, at least the fixed
+figure. Why by kind: the tasks the
+rounds reach last, passed first, are the network's smallest, often layout conversions with
+nothing to decide that pass in a fraction of a second; one mean over them once promised
+MobileNetV2's 52 convolutions a few seconds, and the pass ran 200 s past the budget. The rounds
+of `networks.tune` pass a task (the one the scheduler would reach last) whenever the time left
+no longer covers the reserve, and measure again with whatever the estimate gives back.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ __all__ = ["END_SECONDS", "END_SECONDS_PER_TASK", "PRIOR_SECONDS_PER_TASK", "Pri
 PRIOR_SECONDS_PER_TASK = 4.0
 #: Loading the two shipped priors (once a network), assumed until it has happened.
 RANKER_SECONDS = 3.0
-#: The measured mean is stretched by this much: tasks differ (a reshape passes in a fraction of a
-#: convolution's time) and the first one timed is the scheduler's last, usually a small one.
+#: The measured mean of a kind is stretched by this much: tasks of one kind still differ in size.
 MARGIN = 1.5
 #: What the end of a run (verify, build, check, time) is given out of a budget: a fixed part and
-#: one per task (the build and the output check grow with the graph).
-END_SECONDS = 10.0
-END_SECONDS_PER_TASK = 0.3
+#: one per task (each chosen schedule is verified beside its task's unscheduled loops, and the
+#: build and the output check grow with the graph). MobileNetV2's 82 tasks took 158 s after a
+#: 10-minute budget on a 2-core Zen 3: 87 s verifying, 71 s building, checking and timing.
+END_SECONDS = 20.0
+END_SECONDS_PER_TASK = 1.7
 
 
 def end_reserve(n_tasks: int) -> float:
@@ -46,27 +52,35 @@ class PriorPass:
 
     def __init__(self, workloads: Sequence[Any], target: Any, seed: int) -> None:
         from autosearch.backends.tvm.target import is_gpu
+        from autosearch.search.scheduler import task_kind
 
         self.workloads, self.target, self.seed = list(workloads), target, seed
+        self.kinds = [task_kind(wl.name) for wl in self.workloads]
         self.enabled = not is_gpu(target)
         self.traces: dict[int, str] = {}  # task -> trace, where the prior had a right schedule
         self.passed: set[int] = set()  # tasks the pass has looked at (with or without a trace)
-        self.task_seconds: list[float] = []
+        self.task_seconds: dict[int, float] = {}
         self.seconds = 0.0  # all the pass has taken, loading the priors included
         self._ranker: Any = None
 
-    def per_task(self) -> float:
-        """Seconds a task is expected to take: the measured mean (stretched by `MARGIN`) once one
-        has been timed, `PRIOR_SECONDS_PER_TASK` before."""
-        if not self.task_seconds:
-            return PRIOR_SECONDS_PER_TASK
-        return MARGIN * sum(self.task_seconds) / len(self.task_seconds)
+    def estimate(self, i: int) -> float:
+        """Seconds task `i` is expected to take: the measured mean of its kind (stretched by
+        `MARGIN`); for a kind not yet timed, the costliest kind's so far, at least
+        `PRIOR_SECONDS_PER_TASK` (a slower CPU takes longer over every kind: MobileNetV2's
+        convolutions took 8 s a task on a 2-core Zen 3, twice the fixed figure)."""
+        means: dict[str, list[float]] = {}
+        for j, s in self.task_seconds.items():
+            means.setdefault(self.kinds[j], []).append(s)
+        if self.kinds[i] in means:
+            same = means[self.kinds[i]]
+            return MARGIN * sum(same) / len(same)
+        return max([PRIOR_SECONDS_PER_TASK, *(MARGIN * sum(v) / len(v) for v in means.values())])
 
-    def reserve(self, n_tasks: int) -> float:
-        """Seconds the pass is expected to need for `n_tasks` more tasks (0 on a GPU)."""
-        if not self.enabled or n_tasks <= 0:
+    def reserve(self, todo: Sequence[int]) -> float:
+        """Seconds the pass is expected to need for the tasks `todo` (0 on a GPU)."""
+        if not self.enabled or not todo:
             return 0.0
-        return (RANKER_SECONDS if self._ranker is None else 0.0) + self.per_task() * n_tasks
+        return (RANKER_SECONDS if self._ranker is None else 0.0) + sum(self.estimate(i) for i in todo)
 
     def run(self, i: int) -> None:
         """Find task `i`'s prior schedule (`prior.prior_schedule`), timed; Ctrl-C waits for it."""
@@ -85,7 +99,7 @@ class PriorPass:
             trace = prior_schedule(self.workloads[i], self.target, self._ranker, self.seed)
         t2 = time.perf_counter()
         self.passed.add(i)
-        self.task_seconds.append(t2 - t1)
+        self.task_seconds[i] = t2 - t1
         self.seconds += t2 - t0
         if trace is not None:
             self.traces[i] = trace

@@ -12,7 +12,7 @@ Steps (each module of this package does one):
    what the prior ranks best (the decision search scores with the same prior), and a prior pass
    over every task cost a large share of ResNet-50's and MobileNetV2's 10 minutes. Under a budget
    in minutes the pass is fitted in (`prior_pass.PriorPass`): whenever the time left no longer
-   covers its measured cost for the tasks no round has reached, the task the rounds would reach
+   covers its cost, measured by kind of task, for the tasks no round has reached, the task the rounds would reach
    last is passed, and the rounds take what is left, so a budget is spent to its end (less
    `prior_pass.end_reserve` for building and timing) whatever the pass costs on this machine.
 4. Each task is built with its best measured schedule, or TVM's default where that measured faster,
@@ -425,7 +425,7 @@ def _rounds_stage(
                 ]
                 if left <= 0:
                     break
-                if unreached and left <= prior.reserve(len(unreached)):
+                if unreached and left <= prior.reserve(unreached):
                     last = min(unreached, key=lambda i: (weights[i] * (workloads[i].flops or 0.0), weights[i]))
                     prior.run(last)
                     bar.update(len(tasks.runs), n, f"prior {workloads[last].name[4:40]}")
@@ -628,7 +628,9 @@ def tune_network(
     found = _search_stage(job, net.graph.workloads, result, options.progress)
     if result.interrupted:
         return _stopped(result, found.finished, t_start)
+    t0 = time.perf_counter()
     database = _verify_stage(job, net.graph.workloads, found, result)
+    result.breakdown["verify"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     _build_stage(job, net, database, result)
     _time(result, net.graph, target, net.arrays, net.expected, spec, options.time_torch, options.seed)
