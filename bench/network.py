@@ -156,9 +156,8 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     from autosearch.networks.graph import build_network, import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
     from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
-    from autosearch.networks.tune import network_explore, tune_network
-    from autosearch.search.assemble import choose_strategy
-    from autosearch.search.model_spec import make_scorer
+    from autosearch.networks.tune import tune_network
+    from autosearch.search.assemble import assemble_network
     from autosearch.search.tune import TuneSettings
     from autosearch.store import Store
 
@@ -175,15 +174,14 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
         if len(args.layouts) > 1:
             label += f" [{layout}]"
         t0 = time.perf_counter()
-        scorer = make_scorer(model, seed=args.seed, target=target)
-        strategy = choose_strategy(scorer, search, network_explore(search), target=target, warn=False)
+        strategy, scorers = assemble_network(model, search, target=target, seed=args.seed)  # as tune-model does
         with Store(work / f"{name}-{minutes:g}-{search}-{timing}-{layout}.db") as store:
             r = tune_network(
                 spec,
                 specs,
                 target,
                 strategy,
-                lambda model=model: make_scorer(model, seed=args.seed, target=target),
+                scorers,
                 TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
                 budget=NetworkBudget(trials=0 if not minutes else None, minutes=minutes or None),
                 options=NetworkTuneOptions(seed=args.seed, time_torch=False, blocked=layout == "blocked"),

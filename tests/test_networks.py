@@ -428,13 +428,17 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
 
 
 @pytest.mark.usefixtures("no_pytorch_timing")
-def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_round_reached(
+def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_round_reached_ranked_by_the_pooled_prior(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Token ids as int64 (a transformer's input) build and match PyTorch. A budget that reaches
     one task: that task is built from its measured round and never prior-passed (its round
-    measured the prior's picks); every other task gets the prior."""
+    measured the prior's picks); every other task gets the prior, ranked by the prior pooled from
+    that round (`search.pooled`, its threshold lowered to the round's 4 results)."""
     import autosearch.networks.prior as prior
+    import autosearch.search.pooled as pooled
+
+    monkeypatch.setattr(pooled, "RANKS_AFTER", 4)
 
     seen: list[str] = []
     real = prior.prior_schedule
@@ -456,6 +460,8 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
     assert len(tuned) == 1 and rest and s["output_matches"]
     assert sorted(seen) == sorted(rest)
     assert {t["built_with"] for t in s["tasks"] if t["name"] in rest} == {"prior"}
+    ranked = {t["prior_ranked_by"] for t in s["tasks"] if t["name"] in rest and t.get("prior_ranked_by")}
+    assert ranked == {"pooled"} and s["pooled_prior_tasks"] >= 1
     assert s["inputs"][0]["dtype"] == "int64"
     # the ids index a 50-row embedding: the library refuses an id past it (TVM's take would read
     # out of bounds where PyTorch raises IndexError), and takes the ones inside

@@ -185,6 +185,11 @@ def _print_network(r: Any) -> None:
             "in network: a run of the built network's seconds in the task (all its calls, warm caches); "
             f"outside the tasks {format_seconds(r.outside_tasks_s)}"
         )
+    if r.pooled_prior_tasks:
+        console.print(
+            f"prior: {r.pooled_prior_tasks} task(s) no round reached were ranked by the prior fine-tuned on "
+            "this run's measurements of the other tasks"
+        )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
     console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}")
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"

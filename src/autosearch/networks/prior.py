@@ -28,7 +28,7 @@ MetaSchedule's rules).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,26 +49,40 @@ CANDIDATES = 4
 
 
 class PriorRanker:
-    """The two shipped priors, loaded once per network: one shortlists, the other orders."""
+    """The two shipped priors, loaded once per network: one shortlists, the other orders; or,
+    once the network's rounds have taught it this CPU, the pooled prior (`learned`) does both."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, learned: Callable[[], ModelAdapter | None] | None = None) -> None:
         from autosearch.search.registers import simd_bits
 
-        self.shortlister = _prior(PRIOR_MODEL, target)
+        self.shipped_shortlister = _prior(PRIOR_MODEL, target)
         self.orderer = _prior(ORDER_MODEL, target)
         self.simd_bits = simd_bits(target)
+        self.learned = learned
+
+    @property
+    def pooled(self) -> ModelAdapter | None:
+        """The network's pooled prior where it has learned enough to rank with (`search.pooled`)."""
+        return self.learned() if self.learned is not None else None
+
+    @property
+    def shortlister(self) -> ModelAdapter:
+        return self.pooled or self.shipped_shortlister
 
     def order(self, context: Any, picks: Sequence[Any]) -> list[Any]:
         """`picks` (built schedules) fastest-first: those whose vectors fill whole registers
-        (`registers.whole_register_vectors`) first, each part by the feature prior; ties keep
-        their order."""
+        (`registers.whole_register_vectors`) first, each part by the pooled prior where it ranks,
+        else by the feature prior; ties keep their order. Why the pooled prior over the feature
+        prior: both shipped priors rank a CPU they never saw near chance; the one the rounds have
+        fine-tuned on this network's tasks has seen it (`search.pooled`)."""
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
         if len(picks) < 2:
             return list(picks)
         cands = [MeasureCandidate(p.sch, ArgInfo.from_entry_func(p.sch.mod, remove_preproc=True)) for p in picks]
-        scores = np.asarray(self.orderer.score(self.orderer.features(context, cands)), dtype=np.float64)
+        ranker = self.pooled or self.orderer
+        scores = np.asarray(ranker.score(ranker.features(context, cands)), dtype=np.float64)
         return [picks[i] for i in self.rank(picks, scores)]
 
     def rank(self, picks: Sequence[Any], scores: np.ndarray) -> np.ndarray:

@@ -18,10 +18,13 @@ no longer covers the reserve, and measure again with whatever the estimate gives
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from autosearch import interrupts
+
+if TYPE_CHECKING:
+    from autosearch.search.adapter import ModelAdapter
 
 __all__ = ["END_SECONDS", "END_SECONDS_PER_TASK", "PRIOR_SECONDS_PER_TASK", "PriorPass", "end_reserve"]
 
@@ -50,15 +53,24 @@ class PriorPass:
     untuned GPU task gets TVM's default GPU schedule, dlight's), and reserving its time had left a
     2-minute ResNet-50 run on an H200 no round at all."""
 
-    def __init__(self, workloads: Sequence[Any], target: Any, seed: int) -> None:
+    def __init__(
+        self,
+        workloads: Sequence[Any],
+        target: Any,
+        seed: int,
+        learned: Callable[[], ModelAdapter | None] | None = None,
+    ) -> None:
         from autosearch.backends.tvm.target import is_gpu
         from autosearch.search.scheduler import task_kind
 
         self.workloads, self.target, self.seed = list(workloads), target, seed
+        #: The network's pooled prior, once it has learned enough to rank with (`search.pooled`).
+        self.learned = learned
         self.kinds = [task_kind(wl.name) for wl in self.workloads]
         self.enabled = not is_gpu(target)
         self.traces: dict[int, str] = {}  # task -> trace, where the prior had a right schedule
         self.passed: set[int] = set()  # tasks the pass has looked at (with or without a trace)
+        self.pooled: set[int] = set()  # tasks ranked by the network's pooled prior, not the shipped ones
         self.task_seconds: dict[int, float] = {}
         self.seconds = 0.0  # all the pass has taken, loading the priors included
         self._ranker: Any = None
@@ -93,8 +105,10 @@ class PriorPass:
             self.passed.add(i)
             return
         if self._ranker is None:
-            self._ranker = PriorRanker(self.target)
+            self._ranker = PriorRanker(self.target, self.learned)
         t1 = time.perf_counter()
+        if self._ranker.pooled is not None:
+            self.pooled.add(i)
         with interrupts.deferred():
             trace = prior_schedule(self.workloads[i], self.target, self._ranker, self.seed)
         t2 = time.perf_counter()

@@ -29,7 +29,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ from autosearch.networks.prior_pass import PriorPass, end_reserve
 from autosearch.networks.progress import TaskProgress
 from autosearch.networks.timing import time_vm, torch_latency_isolated
 from autosearch.search.assemble import network_explore
-from autosearch.search.scorer import Scorer
+from autosearch.search.pooled import TaskScorers
 from autosearch.search.strategies import Fallback, StrategyFactory
 from autosearch.search.tune import TuneSettings
 
@@ -106,6 +106,8 @@ class NetworkResult:
     executable: Any = field(default=None, repr=False)
     #: Seconds of one run of the built network outside every task (the VM's own calls, libraries).
     outside_tasks_s: float | None = None
+    #: Tasks built from the prior whose schedule the network's pooled prior ranked (`search.pooled`).
+    pooled_prior_tasks: int = 0
 
     @property
     def correct(self) -> bool:
@@ -134,6 +136,7 @@ class NetworkResult:
             "default_latency_s": self.default_latency,
             "kept_default": self.kept_default,
             "outside_tasks_s": self.outside_tasks_s,
+            "pooled_prior_tasks": self.pooled_prior_tasks,
         }
 
 
@@ -257,7 +260,8 @@ def _choose(
 @dataclass(frozen=True)
 class NetworkJob:
     """What a `tune_network` call asks, checked once: the model file and its target; `strategy`
-    (made per task) and `scorer` (called once per task: a scorer learns its task's measurements);
+    (made per task) and `scorer` (called once per task: a scorer learns its task's measurements,
+    and the pooled prior, where there is one, every task's; `search.pooled`);
     `settings`, each task's `TuneSettings` (the trial cap and `fixed_spaces` set); the budget
     (`trials`, the cap over all tasks, and `deadline`, a `time.perf_counter()` instant); where
     measurements go (`store`, `evaluator`, `rpc`) and what is reported (`console`)."""
@@ -265,7 +269,7 @@ class NetworkJob:
     spec: str
     target: Any
     strategy: StrategyFactory
-    scorer: Callable[[], Scorer]
+    scorer: TaskScorers
     settings: TuneSettings
     #: Whether any round is measured (trials or minutes to spend; neither: the prior alone).
     measures: bool = True
@@ -490,7 +494,7 @@ def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, 
     reach. Stops where a Ctrl-C came (`result.interrupted`)."""
     found = FoundSchedules()
     n = len(workloads)
-    prior = PriorPass(workloads, job.target, job.seed)
+    prior = PriorPass(workloads, job.target, job.seed, learned=job.scorer.ranker)
     with TaskProgress(job.console, progress, job.deadline) as bar:
         if job.measures:
             t0 = time.perf_counter()
@@ -504,6 +508,9 @@ def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, 
             done = set(found.finished) | set(found.earlier)  # the prior for the tasks left
             _prior_stage(workloads, result, bar, prior, [i for i in range(n) if i not in done])
     found.priors = {i: t for i, t in prior.traces.items() if i not in found.finished}
+    result.pooled_prior_tasks = len([i for i in found.priors if i in prior.pooled])
+    for i in found.priors:
+        result.tasks[i]["prior_ranked_by"] = "pooled" if i in prior.pooled else "shipped"
     result.breakdown["prior"] = prior.seconds
     return found
 
@@ -544,7 +551,7 @@ def _network_job(
     spec: str,
     target: Any,
     strategy: StrategyFactory,
-    scorer: Callable[[], Scorer],
+    scorer: TaskScorers,
     settings: TuneSettings | None,
     *,
     budget: NetworkBudget,
@@ -553,8 +560,8 @@ def _network_job(
     **rest: Any,
 ) -> NetworkJob:
     """The checked `NetworkJob` of `tune_network`'s arguments (a bad value fails in one line)."""
-    if not isinstance(strategy, StrategyFactory) or not callable(scorer):
-        raise InputError("tune_network() takes a StrategyFactory and a scorer factory (search.assemble)")
+    if not isinstance(strategy, StrategyFactory) or not isinstance(scorer, TaskScorers):
+        raise InputError("tune_network() takes a StrategyFactory and TaskScorers (search.assemble_network)")
     if not isinstance(budget, NetworkBudget) or not isinstance(options, NetworkTuneOptions):
         raise InputError("tune_network() takes a NetworkBudget and NetworkTuneOptions (networks.options)")
     per_task = settings or TuneSettings()
@@ -584,7 +591,7 @@ def tune_network(
     specs: Sequence[InputSpec],
     target: Any,
     strategy: StrategyFactory,
-    scorer: Callable[[], Scorer],
+    scorer: TaskScorers,
     settings: TuneSettings | None = None,
     *,
     budget: NetworkBudget | None = None,
@@ -596,8 +603,9 @@ def tune_network(
 ) -> NetworkResult:
     """Import, prior schedules, tune under `budget` (`NetworkBudget`; default: none, the prior
     alone), build, check, time and (with `options.out_dir`) export; see the module doc.
-    `strategy`: the search every task runs (`search.assemble.choose_strategy`); `scorer`: a fresh
-    `Scorer` for each task; `options`: how the network is built, timed and reported
+    `strategy`: the search every task runs (`search.assemble.choose_strategy`); `scorer`: the
+    task scorers (`search.pooled`: a fresh `Scorer` for each task, pooled where the prior updates
+    in place); `options`: how the network is built, timed and reported
     (`NetworkTuneOptions`). With `rpc=(host, port, key)` the measurements go to the tracker's
     devices (as many at once as it holds); the network is still built, checked and timed here."""
     from rich.console import Console

@@ -97,6 +97,8 @@ class ModelAdapter(Scorer):
         #: `model_spec.make_scorer`. Default: PerStoreFeature.
         self.extractor: tuple[str, ...] = ("per-store-feature", "tvm-0.27")
         self.featurize: Callable[[Any, Sequence[Any]], list[np.ndarray]] | None = None
+        #: A network's pooled scorer that learns what this one observes too (`search.pooled`).
+        self.shares_with: ModelAdapter | None = None
 
     def _section(self, name: str) -> Any:
         if self.timer is None:
@@ -263,6 +265,8 @@ class ModelAdapter(Scorer):
         `verdict`: (prior, online) accuracy on random controls from the exploration policy
         (`Exploration.verdict`), which the online blend then follows."""
         self.results.add(group, feats, latencies)
+        if self.shares_with is not None:
+            self.shares_with.observe(group, feats, latencies)
         if not self.rule.due(self.results):
             self.rule.n_skipped += 1
             return False

@@ -29,6 +29,7 @@ from typing import Any
 from autosearch.errors import InputError
 from autosearch.search.explore import EXPLORE_MODES
 from autosearch.search.model_spec import auto_search, knows_device, make_scorer, warn_unknown_device
+from autosearch.search.pooled import TaskScorers, task_scorers
 from autosearch.search.scorer import Scorer
 from autosearch.search.strategies import (
     DecisionSettings,
@@ -184,12 +185,13 @@ def network_explore(search: str) -> str:
 
 def assemble_network(
     model: str, search: str = "auto", *, target: Any = None, seed: int = 0
-) -> tuple[StrategyFactory, Callable[[], Scorer]]:
+) -> tuple[StrategyFactory, TaskScorers]:
     """`tune-model`'s `--model` and `--search` as what `tune_network` takes: the strategy every task
-    runs (its exploration `network_explore`'s), and a factory of a fresh scorer per task (each
-    learns its own task's measurements). The model is loaded once here, so that a bad `--model`,
-    or one the search cannot score with, fails before the network imports; the first task's
-    scorer says (one line) where the device is new to it."""
+    runs (its exploration `network_explore`'s), and the task scorers (`search.pooled`: a fresh
+    scorer per task, each learning its own task's measurements, pooled where the prior updates in
+    place). The model is loaded once here, so that a bad `--model`, or one the search cannot score
+    with, fails before the network imports; the first task's scorer says (one line) where the
+    device is new to it."""
     scorer = make_scorer(model, seed=seed, target=target)
     runs = resolve_search(search, scorer, target)
     strategy = choose_strategy(scorer, runs, network_explore(runs), target=target, warn=False)
@@ -203,4 +205,4 @@ def assemble_network(
         warned.append(True)
         return fresh
 
-    return strategy, task_scorer
+    return strategy, task_scorers(task_scorer, pool=scorer)  # the pool: the network's own copy
