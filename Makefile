@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint install clean bench
+.PHONY: demo test test-integration lint install clean bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,11 @@ demo: $(STAMP)
 # the code's docstrings").
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+# the whole tuning runs that `make test` leaves out to stay under five minutes (tests marked
+# `integration`: tune and tune-model runs, Halide autotune, a collection stopped by Ctrl-C); CI runs both.
+test-integration: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -m integration
 
 # ruff (lint + format check) and mypy over the package, tests and benchmarks.
 lint: $(STAMP)

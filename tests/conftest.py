@@ -1,14 +1,17 @@
 """Shared fixtures and helpers. `collected_db` is a real collection (two small workloads), and
-`token_artifact` a real `tune-model` artifact of a token-embedding model, each made once per run.
+`token_artifact` a real `tune-model` artifact of a token-embedding model, each made once per run
+(`made_once`: once, not once per pytest-xdist worker).
 `run_cli` runs the command in this process, `fresh_process` in its own; `error_line` is the one
 `error:` line a command that failed on bad input must print."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,30 @@ def host():
     return host_target()
 
 
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """The folder `name` that `make(folder)` fills, once per test run: under pytest-xdist the first
+    worker to ask makes it, and the others wait for it and share it (a session or module fixture is
+    made once per worker, and `make test`'s two workers each tuned test_search_tune's run and
+    built the token artifact and the collection). Its users only read it. A `make` that failed is
+    tried again by the next worker to ask, which then fails the same way."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: a folder of its own
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    # (xdist's `--dist loadgroup` would send the users to one worker, but it groups nothing under
+    # pytest 9.2: pytest-xdist issue 1386)
+    root = tmp_path_factory.getbasetemp().parent  # this run's folder, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def collected_db(tmp_path_factory, host) -> Path:
     """A store holding 6 real measured schedules of each of two workloads, with features."""
@@ -69,18 +96,19 @@ def collected_db(tmp_path_factory, host) -> Path:
     from autosearch.store import Store
     from autosearch.workloads import resolve_workloads
 
-    path = tmp_path_factory.mktemp("collected") / "tiny.db"
-    with Store(path) as store:
-        collect(
-            resolve_workloads(TINY_WORKLOADS),
-            store,
-            host,
-            per_workload=6,
-            batch_size=6,
-            evaluator=EvaluatorSettings(number=1, repeat=3, min_repeat_ms=1),
-            progress=False,
-        )
-    return path
+    def make(folder: Path) -> None:
+        with Store(folder / "tiny.db") as store:
+            collect(
+                resolve_workloads(TINY_WORKLOADS),
+                store,
+                host,
+                per_workload=6,
+                batch_size=6,
+                evaluator=EvaluatorSettings(number=1, repeat=3, min_repeat_ms=1),
+                progress=False,
+            )
+
+    return made_once(tmp_path_factory, "collected", make) / "tiny.db"
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -161,21 +189,23 @@ def token_net(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def token_artifact(token_net: Path) -> Path:
+def token_artifact(tmp_path_factory: pytest.TempPathFactory, token_net: Path) -> Path:
     """One artifact of `make_tokens` (`tune-model --trials 0`, without its PyTorch timing in a
     fresh process) for the whole run: read it only; a test that changes it takes `token_art`."""
     import autosearch.networks.tune as nt
 
-    out = token_net.parent / "art"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)
-        proc = run_cli(
-            "tune-model", f"{token_net}:make_tokens", "--input", TOKEN_INPUT, "--trials", "0",
-            "--db", str(token_net.parent / "n.db"), "--out", str(out), "--json",
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {p.name for p in out.iterdir()} == {"model.json", "model.so"}
-    return out
+    def make(folder: Path) -> None:
+        out = folder / "art"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)
+            proc = run_cli(
+                "tune-model", f"{token_net}:make_tokens", "--input", TOKEN_INPUT, "--trials", "0",
+                "--db", str(folder / "n.db"), "--out", str(out), "--json",
+            )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert {p.name for p in out.iterdir()} == {"model.json", "model.so"}
+
+    return made_once(tmp_path_factory, "token_artifact", make) / "art"
 
 
 @pytest.fixture

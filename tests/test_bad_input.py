@@ -132,6 +132,8 @@ def test_module_function_calling_sys_exit_is_an_error(tmp_path: Path) -> None:
 
 
 # -- 3. Ctrl-C during building ---------------------------------------------------------------------
+# integration: a real collection in a fresh process, stopped by Ctrl-C (~25 s)
+@pytest.mark.integration
 def test_ctrl_c_during_collect_exits_130_and_keeps_the_database(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
     proc = subprocess.Popen(

@@ -20,6 +20,8 @@ KW = {
 }
 
 
+# integration: two whole autotune runs, one batch and then continued to two (~35 s)
+@pytest.mark.integration
 def test_autotune_loop_picks_the_best_by_remeasuring_finalists_and_continues(tmp_path):
     from autosearch.backends.halide.sample_io import load_from_dir, write_sample
 

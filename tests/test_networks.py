@@ -19,10 +19,13 @@ from autosearch.networks.check import compare_outputs
 from autosearch.networks.inputs import InputSpec, example_arrays, parse_inputs
 from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
 from autosearch.search.scheduler import TaskScheduler, task_kind
+from conftest import TOKEN_INPUT, TOKEN_NET
 
-NET = """
-import torch
-
+#: conftest's token-embedding models (`make_tokens`, `not_a_module`) and a linear layer with a ReLU
+#: (`make_model`).
+NET = (
+    TOKEN_NET
+    + """
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -31,26 +34,11 @@ class Net(torch.nn.Module):
     def forward(self, x):
         return torch.relu(self.fc(x))
 
-class Tokens(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = torch.nn.Embedding(50, 16)
-        self.fc = torch.nn.Linear(16, 8)
-
-    def forward(self, ids):
-        return self.fc(self.emb(ids)).sum(dim=1)
-
 def make_model():
     torch.manual_seed(0)
     return Net()
-
-def make_tokens():
-    torch.manual_seed(0)
-    return Tokens()
-
-def not_a_module():
-    return 42
 """
+)
 
 
 def test_inputs_are_parsed_and_checked_before_anything_is_imported() -> None:
@@ -255,6 +243,8 @@ def _tune_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
     return json.loads(out[out.index("{") :])
 
 
+# integration: a tune-model run with its PyTorch timing, exported, run in two fresh processes (~15 s)
+@pytest.mark.integration
 def test_prior_only_build_keeps_fast_math_and_exports_an_artifact_a_fresh_process_runs(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -337,6 +327,8 @@ def test_an_onnx_file_builds_and_matches_onnxs_reference(capsys: pytest.CaptureF
     )
 
 
+# integration: three tune-model runs with measured rounds (~50 s)
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_store_and_ctrl_c_exits_at_once(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -427,6 +419,8 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
         assert len(list(st.measurements())) >= 16  # the first run's 8 and the interrupted round's
 
 
+# integration: a tune-model run with a measured round and an export (~20 s)
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_round_reached_ranked_by_the_pooled_prior(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -449,7 +443,7 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
 
     monkeypatch.setattr(prior, "prior_schedule", counted)
     (tmp_path / "net.py").write_text(NET)
-    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", TOKEN_INPUT]
     s = _tune_json(
         capsys,
         [*argv, "--db", str(tmp_path / "n.db"), "--trials", "4", "--trials-per-round", "4"]
@@ -468,13 +462,15 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
     assert s["inputs"][0]["index_high"] == 50
     m = load_artifact(tmp_path / "art")
     ids = np.arange(24, dtype=np.int64).reshape(2, 12)
-    assert m(ids)[0].shape == (2, 8)
+    assert m(ids)[0].shape == (2, 12, 4)
     with pytest.raises(InputError, match=r"input ids: values must lie in \[0, 50\) .* got 27\.\.50"):
         m(ids + 27)
     with pytest.raises(InputError, match="got -1..22"):
         m(ids - 1)
 
 
+# integration: a budget-bound tune-model run (18 s and more)
+@pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measures(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -490,7 +486,7 @@ def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measu
     monkeypatch.setattr(pp, "END_SECONDS", 0.0)  # the whole 18 s for the import, the pass and the rounds
     monkeypatch.setattr(pp, "END_SECONDS_PER_TASK", 0.0)
     (tmp_path / "net.py").write_text(NET)
-    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", "ids:int64:2,12:0..50"]
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_tokens", "--input", TOKEN_INPUT]
     s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--budget-minutes", "0.3", "--json"])
     assert s["trials_measured"] > 0 and s["output_matches"] and s["time_breakdown"]["prior"] > 0
     assert {t["built_with"] for t in s["tasks"]} <= {"prior", "tuned", "untuned (measured faster)"}

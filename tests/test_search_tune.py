@@ -2,7 +2,8 @@
 
 One real tuning run (softmax 256x256, 16 trials: a round of 8 and one of 4 new schedules, then 4
 trials confirming the 2 fastest; the shipped pretrained model) is shared by the tests of this
-module; every other case fails before any measurement.
+module that take `tuned`; they and the control-rounds run are marked `integration` (`make
+test-integration`). Every other case fails before any measurement, or is one short `tune` call.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autosearch.cli import main
+from conftest import made_once
 
 WL = "softmax/256x256"
 SMALL = [
@@ -45,23 +47,28 @@ def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str,
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `autosearch tune --json` run; returns its summary, db and output dir."""
+    """One `autosearch tune --json` run (one per test run: `made_once`); returns its summary, db
+    and output dir."""
     import contextlib
     import io
 
-    tmp = tmp_path_factory.mktemp("tune")
-    db, out = tmp / "t.db", tmp / "out"
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        try:
-            main(["tune", WL, "--model", "pretrained", *SMALL, "--db", str(db), "--out", str(out)] + ["--json"])
-        except SystemExit as exc:
-            assert not exc.code, buf.getvalue()
-    text = buf.getvalue()
-    summary = json.loads(text[text.index("{") :])
-    return {"summary": summary, "db": db, "out": out}
+    def make(tmp: Path) -> None:
+        db, out = tmp / "t.db", tmp / "out"
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            try:
+                main(["tune", WL, "--model", "pretrained", *SMALL, "--db", str(db), "--out", str(out)] + ["--json"])
+            except SystemExit as exc:
+                assert not exc.code, buf.getvalue()
+        text = buf.getvalue()
+        (tmp / "summary.json").write_text(text[text.index("{") :])
+
+    tmp = made_once(tmp_path_factory, "tune", make)
+    summary = json.loads((tmp / "summary.json").read_text())
+    return {"summary": summary, "db": tmp / "t.db", "out": tmp / "out"}
 
 
+@pytest.mark.integration
 def test_summary_is_complete(tuned: dict) -> None:
     s = tuned["summary"]
     assert s["workload"] == WL and s["model"] == "pretrained"
@@ -102,6 +109,7 @@ def test_breakdown_counts_busy_cores_exclusively_per_section(monkeypatch: pytest
     assert again.seconds == {k: round(v, 4) for k, v in tb.seconds.items()} and again.total == round(tb.total or 0, 4)
 
 
+@pytest.mark.integration
 def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:
     from autosearch.features.per_store import EXTRACTOR
     from autosearch.store import Store
@@ -114,6 +122,7 @@ def test_every_measured_candidate_is_stored_with_features(tuned: dict) -> None:
         assert len(feats) == 16
 
 
+@pytest.mark.integration
 def test_apply_reproduces_the_best_schedule(tuned: dict, capsys: pytest.CaptureFixture[str]) -> None:
     from autosearch.backends.tvm.space import trace_json
     from autosearch.search.apply import apply_best
@@ -129,6 +138,7 @@ def test_apply_reproduces_the_best_schedule(tuned: dict, capsys: pytest.CaptureF
     assert code == 0 and "re-applied" in out
 
 
+@pytest.mark.integration
 def test_best_schedule_script_runs(tuned: dict, capsys: pytest.CaptureFixture[str]) -> None:
     import runpy
 
@@ -136,6 +146,7 @@ def test_best_schedule_script_runs(tuned: dict, capsys: pytest.CaptureFixture[st
     assert "median" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_convergence_plot(tuned: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "conv.png"
     code, _, err = _run(capsys, ["report-tuning", str(tuned["out"]), "--out", str(png)])
@@ -198,6 +209,8 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     assert (tmp_path / "o" / "best.json").is_file()
 
 
+# integration: a tune run of two rounds (~10 s)
+@pytest.mark.integration
 def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path) -> None:
     """`--explore control`: every round carries controls from the random-scored search, all
     measured schedules are distinct, and the store marks the controls; with `screen`, the first
