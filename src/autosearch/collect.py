@@ -3,6 +3,11 @@
 Resumable by construction: every batch is one transaction, and a workload is topped up to N
 records (ok or failed) counting what the store already holds, so re-running the same command
 after Ctrl-C or SIGKILL continues where the last complete batch ended.
+
+A network's tasks (`autosearch collect --network`) come here as workloads too; many of them (a
+reshape, a transpose) have nothing to decide, one fixed schedule and no ranking to learn, and
+`skip_fixed` counts them (`CollectSummary.nothing_to_decide`) instead of measuring that one
+schedule and announcing each.
 """
 
 from __future__ import annotations
@@ -17,13 +22,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from autosearch import interrupts
 from autosearch.backends.tvm.measure import EvaluatorSettings, Measurer, close_shared_measurers, shared_measurer
-from autosearch.backends.tvm.space import TaskSpace
+from autosearch.backends.tvm.space import NoDesignSpace, TaskSpace
 from autosearch.backends.tvm.target import canonical_target, device_fingerprint
 from autosearch.errors import AutosearchError, InputError
 from autosearch.features.per_store import EXTRACTOR, extract_features
 from autosearch.store import MeasurementRecord, Store, WorkloadRecord
 
-__all__ = ["CollectSummary", "collect"]
+__all__ = ["NOTHING_TO_DECIDE", "CollectSummary", "collect"]
+
+#: The note of a workload `skip_fixed` passed over (`CollectSummary.per_workload`).
+NOTHING_TO_DECIDE = "nothing to decide"
 
 
 @dataclass
@@ -34,6 +42,8 @@ class CollectSummary:
     ok: int = 0
     failed: int = 0
     skipped_full: int = 0
+    #: workloads passed over with `skip_fixed`: no design space, or none with a decision
+    nothing_to_decide: int = 0
     seconds: float = 0.0
     interrupted: bool = False
     budget_exhausted: bool = False
@@ -73,6 +83,7 @@ class _Job:
     deadline: float | None
     summary: CollectSummary
     console: Console
+    skip_fixed: bool = False
     measurer: Measurer | None = None
 
     def out_of_time(self) -> bool:
@@ -97,11 +108,14 @@ def collect(
     source: str = "random",
     console: Console | None = None,
     progress: bool = True,
+    skip_fixed: bool = False,
 ) -> CollectSummary:
-    """Top up every workload to `per_workload` measured schedules on `target`.
+    """Top up every workload to `per_workload` measured schedules on `target`, in the given order.
 
     Each batch: sample unseen schedules (MetaSchedule ReplayTrace), build + run them, extract
-    PerStoreFeature, write records and features in one transaction.
+    PerStoreFeature, write records and features in one transaction. `skip_fixed`: a workload
+    with no design space, or whose spaces have no decision, is not measured, only counted
+    (`CollectSummary.nothing_to_decide`; its note `NOTHING_TO_DECIDE`).
     """
     if per_workload < 1:
         raise InputError("--per-workload must be at least 1")
@@ -121,6 +135,7 @@ def collect(
         time.monotonic() + budget_minutes * 60 if budget_minutes else None,
         CollectSummary(),
         console,
+        skip_fixed,
     )
     todo = _plan(job, workloads, per_workload)
     start = time.monotonic()
@@ -170,10 +185,19 @@ def _collect_workload(job: _Job, wl: Any, need: int, advance: Any) -> None:
     if job.measurer is None:
         job.measurer = shared_measurer(job.target, job.evaluator, rpc=job.rpc)
     try:
-        space = TaskSpace(wl.mod(), job.target, seed=job.seed + job.store.count(wl.key, job.tgt), name=wl.name)
+        space: TaskSpace | None = TaskSpace(
+            wl.mod(), job.target, seed=job.seed + job.store.count(wl.key, job.tgt), name=wl.name
+        )
     except AutosearchError as exc:
-        info["note"] = str(exc)
-        job.console.print(f"[yellow]skip[/] {wl.name}: {exc}")
+        if not (job.skip_fixed and isinstance(exc, NoDesignSpace)):
+            info["note"] = str(exc)
+            job.console.print(f"[yellow]skip[/] {wl.name}: {exc}")
+            advance(need)
+            return
+        space = None
+    if space is None or (job.skip_fixed and not space.decides):
+        info["note"] = NOTHING_TO_DECIDE
+        job.summary.nothing_to_decide += 1
         advance(need)
         return
     seen = job.store.schedule_hashes(wl.key, job.tgt)

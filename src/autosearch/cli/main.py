@@ -14,7 +14,7 @@ from autosearch import interrupts
 from autosearch.backends.tvm.target import use_physical_cores
 from autosearch.cli.common import check_number, console, emit_json, err, parse_rpc
 from autosearch.cli.options import TVM_THREADS_OPT, apply_threads, deprecated_spelling, renamed
-from autosearch.errors import AutosearchError, one_line
+from autosearch.errors import AutosearchError, InputError, one_line
 from autosearch.formatting import format_seconds
 
 __all__ = ["app", "main"]
@@ -89,38 +89,116 @@ def workloads(
     console.print(table)
 
 
+#: How `collect --network` times the tasks by default (its help).
+_NETWORK_TIMING = (
+    "timed as tune-model times a network's tasks (networks.tune.network_evaluator: on a CPU 5 runs, each "
+    "started with the weights flushed from the caches, as they arrive in the network), so the labels mean "
+    "what tune-model's do"
+)
+
+
+# Long by nature: a Typer command's signature is its option list.
 @app.command()
 def collect(
-    workloads: str = typer.Option(..., "--workloads", "-w", help="Comma list: names, families, random:N."),
-    per_workload: int = typer.Option(64, "--per-workload", "-n", help="Top each workload up to N schedules."),
+    workloads: Optional[str] = typer.Option(
+        None, "--workloads", "-w", help="Comma list: names, families, random:N (or --network)."
+    ),
+    network: Optional[str] = typer.Option(
+        None,
+        "--network",
+        help="FILE.py:FUNC returning a torch.nn.Module, or FILE.onnx: collect the tasks tune-model tunes "
+        "(imported as tune-model imports it: the same graph passes and blocked convolutions; the same "
+        f"workload names and keys, so the records join tune-model's), costliest first (weight x FLOPs), "
+        f"{_NETWORK_TIMING}; tasks with nothing to decide are skipped. Instead of --workloads.",
+    ),
+    inputs: list[str] = typer.Option(
+        [],
+        "--input",
+        help="With --network: NAME:DTYPE:SHAPE[:LOW..HIGH], as for tune-model (repeat per input, in order; an "
+        "ONNX file's static input shapes are read from it).",
+    ),
+    input_shape: list[str] = typer.Option(
+        [], "--input-shape", help="With --network: shorthand for float32 inputs, as for tune-model."
+    ),
+    fast_math: bool = typer.Option(
+        True,
+        "--fast-math/--no-fast-math",
+        help="With --network: the tasks of tune-model run with the same flag (on by default there too).",
+    ),
+    per_workload: int = typer.Option(
+        64, "--per-workload", "-n", help="Top each workload (each task of --network) up to N schedules."
+    ),
     db: Path = DB_OPT,
     target: Optional[str] = typer.Option(None, "--target", help="JSON dict, TVM tag or preset; default: this CPU."),
-    budget_minutes: Optional[float] = typer.Option(None, "--budget-minutes", help="Stop after this long."),
+    budget_minutes: Optional[float] = typer.Option(
+        None, "--budget-minutes", help="Stop after this long (with --network, the model's import counts)."
+    ),
     batch_size: int = typer.Option(16, "--batch-size", help="Schedules per build/run/write batch."),
-    number: int = typer.Option(1, "--number", help="Runs averaged into one repeat."),
-    repeats: int = typer.Option(5, "--repeats", help="Repeats kept per schedule (median is the label)."),
+    number: Optional[int] = typer.Option(None, "--number", help="Runs averaged into one repeat (default 1)."),
+    repeats: Optional[int] = typer.Option(
+        None, "--repeats", help="Repeats kept per schedule, the median is the label (default 5)."
+    ),
     repeat_old: Optional[int] = renamed("--repeat", "--repeats"),
-    min_repeat_ms: int = typer.Option(20, "--min-repeat-ms", help="Each repeat lasts at least this long."),
-    cache_flush: bool = typer.Option(False, "--cache-flush/--no-cache-flush", help="Flush CPU caches between runs."),
+    min_repeat_ms: Optional[int] = typer.Option(
+        None, "--min-repeat-ms", help="Each repeat lasts at least this long (default 20; --network: 0)."
+    ),
+    cache_flush: Optional[bool] = typer.Option(
+        None,
+        "--cache-flush/--no-cache-flush",
+        help="Flush CPU caches between runs (default off; --network: on, on a CPU).",
+    ),
     rpc_tracker: Optional[str] = typer.Option(None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker."),
     rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
     threads: Optional[int] = TVM_THREADS_OPT,
 ) -> None:
-    """Measure random schedules of workloads into the database (resumable: re-run to continue)."""
+    """Measure random schedules of workloads, or of a network's tasks (--network), into the database
+    (resumable: re-run to continue)."""
+    import time
+
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import canonical_target, parse_target
     from autosearch.collect import collect as run_collect
     from autosearch.store import Store
-    from autosearch.workloads import resolve_workloads
 
+    t_start = time.monotonic()
+    if workloads is not None and network is not None:
+        raise InputError("give --workloads or --network, not both")
+    if workloads is None and network is None:
+        raise InputError("give --workloads or --network (see autosearch collect --help)")
+    if network is None and (inputs or input_shape):
+        raise InputError("--input and --input-shape go with --network")
     check_number(budget_minutes, "--budget-minutes")
-    wls = resolve_workloads(workloads)
+    specs = _network_inputs(network, inputs, input_shape) if network is not None else []
     rpc = parse_rpc(rpc_tracker, rpc_key)
     tgt = apply_threads(threads, parse_target(target), rpc)
     repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
-    evaluator = EvaluatorSettings(number, repeats, min_repeat_ms, cache_flush)
-    err.print(f"collecting {len(wls)} workloads x {per_workload} schedules on {canonical_target(tgt)} -> {db}")
+    base = EvaluatorSettings()
+    if network is not None:
+        from autosearch.networks.tune import network_evaluator
+
+        base = network_evaluator(tgt)
+    evaluator = _collect_evaluator(base, number, repeats, min_repeat_ms, cache_flush)
+    if network is not None:
+        err.print(f"importing {network} as tune-model does ...", highlight=False)
+        wls = _network_tasks(network, specs, tgt, fast_math)
+        what = f"{len(wls)} task{'s' if len(wls) != 1 else ''} of {network}"
+        if budget_minutes:  # the import counts: what is left, never 0 (which would mean no limit)
+            budget_minutes = max(budget_minutes - (time.monotonic() - t_start) / 60, 1e-3)
+    else:
+        from autosearch.workloads import resolve_workloads
+
+        wls = resolve_workloads(workloads or "")
+        what = f"{len(wls)} workloads"
+    err.print(f"collecting {what} x {per_workload} schedules on {canonical_target(tgt)} -> {db}", highlight=False)
+    if network is not None:
+        same = "tune-model's network timing" if evaluator == base else "not tune-model's network timing"
+        err.print(
+            f"each schedule: {evaluator.repeat} repeat(s) of {evaluator.number} run(s), at least "
+            f"{evaluator.min_repeat_ms} ms, caches {'flushed' if evaluator.enable_cpu_cache_flush else 'warm'} "
+            f"({same})",
+            highlight=False,
+        )
     with Store(db) as store:
         s = run_collect(
             wls,
@@ -133,21 +211,98 @@ def collect(
             rpc=rpc,
             seed=seed,
             console=err,
+            skip_fixed=network is not None,
         )
-    table = Table(title="collect summary")
-    for col in ("workload", "had", "measured", "ok", "note"):
-        table.add_column(col)
-    for name, info in s.per_workload.items():
-        table.add_row(name, str(info["before"]), str(info["measured"]), str(info["ok"]), info["note"])
-    console.print(table)
-    state = "interrupted" if s.interrupted else ("budget reached" if s.budget_exhausted else "done")
-    console.print(
-        f"{state}: {s.measured} measured ({s.ok} ok, {s.failed} failed) in {s.seconds:.0f} s, "
-        f"{s.rate:.2f} candidates/s; {s.skipped_full} workloads already full"
-    )
+    _print_collect_summary(s, tasks=network is not None)
     if s.interrupted:
         console.print("every completed batch is stored; run the same command again to resume")
         raise typer.Exit(130)
+
+
+def _print_collect_summary(s: Any, *, tasks: bool) -> None:
+    """The summary table and its lines. A network's tasks (`tasks`): only those measured or with a
+    note get a row; the full ones, those with nothing to decide and those the budget did not reach
+    are counted in a line each (a network has tens of each)."""
+    from autosearch.collect import NOTHING_TO_DECIDE
+
+    table = Table(title="collect summary")
+    for col in ("task" if tasks else "workload", "had", "measured", "ok", "note"):
+        table.add_column(col)
+    idle = 0
+    for name, info in s.per_workload.items():
+        if info["note"] == NOTHING_TO_DECIDE:
+            continue
+        if tasks and not info["measured"] and not info["note"]:
+            idle += 1
+            continue
+        table.add_row(name, str(info["before"]), str(info["measured"]), str(info["ok"]), info["note"])
+    console.print(table)
+    if s.nothing_to_decide:
+        n = s.nothing_to_decide
+        console.print(
+            f"{n} task{'s' if n != 1 else ''} with nothing to decide (one fixed schedule: a layout transform, a "
+            "reshape) skipped"
+        )
+    if idle > s.skipped_full:
+        n = idle - s.skipped_full
+        console.print(f"{n} task{'s' if n != 1 else ''} not reached: run the same command again to continue")
+    state = "interrupted" if s.interrupted else ("budget reached" if s.budget_exhausted else "done")
+    console.print(
+        f"{state}: {s.measured} measured ({s.ok} ok, {s.failed} failed) in {s.seconds:.0f} s, "
+        f"{s.rate:.2f} candidates/s; {s.skipped_full} {'tasks' if tasks else 'workloads'} already full"
+    )
+
+
+def _network_inputs(network: str, inputs: list[str], input_shape: list[str]) -> list[Any]:
+    """`--network`'s model spec and inputs checked as tune-model checks them, before any import."""
+    from autosearch.networks.inputs import parse_inputs
+    from autosearch.workloads.module import check_module_spec
+
+    onnx = network.endswith(".onnx")
+    if not onnx:
+        check_module_spec(network)
+    elif not Path(network).is_file():
+        raise InputError(f"ONNX file {network} does not exist")
+    return parse_inputs(inputs, input_shape, onnx=network if onnx else None)
+
+
+def _collect_evaluator(
+    base: Any, number: Optional[int], repeats: Optional[int], min_repeat_ms: Optional[int], flush: Optional[bool]
+) -> Any:
+    """`base` (`EvaluatorSettings`) with the options that were given in place of its fields."""
+    import dataclasses
+
+    given = {
+        "number": number,
+        "repeat": repeats,
+        "min_repeat_ms": min_repeat_ms,
+        "enable_cpu_cache_flush": flush,
+    }
+    return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+
+
+def _network_tasks(network: str, specs: list[Any], target: Any, fast_math: bool) -> list[Any]:
+    """The workloads of a model's tasks, as `tune-model` imports the model (`graph.load_source`,
+    `graph.import_network` with tune-model's defaults) and names and keys them (`net/<task>`),
+    costliest first: weight x FLOPs, ties as imported."""
+    import warnings
+
+    from autosearch.networks.graph import import_network, load_source
+    from autosearch.networks.inputs import example_arrays
+    from autosearch.networks.options import NetworkTuneOptions
+
+    defaults = NetworkTuneOptions()
+    arrays = example_arrays(specs, defaults.seed)
+    with warnings.catch_warnings():  # third-party deprecation noise (torch.export, transformers)
+        for cat in (FutureWarning, DeprecationWarning, UserWarning):
+            warnings.simplefilter("ignore", cat)
+        source = load_source(network)
+        graph = import_network(network, source, specs, arrays, target, fast_math=fast_math, blocked=defaults.blocked)
+
+    def cost(wl: Any) -> float:
+        return float(wl.params.get("weight", 1)) * float(wl.flops or 0.0)
+
+    return sorted(graph.workloads, key=cost, reverse=True)  # stable: ties keep the import's order
 
 
 @db_app.command("stats")

@@ -13,7 +13,7 @@ from typing import Any
 from autosearch.errors import WorkloadError, one_line
 from autosearch.hashing import schedule_hash
 
-__all__ = ["TaskSpace", "replay_postprocessed", "to_plain_json", "trace_json"]
+__all__ = ["NoDesignSpace", "TaskSpace", "replay_postprocessed", "to_plain_json", "trace_json"]
 
 
 def trace_json(sch: Any) -> str:
@@ -53,6 +53,10 @@ def to_plain_json(obj: Any) -> Any:
     raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
 
 
+class NoDesignSpace(WorkloadError):
+    """MetaSchedule generated no design space for a workload: there is no schedule to draw."""
+
+
 class TaskSpace:
     """Design space of one workload on one target; `sample()` draws unseen random schedules."""
 
@@ -78,8 +82,14 @@ class TaskSpace:
         except Exception as exc:
             raise WorkloadError(f"MetaSchedule cannot build a design space for {name}: {one_line(exc)}") from None
         if not self.spaces:
-            raise WorkloadError(f"{name} has no tunable design space on {target.kind.name}")
+            raise NoDesignSpace(f"{name} has no tunable design space on {target.kind.name}")
         self._started = False
+
+    @property
+    def decides(self) -> bool:
+        """Whether any design space has a random decision; False: each space is one fixed schedule
+        (a network's reshape or transpose), so random sampling draws the same schedule again."""
+        return any(len(sch.trace.decisions) > 0 for sch in self.spaces)
 
     def sample(self, n: int, seen: set[str], max_rounds: int = 8) -> list[tuple[Any, str, str]]:
         """Up to n new candidates as (MeasureCandidate, trace JSON, schedule hash); adds to `seen`.
