@@ -8,8 +8,9 @@ On an AVX2 Zen 3 (the prior trained on AVX-512 CPUs), the prefix prior's first p
 MobileNetV2 blocked convolution ran 1.1-11x slower than the best of its own first round, and
 across the network's tasks it ranked that round no better than chance. Fine-tuned on the other
 tasks of the same network measured on the same CPU, it ranked a held-out task's round
-markedly better (leave-one-task-out; `bench/network_transfer.py`, bench/README.md "One prior
-learned over a network's tasks").
+markedly better (leave-one-task-out; `bench/network_transfer.py`), and MobileNetV2 built 1.13x
+faster in 10 minutes (bench/README.md "MobileNetV2 against ONNX Runtime and OpenVINO, with and
+without the pooled prior").
 
 How: the pool is a `ModelAdapter` over the network's own copy of the prior. Every task scorer
 forwards what it observes (the same extractor's features, grouped by task) to the pool, which
