@@ -5,11 +5,11 @@
 Why: a task's scorer fine-tunes its copy of the prior on its own task and forgets it with the
 task, so on a CPU the shipped prior never saw, every task started from the same wrong ranking.
 On an AVX2 Zen 3 (the prior trained on AVX-512 CPUs), the prefix prior's first pick of a
-MobileNetV2 blocked convolution ran 1.1-11x slower than the best of its own first round, and
-across the network's tasks it ranked that round no better than chance. Fine-tuned on the other
+MobileNetV2 blocked convolution was often several times slower than the best of its own first
+round, and across the network's tasks it ranked that round no better than chance. Fine-tuned on the other
 tasks of the same network measured on the same CPU, it ranked a held-out task's round
-markedly better (leave-one-task-out; `bench/network_transfer.py`), and MobileNetV2 built 1.13x
-faster in 10 minutes (bench/README.md "MobileNetV2 against ONNX Runtime and OpenVINO, with and
+markedly better (leave-one-task-out; `bench/network_transfer.py`), and MobileNetV2 built faster
+in the same 10 minutes (bench/README.md "MobileNetV2 against ONNX Runtime and OpenVINO, with and
 without the pooled prior").
 
 How: the pool is a `ModelAdapter` over the network's own copy of the prior. Every task scorer
