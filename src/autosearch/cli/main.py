@@ -285,17 +285,13 @@ def _network_tasks(network: str, specs: list[Any], target: Any, fast_math: bool)
     """The workloads of a model's tasks, as `tune-model` imports the model (`graph.load_source`,
     `graph.import_network` with tune-model's defaults) and names and keys them (`net/<task>`),
     costliest first: weight x FLOPs, ties as imported."""
-    import warnings
-
-    from autosearch.networks.graph import import_network, load_source
+    from autosearch.networks.graph import import_network, load_source, quiet_import
     from autosearch.networks.inputs import example_arrays
     from autosearch.networks.options import NetworkTuneOptions
 
     defaults = NetworkTuneOptions()
     arrays = example_arrays(specs, defaults.seed)
-    with warnings.catch_warnings():  # third-party deprecation noise (torch.export, transformers)
-        for cat in (FutureWarning, DeprecationWarning, UserWarning):
-            warnings.simplefilter("ignore", cat)
+    with quiet_import():
         source = load_source(network)
         graph = import_network(network, source, specs, arrays, target, fast_math=fast_math, blocked=defaults.blocked)
 

@@ -22,8 +22,10 @@ Pipeline (TVM 0.27):
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ __all__ = [
     "pad_matmul_rows",
     "padded_rows",
     "power_as_products",
+    "quiet_import",
     "tasks_of",
     "whole_image_pools_as_means",
 ]
@@ -59,6 +62,16 @@ class NetworkGraph:
     workloads: list[Any]
     #: rows of the table each integer input indexes (`index_bounds`), by input name
     index_bounds: dict[str, int] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def quiet_import() -> Iterator[None]:
+    """Third-party deprecation noise (torch.export, transformers) kept off the user's screen while
+    a model is loaded and imported."""
+    with warnings.catch_warnings():
+        for cat in (FutureWarning, DeprecationWarning, UserWarning):
+            warnings.simplefilter("ignore", cat)
+        yield
 
 
 def load_source(spec: str, deadline: float | None = None) -> Any:

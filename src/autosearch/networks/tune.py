@@ -23,13 +23,11 @@ Steps (each module of this package does one):
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import sys
 import time
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +36,7 @@ import numpy as np
 from autosearch import interrupts
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
+from autosearch.networks.graph import quiet_import
 from autosearch.networks.inputs import InputSpec, example_arrays
 from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
 from autosearch.networks.prior_pass import PriorPass, end_reserve
@@ -138,15 +137,6 @@ class NetworkResult:
             "outside_tasks_s": self.outside_tasks_s,
             "pooled_prior_tasks": self.pooled_prior_tasks,
         }
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Third-party deprecation noise (torch.export, transformers) kept off the user's screen."""
-    with warnings.catch_warnings():
-        for cat in (FutureWarning, DeprecationWarning, UserWarning):
-            warnings.simplefilter("ignore", cat)
-        yield
 
 
 def _is_onnx(source: Any) -> bool:
@@ -313,7 +303,7 @@ def _import_stage(job: NetworkJob, specs: Sequence[InputSpec], result: NetworkRe
     from autosearch.networks.graph import import_network, load_source
 
     arrays = example_arrays(specs, job.seed)
-    with _quiet():
+    with quiet_import():
         source = load_source(job.spec, job.deadline)  # the budget covers the user's import and call
         expected = reference_outputs(source, arrays)
         t0 = time.perf_counter()
@@ -539,7 +529,7 @@ def _build_stage(job: NetworkJob, net: ImportedNetwork, database: Any, result: N
     if job.fast_math and not result.correct and not result.interrupted:
         from autosearch.networks.graph import import_network
 
-        with _quiet():
+        with quiet_import():
             net.graph = import_network(
                 job.spec, net.source, net.specs, net.arrays, job.target, fast_math=False, blocked=job.blocked
             )
