@@ -732,7 +732,7 @@ def test_a_schedule_that_computes_something_else_is_never_built() -> None:
 
 class BlockNet:
     """A 3-channel stem (stays NCHW), a convolution of 16 -> 32 channels (whole blocks of 4, 8 or
-    16 lanes: blocked), a depthwise one (grouped: stays) and a residual add."""
+    16 lanes: blocked), a depthwise one (blocked too) and a residual add."""
 
     @staticmethod
     def make() -> object:
@@ -754,9 +754,10 @@ class BlockNet:
 
 
 def test_convolutions_with_whole_channel_blocks_are_built_blocked_and_match_pytorch() -> None:
-    """`layouts.blocked_convolutions`: only the 16 -> 32 convolution goes to NCHW{b}c (b: the
-    register's float32 lanes; its output blocked), the network built untuned from it computes
-    PyTorch's output as the unblocked one does, and without SIMD registers (a GPU) nothing changes."""
+    """`layouts.blocked_convolutions`: the 16 -> 32 convolution and the depthwise one go to
+    NCHW{b}c (b: the register's float32 lanes; their outputs blocked), the 3-channel stem stays,
+    the network built untuned from it computes PyTorch's output as the unblocked one does, and
+    without SIMD registers (a GPU) nothing changes."""
     from tvm import relax
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
@@ -774,16 +775,84 @@ def test_convolutions_with_whole_channel_blocks_are_built_blocked_and_match_pyto
     expected = nt.reference_outputs(net, [x])
     blocked = graph_mod.import_network("blocks", net, specs, [x], target)
     plain = graph_mod.import_network("blocks", net, specs, [x], target, blocked=False)
-    (conv,) = [w for w in blocked.workloads if "NCHWc" in w.name]
+    (conv,) = [w for w in blocked.workloads if "conv2d_NCHWc" in w.name and "depthwise" not in w.name]
+    (depthwise,) = [w for w in blocked.workloads if "depthwise_conv2d_NCHWc" in w.name]
     out = f"T.Buffer((T.int64(1), T.int64({32 // lanes}), T.int64(12), T.int64(12), T.int64({lanes}))"
     assert out in conv.mod()["main"].script()  # the blocked output
+    assert out in depthwise.mod()["main"].script()
     assert not any("NCHWc" in w.name for w in plain.workloads)
-    assert len(blocked.workloads) >= len(plain.workloads)  # the stem and the depthwise conv stay
     dev, args = nt._on_device(target, [x])
     for graph in (blocked, plain):
         built = graph_mod.build_network(graph, MemoryDatabase(), target)
         assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
     assert blocked_convolutions(plain.mod, 0) is plain.mod  # no SIMD registers known (a GPU): as is
+
+
+class TFPaddedBlockNet:
+    """MobileNetV2's inverted residual block as transformers writes it (TensorFlow's padding):
+    an explicit zero pad before every convolution (of width 0 before a 1x1 one, one row and
+    column after before a strided depthwise one), ReLU6 as a clamp, a grouped convolution (two
+    groups of 16 channels), a pooled residual, then a depthwise convolution and a mean over the
+    image."""
+
+    @staticmethod
+    def make() -> object:
+        import torch
+        from torch.nn import functional as F
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = torch.nn.Conv2d(3, 16, 3, stride=2)
+                self.mix = torch.nn.Conv2d(16, 16, 1)
+                self.expand = torch.nn.Conv2d(16, 32, 1)
+                self.grouped = torch.nn.Conv2d(32, 32, 3, padding=1, groups=2)
+                self.dw = torch.nn.Conv2d(32, 32, 3, stride=2, groups=32)
+                self.project = torch.nn.Conv2d(32, 16, 1)
+                self.dw2 = torch.nn.Conv2d(16, 16, 3, groups=16)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                y = self.mix(torch.clamp(self.stem(F.pad(x, (0, 1, 0, 1))), 0, 6))
+                h = self.grouped(torch.clamp(self.expand(F.pad(y, (0, 0, 0, 0))), 0, 6))
+                h = torch.clamp(self.dw(F.pad(h, (0, 1, 0, 1))), 0, 6)
+                h = self.project(F.pad(h, (0, 0, 0, 0)))
+                z = F.max_pool2d(y, 2) + h
+                return self.dw2(F.pad(z, (1, 1, 1, 1))).mean(dim=(2, 3))
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+def test_clamps_and_explicit_pads_keep_one_blocked_layout_through_the_block() -> None:
+    """`layouts.clips_as_bounds` and `layouts.pads_into_convolutions`: after the stem, the whole
+    block stays in NCHW{b}c, grouped and depthwise convolutions and pooling included: one layout conversion in (the stem's output) and
+    one out (the mean's), no pad is a task of its own, ReLU6 fuses into
+    its convolution, and the network built untuned computes PyTorch's output."""
+    import re
+
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+
+    target = host_target()
+    x = np.random.default_rng(0).random((1, 3, 33, 33), dtype=np.float32)
+    specs, net = [InputSpec("x", "float32", x.shape)], TFPaddedBlockNet.make()
+    expected = nt.reference_outputs(net, [x])
+    graph = graph_mod.import_network("tfpad", net, specs, [x], target)
+    calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
+    conversions = [c for c in calls if "layout_transform" in c]
+    assert len(conversions) <= 2, calls  # into the block after the stem, and the output's
+    assert not [c for c in calls if re.fullmatch(r"pad\d*", c)], calls
+    assert sum("depthwise_conv2d_NCHWc" in c for c in calls) == 2, calls
+    assert sum("group_conv2d_NCHWc" in c for c in calls) == 1, calls
+    assert any("conv2d_NCHWc" in c and "maximum" in c and "minimum" in c for c in calls), calls
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    dev, args = nt._on_device(target, [x])
+    assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
 
 
 def test_a_model_whose_layer_norm_the_blocked_layout_would_reach_keeps_its_layouts() -> None:

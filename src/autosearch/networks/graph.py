@@ -388,7 +388,12 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register
     import tvm
     from tvm import relax
 
-    from autosearch.networks.layouts import blocked_convolutions, legalize_map
+    from autosearch.networks.layouts import (
+        blocked_convolutions,
+        clips_as_bounds,
+        legalize_map,
+        pads_into_convolutions,
+    )
 
     t = relax.transform
     if params:
@@ -403,7 +408,8 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register
     # constants (that mask) is computed here once.
     dispatch = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan()]
     mod = tvm.transform.Sequential([*dispatch, t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
-    mod = blocked_convolutions(mod, register_bits)
+    if register_bits > 0:
+        mod = blocked_convolutions(pads_into_convolutions(clips_as_bounds(mod)), register_bits)
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)

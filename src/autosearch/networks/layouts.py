@@ -13,26 +13,31 @@ NCHW{b}c data, OIHW{b}o weights and gives NCHW{b}c; the elementwise operators af
 layout, so the activations change layout only where a convolution that stays NCHW (a 3-channel
 stem, a depthwise one) or the model's output needs it; the weights' transform folds into the
 constants. Relax's own legalization refuses channel-chunk layouts, so a blocked `conv2d` is
-legalized with TOPI's `conv2d_NCHWc_OIHWo`.
+legalized with TOPI's `conv2d_NCHWc_OIHWo`, a blocked depthwise one with `depthwise_nchwc`.
+
+Two operators TVM 0.27's layout inference does not carry would send every block back to NCHW:
+`clip` (ReLU6) and `pad` (a model ported from TensorFlow pads explicitly before each
+convolution, by zero where a 1x1 needs none). `clips_as_bounds` writes a clip as the
+`maximum`/`minimum` it is, and `pads_into_convolutions` gives a zero pad to the convolution it
+feeds (as ONNX Runtime's and OpenVINO's pad fusion do) and drops pads of width zero.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["blocked_convolutions", "channel_block", "legalize_map"]
+__all__ = ["blocked_convolutions", "channel_block", "clips_as_bounds", "legalize_map", "pads_into_convolutions"]
 
 CONV2D = "relax.nn.conv2d"
 
 
 def channel_block(call: Any, register_bits: int) -> int:
     """The channel block a `conv2d` call gets (its dtype's lanes in one register), or 0 where it
-    stays as it is: grouped, a layout other than NCHW/OIHW, shapes not static, or channels that
-    are not whole blocks. Why not depthwise ones: blocked too (a TE kernel of their own),
-    MobileNetV2 from the prior alone ran slower than with them as imported, and had more tasks
-    (side by side; bench/HISTORY.md)."""
+    stays as it is: a layout other than NCHW/OIHW, shapes not static, or channels that are not
+    whole blocks (in a grouped convolution: each group's; a depthwise one's channels)."""
     attrs = call.attrs
-    if register_bits <= 0 or int(attrs.groups) != 1:
+    if register_bits <= 0:
         return 0
     if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout or attrs.data_layout) != ("NCHW", "OIHW", "NCHW"):
         return 0
@@ -43,8 +48,12 @@ def channel_block(call: Any, register_bits: int) -> int:
     except (AttributeError, TypeError, ValueError, IndexError):
         return 0  # a symbolic channel count
     block = register_bits // bits if bits else 0
+    groups = int(attrs.groups)
     if block < 2 or in_channels % block or out_channels % block:
         return 0
+    depthwise = groups == in_channels == out_channels
+    if not depthwise and ((in_channels // groups) % block or (out_channels // groups) % block):
+        return 0  # a group that is not whole blocks
     return block
 
 
@@ -92,6 +101,15 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
     out_dtype = str(attrs.out_dtype)
     if out_dtype in ("", "void"):
         out_dtype = str(call.args[0].ty.dtype)
+    groups = int(attrs.groups)
+    if groups != 1:
+        depthwise = int(call.args[1].ty.shape.values[1]) == 1  # one input channel a group (`channel_block`)
+        kernel, name = (
+            (depthwise_nchwc, "depthwise_conv2d_NCHWc") if depthwise else (grouped_nchwc, "group_conv2d_NCHWc")
+        )
+        geometry = [[int(v) for v in values] for values in (attrs.strides, attrs.padding, attrs.dilation)]
+        extra = [] if depthwise else [groups]
+        return bb.call_te(kernel, call.args[0], call.args[1], *geometry, out_dtype, *extra, primfunc_name_hint=name)
     return bb.call_te(
         topi.nn.conv2d_NCHWc_OIHWo,
         data=call.args[0],
@@ -104,6 +122,167 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
         out_dtype=out_dtype,
         primfunc_name_hint="conv2d_NCHWc",
     )
+
+
+def depthwise_nchwc(
+    data: Any, kernel: Any, strides: list[int], padding: list[int], dilation: list[int], out_dtype: str
+) -> Any:
+    """A depthwise convolution on NCHW{b}c data with OIHW{b}o weights (`(C/b, 1, KH, KW, b)`):
+    each lane of the output block reads the same lane of the input block. TVM's x86
+    `depthwise_conv2d_NCHWc` needs an AutoTVM configuration; this is its computation."""
+    from tvm import te
+
+    n, chunks, height, width, block = (int(v) for v in data.shape)
+    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
+    data, (top, left, bottom, right) = _padded(data, padding)
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (n, chunks, oh, ow, block),
+        lambda b, c, y, x, i: te.sum(
+            data[b, c, y * sh + ry * dh, x * sw + rx * dw, i].astype(out_dtype)
+            * kernel[c, 0, ry, rx, i].astype(out_dtype),
+            axis=[ry, rx],
+        ),
+        name="depthwise_conv2d_NCHWc",
+    )
+
+
+def _padded(data: Any, padding: list[int]) -> tuple[Any, tuple[int, int, int, int]]:
+    """NCHW{b}c `data` zero-padded on the image axes (top, left, bottom, right)."""
+    from tvm import topi
+
+    top, left, bottom, right = padding if len(padding) == 4 else (padding[0], padding[1]) * 2
+    if top or left or bottom or right:
+        data = topi.nn.pad(data, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="data_pad")
+    return data, (top, left, bottom, right)
+
+
+def grouped_nchwc(
+    data: Any,
+    kernel: Any,
+    strides: list[int],
+    padding: list[int],
+    dilation: list[int],
+    out_dtype: str,
+    groups: int,
+) -> Any:
+    """A grouped convolution whose groups are whole channel blocks, on NCHW{b}c data with
+    OIHW{b}o weights (`(C_out/b, C_in/groups, KH, KW, b)`): output block `k` reads the input
+    blocks of its group. TVM's x86 `group_conv2d_nchw` has no blocked form."""
+    from tvm import te
+
+    n, _, height, width, block = (int(v) for v in data.shape)
+    out_chunks, group_in, kh, kw = (int(v) for v in kernel.shape[:4])
+    data, (top, left, bottom, right) = _padded(data, padding)
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
+    out_per_group, in_per_group = out_chunks // groups, group_in // block  # in blocks
+    rc, ri = te.reduce_axis((0, in_per_group), name="rc"), te.reduce_axis((0, block), name="ri")
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (n, out_chunks, oh, ow, block),
+        lambda b, k, y, x, o: te.sum(
+            data[b, k // out_per_group * in_per_group + rc, y * sh + ry * dh, x * sw + rx * dw, ri].astype(out_dtype)
+            * kernel[k, rc * block + ri, ry, rx, o].astype(out_dtype),
+            axis=[rc, ri, ry, rx],
+        ),
+        name="group_conv2d_NCHWc",
+    )
+
+
+def clips_as_bounds(mod: Any) -> Any:
+    """Every `clip(x, lo, hi)` as `minimum(maximum(x, lo), hi)`: the same numbers, in operators
+    TVM's layout inference carries (it has none for `clip`, so each ReLU6 after a blocked
+    convolution converted the activations back to NCHW)."""
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    from autosearch.networks.graph import _rewrite_functions
+
+    @expr_functor.mutator
+    class Bounds(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if str(getattr(call.op, "name", "")) != "relax.clip":
+                return call
+            x = call.args[0]
+            dtype = str(getattr(getattr(x, "ty", None), "dtype", ""))
+            lo, hi = (_scalar(a) for a in call.args[1:3])
+            if not dtype.startswith("float") or lo is None or hi is None:
+                return call
+            out = x
+            if math.isfinite(lo):
+                out = self.builder_.emit(relax.op.maximum(out, relax.const(lo, dtype)))
+            if math.isfinite(hi):
+                out = relax.op.minimum(out, relax.const(hi, dtype))
+            return out
+
+    return _rewrite_functions(Bounds, mod)
+
+
+def _scalar(arg: Any) -> float | None:
+    """A clip bound's value (a `PrimValue` or an immediate), or None where it is not a constant."""
+    value = getattr(arg, "value", None)
+    value = getattr(value, "value", value)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def pads_into_convolutions(mod: Any) -> Any:
+    """Every constant zero `pad` of an NCHW tensor's image axes that feeds a `conv2d` given to that
+    convolution's own padding, and every pad of width zero dropped; a pad something else reads
+    stays for it. Why: TVM's layout inference does not carry `pad`, so each one between blocked
+    convolutions cost two layout conversions and a copy, and a task of its own."""
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    from autosearch.networks.graph import _rewrite_functions
+
+    def zero_pad(expr: Any) -> list[int] | None:
+        """An NCHW zero pad's widths (before and after, for each axis), or None."""
+        if str(getattr(getattr(expr, "op", None), "name", "")) != "relax.nn.pad":
+            return None
+        a = expr.attrs
+        if str(a.pad_mode) != "constant" or float(a.pad_value) != 0.0:
+            return None
+        width = [int(v) for v in a.pad_width]
+        return width if len(width) == 8 and not any(width[:4]) else None
+
+    @expr_functor.mutator
+    class Fold(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            name = str(getattr(call.op, "name", ""))
+            width = zero_pad(call)
+            if width is not None and not any(width):
+                return call.args[0]
+            if name != CONV2D or str(call.attrs.data_layout) != "NCHW":
+                return call
+            x = call.args[0]
+            bound = self.lookup_binding(x) if isinstance(x, relax.Var) else None
+            width = zero_pad(bound)
+            if width is None or bound is None:
+                return call
+            a = call.attrs
+            top, left, bottom, right = (int(v) for v in a.padding)
+            return relax.op.nn.conv2d(
+                bound.args[0],
+                call.args[1],
+                strides=a.strides,
+                padding=[top + width[4], left + width[6], bottom + width[5], right + width[7]],
+                dilation=a.dilation,
+                groups=int(a.groups),
+                data_layout=a.data_layout,
+                kernel_layout=a.kernel_layout,
+                out_layout=a.out_layout,
+                out_dtype=a.out_dtype,
+            )
+
+    t = relax.transform
+    return t.DeadCodeElimination()(t.CanonicalizeBindings()(_rewrite_functions(Fold, mod)))
 
 
 def legalize_map() -> dict[str, Any]:
