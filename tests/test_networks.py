@@ -731,7 +731,7 @@ def test_a_schedule_that_computes_something_else_is_never_built() -> None:
 
 
 class BlockNet:
-    """A 3-channel stem (stays NCHW), a convolution of 16 -> 32 channels (whole blocks of 4, 8 or
+    """A 3-channel stem (NCHW in, blocked out), a convolution of 16 -> 32 channels (whole blocks of 4, 8 or
     16 lanes: blocked), a depthwise one (blocked too) and a residual add."""
 
     @staticmethod
@@ -755,9 +755,9 @@ class BlockNet:
 
 def test_convolutions_with_whole_channel_blocks_are_built_blocked_and_match_pytorch() -> None:
     """`layouts.blocked_convolutions`: the 16 -> 32 convolution and the depthwise one go to
-    NCHW{b}c (b: the register's float32 lanes; their outputs blocked), the 3-channel stem stays,
-    the network built untuned from it computes PyTorch's output as the unblocked one does, and
-    without SIMD registers (a GPU) nothing changes."""
+    NCHW{b}c (b: the register's float32 lanes; their outputs blocked), the 3-channel stem reads
+    NCHW and writes NCHW{b}c, the network built untuned from it computes PyTorch's output as the
+    unblocked one does, and without SIMD registers (a GPU) nothing changes."""
     from tvm import relax
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
@@ -777,6 +777,8 @@ def test_convolutions_with_whole_channel_blocks_are_built_blocked_and_match_pyto
     plain = graph_mod.import_network("blocks", net, specs, [x], target, blocked=False)
     (conv,) = [w for w in blocked.workloads if "conv2d_NCHWc" in w.name and "depthwise" not in w.name]
     (depthwise,) = [w for w in blocked.workloads if "depthwise_conv2d_NCHWc" in w.name]
+    (stem,) = [w for w in blocked.workloads if "conv2d_NCHW_NCHWc" in w.name]
+    assert "T.Buffer((T.int64(1), T.int64(3), T.int64(12), T.int64(12))" in stem.mod()["main"].script()
     out = f"T.Buffer((T.int64(1), T.int64({32 // lanes}), T.int64(12), T.int64(12), T.int64({lanes}))"
     assert out in conv.mod()["main"].script()  # the blocked output
     assert out in depthwise.mod()["main"].script()
@@ -824,9 +826,9 @@ class TFPaddedBlockNet:
 
 
 def test_clamps_and_explicit_pads_keep_one_blocked_layout_through_the_block() -> None:
-    """`layouts.clips_as_bounds` and `layouts.pads_into_convolutions`: after the stem, the whole
-    block stays in NCHW{b}c, grouped and depthwise convolutions and pooling included: one layout conversion in (the stem's output) and
-    one out (the mean's), no pad is a task of its own, ReLU6 fuses into
+    """`layouts.clips_as_bounds` and `layouts.pads_into_convolutions`: from the stem's output on,
+    the whole block stays in NCHW{b}c, grouped and depthwise convolutions and pooling included:
+    one layout conversion (the mean's output), no pad is a task of its own, ReLU6 fuses into
     its convolution, and the network built untuned computes PyTorch's output."""
     import re
 
@@ -845,7 +847,7 @@ def test_clamps_and_explicit_pads_keep_one_blocked_layout_through_the_block() ->
     graph = graph_mod.import_network("tfpad", net, specs, [x], target)
     calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
     conversions = [c for c in calls if "layout_transform" in c]
-    assert len(conversions) <= 2, calls  # into the block after the stem, and the output's
+    assert len(conversions) <= 1, calls  # the output's
     assert not [c for c in calls if re.fullmatch(r"pad\d*", c)], calls
     assert sum("depthwise_conv2d_NCHWc" in c for c in calls) == 2, calls
     assert sum("group_conv2d_NCHWc" in c for c in calls) == 1, calls
@@ -853,6 +855,37 @@ def test_clamps_and_explicit_pads_keep_one_blocked_layout_through_the_block() ->
     built = graph_mod.build_network(graph, MemoryDatabase(), target)
     dev, args = nt._on_device(target, [x])
     assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
+
+
+def test_a_pad_is_folded_only_where_the_convolution_alone_reads_it_as_zeros() -> None:
+    """`layouts.pads_into_convolutions` on its edges: a zero pad read by a convolution and by an
+    add is given to the convolution and stays for the add; a crop (negative widths), a pad of
+    ones and a clip with an open upper bound are left as they are or written exactly."""
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.layouts import clips_as_bounds, pads_into_convolutions
+
+    x = relax.Var("x", relax.TensorType((1, 8, 6, 6), "float32"))
+    w = relax.Var("w", relax.TensorType((8, 8, 3, 3), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            padded = bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1]))
+            conv = bb.emit(relax.op.nn.conv2d(padded, w))  # 6x6 again
+            shared = bb.emit(relax.op.add(padded, padded))  # reads the pad too
+            cropped = bb.emit(relax.op.nn.conv2d(bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, -1, 0, 0, 0])), w))
+            ones = bb.emit(relax.op.nn.conv2d(bb.emit(relax.op.nn.pad(x, [0, 0, 0, 0, 1, 1, 1, 1], pad_value=1.0)), w))
+            relu = bb.emit(relax.op.clip(x, 0.0, float("inf")))
+            out = bb.emit_output(relax.Tuple([conv, shared, cropped, ones, relu]))
+        bb.emit_func_output(out)
+    mod = clips_as_bounds(pads_into_convolutions(bb.get()))
+    text = mod["main"].script()
+    convs = [line for line in text.splitlines() if "R.nn.conv2d(" in line]
+    assert sum("padding=[1, 1, 1, 1]" in c for c in convs) == 1, convs  # the zero pad, folded
+    assert text.count("R.nn.pad(") == 3, text  # kept for the add, the crop, the pad of ones
+    assert "R.maximum(x, R.const(0.0" in text and "R.minimum" not in text and "R.clip" not in text
+    tvm.ir.assert_structural_equal(mod, relax.transform.Normalize()(mod))  # well-formed
 
 
 def test_a_model_whose_layer_norm_the_blocked_layout_would_reach_keeps_its_layouts() -> None:

@@ -27,34 +27,41 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["blocked_convolutions", "channel_block", "clips_as_bounds", "legalize_map", "pads_into_convolutions"]
+__all__ = ["blocked_convolutions", "blocked_layouts", "clips_as_bounds", "legalize_map", "pads_into_convolutions"]
 
 CONV2D = "relax.nn.conv2d"
 
 
-def channel_block(call: Any, register_bits: int) -> int:
-    """The channel block a `conv2d` call gets (its dtype's lanes in one register), or 0 where it
-    stays as it is: a layout other than NCHW/OIHW, shapes not static, or channels that are not
-    whole blocks (in a grouped convolution: each group's; a depthwise one's channels)."""
+def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
+    """The (data, kernel, output) layouts a `conv2d` call gets, or None where it stays as it is:
+    a layout other than NCHW/OIHW, shapes not static, or output channels that are not whole blocks
+    (the block: its dtype's lanes in one register). Input and output blocked where both channel
+    counts are whole blocks (in a grouped convolution: each group's; a depthwise one: one channel a
+    group); NCHW in and blocked out where only the output's are (a 3-channel stem: its output
+    needs no conversion, and each output block is one vector of the kernel, as in oneDNN's first
+    convolution)."""
     attrs = call.attrs
     if register_bits <= 0:
-        return 0
+        return None
     if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout or attrs.data_layout) != ("NCHW", "OIHW", "NCHW"):
-        return 0
+        return None
     try:
         data, weight = (arg.ty for arg in call.args[:2])  # the tensor types: static shapes, dtype
         in_channels, out_channels = int(data.shape.values[1]), int(weight.shape.values[0])
         bits = _dtype_bits(str(data.dtype))
     except (AttributeError, TypeError, ValueError, IndexError):
-        return 0  # a symbolic channel count
+        return None  # a symbolic channel count
     block = register_bits // bits if bits else 0
     groups = int(attrs.groups)
-    if block < 2 or in_channels % block or out_channels % block:
-        return 0
+    if block < 2 or out_channels % block:
+        return None
+    blocked = [f"NCHW{block}c", f"OIHW{block}o", f"NCHW{block}c"]
+    if in_channels % block:
+        return ["NCHW", *blocked[1:]] if groups == 1 else None
     depthwise = groups == in_channels == out_channels
     if not depthwise and ((in_channels // groups) % block or (out_channels // groups) % block):
-        return 0  # a group that is not whole blocks
-    return block
+        return None  # a group that is not whole blocks
+    return blocked
 
 
 def _dtype_bits(dtype: str) -> int:
@@ -64,7 +71,7 @@ def _dtype_bits(dtype: str) -> int:
 
 
 def blocked_convolutions(mod: Any, register_bits: int) -> Any:
-    """`mod` with every eligible `conv2d` (`channel_block`) in NCHW{b}c; unchanged where
+    """`mod` with every eligible `conv2d` (`blocked_layouts`) in NCHW{b}c; unchanged where
     `register_bits` is 0 (a GPU, a target without known SIMD registers), none is eligible, or
     TVM's layout inference refuses an operator the blocked layout reaches."""
     import tvm
@@ -76,9 +83,9 @@ def blocked_convolutions(mod: Any, register_bits: int) -> Any:
     def layouts(call: Any) -> dict[str, list[str]]:
         if getattr(call.op, "name", "") != CONV2D:
             return {}
-        block = channel_block(call, register_bits)
-        if block:
-            return {CONV2D: [f"NCHW{block}c", f"OIHW{block}o", f"NCHW{block}c"]}
+        blocked = blocked_layouts(call, register_bits)
+        if blocked:
+            return {CONV2D: blocked}
         a = call.attrs  # stays as imported (with no layout asked, it would follow a blocked input)
         return {CONV2D: [a.data_layout, a.kernel_layout, a.out_layout or a.data_layout]}
 
@@ -96,18 +103,22 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
     from tvm import topi
 
     attrs = call.attrs
-    if len(attrs.data_layout) == 4:
+    if len(attrs.out_layout or attrs.data_layout) == 4:
         return tvm.ir.Op.get(CONV2D).get_attr("FLegalize")(bb, call)
     out_dtype = str(attrs.out_dtype)
     if out_dtype in ("", "void"):
         out_dtype = str(call.args[0].ty.dtype)
+    geometry = [[int(v) for v in values] for values in (attrs.strides, attrs.padding, attrs.dilation)]
+    if len(attrs.data_layout) == 4:  # NCHW in, blocked out
+        return bb.call_te(
+            nchw_to_nchwc, call.args[0], call.args[1], *geometry, out_dtype, primfunc_name_hint="conv2d_NCHW_NCHWc"
+        )
     groups = int(attrs.groups)
     if groups != 1:
-        depthwise = int(call.args[1].ty.shape.values[1]) == 1  # one input channel a group (`channel_block`)
+        depthwise = int(call.args[1].ty.shape.values[1]) == 1  # one input channel a group (`blocked_layouts`)
         kernel, name = (
             (depthwise_nchwc, "depthwise_conv2d_NCHWc") if depthwise else (grouped_nchwc, "group_conv2d_NCHWc")
         )
-        geometry = [[int(v) for v in values] for values in (attrs.strides, attrs.padding, attrs.dilation)]
         extra = [] if depthwise else [groups]
         return bb.call_te(kernel, call.args[0], call.args[1], *geometry, out_dtype, *extra, primfunc_name_hint=name)
     return bb.call_te(
@@ -121,6 +132,34 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
         out_layout=attrs.out_layout,
         out_dtype=out_dtype,
         primfunc_name_hint="conv2d_NCHWc",
+    )
+
+
+def nchw_to_nchwc(
+    data: Any, kernel: Any, strides: list[int], padding: list[int], dilation: list[int], out_dtype: str
+) -> Any:
+    """A convolution of NCHW data with OIHW{b}o weights (`(C_out/b, C_in, KH, KW, b)`) into NCHW{b}c:
+    each input value times one kernel vector. TOPI's `conv2d_NCHWc` needs blocked input channels."""
+    from tvm import te, topi
+
+    n, channels, height, width = (int(v) for v in data.shape)
+    out_chunks, _, kh, kw, block = (int(v) for v in kernel.shape)
+    top, left, bottom, right = padding if len(padding) == 4 else (padding[0], padding[1]) * 2
+    if top or left or bottom or right:
+        data = topi.nn.pad(data, [0, 0, top, left], [0, 0, bottom, right], name="data_pad")
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
+    rc = te.reduce_axis((0, channels), name="rc")
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (n, out_chunks, oh, ow, block),
+        lambda b, k, y, x, o: te.sum(
+            data[b, rc, y * sh + ry * dh, x * sw + rx * dw].astype(out_dtype)
+            * kernel[k, rc, ry, rx, o].astype(out_dtype),
+            axis=[rc, ry, rx],
+        ),
+        name="conv2d_NCHW_NCHWc",
     )
 
 
@@ -249,7 +288,7 @@ def pads_into_convolutions(mod: Any) -> Any:
         if str(a.pad_mode) != "constant" or float(a.pad_value) != 0.0:
             return None
         width = [int(v) for v in a.pad_width]
-        return width if len(width) == 8 and not any(width[:4]) else None
+        return width if len(width) == 8 and not any(width[:4]) and min(width) >= 0 else None  # no crop
 
     @expr_functor.mutator
     class Fold(relax.PyExprMutator):
