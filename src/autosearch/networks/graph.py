@@ -36,6 +36,7 @@ from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
 from autosearch.networks.bounds import checked_ids, guard_token_ids
 from autosearch.networks.inputs import InputSpec
+from autosearch.networks.rewrite import rewrite_functions
 
 __all__ = [
     "NetworkGraph",
@@ -215,17 +216,6 @@ def index_bounds(mod: Any, specs: Sequence[InputSpec]) -> dict[str, int]:
     return {name: rows for name, (_param, rows) in checked_ids(mod["main"], specs).items()}
 
 
-def _rewrite_functions(mutator: Any, mod: Any) -> Any:
-    """`mod` with every Relax function rewritten by `mutator` (a `relax.PyExprMutator` class)."""
-    from tvm import relax
-
-    rewriter = mutator(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    return rewriter.builder_.get()
-
-
 def fast_math_module(mod: Any) -> Any:
     """`--fast-math`: GELU, `erf`, `exp`, `tanh` and softmax as TVM's polynomial approximations
     (`topi.fast_erf`, `fast_exp`, `fast_tanh`, `fast_softmax`), the rewrite of TVM's own
@@ -258,7 +248,7 @@ def fast_math_module(mod: Any) -> Any:
                 return self.builder_.call_te(fn, call.args[0], primfunc_name_hint="fast_gelu")
             return super().visit_call_(call)
 
-    return relax.transform.FastMathTransform()(_rewrite_functions(FastGelu, mod))
+    return relax.transform.FastMathTransform()(rewrite_functions(FastGelu, mod))
 
 
 #: Row counts padded to a multiple of this where the padding adds at most `_PAD_WASTE` of the work.
@@ -308,7 +298,7 @@ def pad_matmul_rows(mod: Any) -> Any:
 
     from tvm import tirx
 
-    return _rewrite_functions(PadRows, mod)
+    return rewrite_functions(PadRows, mod)
 
 
 def power_as_products(mod: Any) -> Any:
@@ -339,7 +329,7 @@ def power_as_products(mod: Any) -> Any:
             square = self.builder_.emit(relax.op.multiply(x, x))
             return square if exponent == 2.0 else relax.op.multiply(square, x)
 
-    return _rewrite_functions(Products, mod)
+    return rewrite_functions(Products, mod)
 
 
 def whole_image_pools_as_means(mod: Any) -> Any:
@@ -379,7 +369,7 @@ def whole_image_pools_as_means(mod: Any) -> Any:
                 return call
             return relax.op.mean(x, axis=[h, w], keepdims=True)
 
-    return _rewrite_functions(Means, mod)
+    return rewrite_functions(Means, mod)
 
 
 def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register_bits: int = 0) -> Any:

@@ -240,7 +240,7 @@ def clips_as_bounds(mod: Any) -> Any:
     from tvm import relax
     from tvm.relax import expr_functor
 
-    from autosearch.networks.graph import _rewrite_functions
+    from autosearch.networks.rewrite import rewrite_functions
 
     @expr_functor.mutator
     class Bounds(relax.PyExprMutator):
@@ -260,7 +260,7 @@ def clips_as_bounds(mod: Any) -> Any:
                 out = relax.op.minimum(out, relax.const(hi, dtype))
             return out
 
-    return _rewrite_functions(Bounds, mod)
+    return rewrite_functions(Bounds, mod)
 
 
 def _scalar(arg: Any) -> float | None:
@@ -278,7 +278,7 @@ def pads_into_convolutions(mod: Any) -> Any:
     from tvm import relax
     from tvm.relax import expr_functor
 
-    from autosearch.networks.graph import _rewrite_functions
+    from autosearch.networks.rewrite import rewrite_functions
 
     def zero_pad(expr: Any) -> list[int] | None:
         """An NCHW zero pad's widths (before and after, for each axis), or None."""
@@ -321,7 +321,7 @@ def pads_into_convolutions(mod: Any) -> Any:
             )
 
     t = relax.transform
-    return t.DeadCodeElimination()(t.CanonicalizeBindings()(_rewrite_functions(Fold, mod)))
+    return t.DeadCodeElimination()(t.CanonicalizeBindings()(rewrite_functions(Fold, mod)))
 
 
 def legalize_map() -> dict[str, Any]:
