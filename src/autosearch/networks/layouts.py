@@ -7,13 +7,16 @@ oneDNN's and TVM's x86 `conv2d_NCHWc` kernels). ResNet-50 from the prior alone r
 blocked than in NCHW, built side by side (bench/README.md "Whole models against PyTorch"). NHWC
 was measured before and lost to NCHW tuned for the same minutes.
 
-How: Relax's `ConvertLayout` with a callback per call: a `conv2d` with one group whose input and
-output channels are whole multiples of the block (the SIMD register's lanes for its dtype) takes
-NCHW{b}c data, OIHW{b}o weights and gives NCHW{b}c; the elementwise operators after it keep the
-layout, so the activations change layout only where a convolution that stays NCHW (a 3-channel
-stem, a depthwise one) or the model's output needs it; the weights' transform folds into the
-constants. Relax's own legalization refuses channel-chunk layouts, so a blocked `conv2d` is
-legalized with TOPI's `conv2d_NCHWc_OIHWo`, a blocked depthwise one with `depthwise_nchwc`.
+How: Relax's `ConvertLayout` with a callback per call (`blocked_layouts`): a `conv2d` whose
+input and output channels are whole multiples of the block (the SIMD register's lanes for its
+dtype; in a grouped one each group's, a depthwise one too) takes NCHW{b}c data, OIHW{b}o weights
+and gives NCHW{b}c, and one whose input channels are not (an RGB stem) reads NCHW and gives
+NCHW{b}c; the elementwise operators, pools and means after them keep the layout, so the
+activations change layout only where a convolution that stays NCHW or the model's output needs
+it; the weights' transform folds into the constants. Relax's own legalization refuses
+channel-chunk layouts, so a blocked `conv2d` is legalized with TOPI's `conv2d_NCHWc_OIHWo`, the
+stem, depthwise and grouped forms with TE kernels of their own (`nchw_to_nchwc`,
+`depthwise_nchwc`, `grouped_nchwc`).
 
 Two operators TVM 0.27's layout inference does not carry would send every block back to NCHW:
 `clip` (ReLU6) and `pad` (a model ported from TensorFlow pads explicitly before each
@@ -135,21 +138,35 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
     )
 
 
+def _window(
+    data: Any, padding: list[int], kernel: tuple[int, int], strides: list[int], dilation: list[int]
+) -> tuple[Any, int, int]:
+    """NCHW or NCHW{b}c `data` zero-padded on its image axes (2 and 3; padding: top, left, bottom,
+    right, or one pair for both sides), and the output's height and width."""
+    from tvm import topi
+
+    top, left, bottom, right = padding if len(padding) == 4 else (padding[0], padding[1]) * 2
+    height, width = int(data.shape[2]), int(data.shape[3])
+    if top or left or bottom or right:
+        rest = [0] * (len(data.shape) - 4)
+        data = topi.nn.pad(data, [0, 0, top, left, *rest], [0, 0, bottom, right, *rest], name="data_pad")
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
+    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
+    return data, oh, ow
+
+
 def nchw_to_nchwc(
     data: Any, kernel: Any, strides: list[int], padding: list[int], dilation: list[int], out_dtype: str
 ) -> Any:
     """A convolution of NCHW data with OIHW{b}o weights (`(C_out/b, C_in, KH, KW, b)`) into NCHW{b}c:
     each input value times one kernel vector. TOPI's `conv2d_NCHWc` needs blocked input channels."""
-    from tvm import te, topi
+    from tvm import te
 
-    n, channels, height, width = (int(v) for v in data.shape)
+    n, channels = (int(v) for v in data.shape[:2])
     out_chunks, _, kh, kw, block = (int(v) for v in kernel.shape)
-    top, left, bottom, right = padding if len(padding) == 4 else (padding[0], padding[1]) * 2
-    if top or left or bottom or right:
-        data = topi.nn.pad(data, [0, 0, top, left], [0, 0, bottom, right], name="data_pad")
+    data, oh, ow = _window(data, padding, (kh, kw), strides, dilation)
     (sh, sw), (dh, dw) = strides, dilation
-    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
-    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
     rc = te.reduce_axis((0, channels), name="rc")
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
     return te.compute(
@@ -171,12 +188,10 @@ def depthwise_nchwc(
     `depthwise_conv2d_NCHWc` needs an AutoTVM configuration; this is its computation."""
     from tvm import te
 
-    n, chunks, height, width, block = (int(v) for v in data.shape)
+    n, chunks, _, _, block = (int(v) for v in data.shape)
     kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
-    data, (top, left, bottom, right) = _padded(data, padding)
+    data, oh, ow = _window(data, padding, (kh, kw), strides, dilation)
     (sh, sw), (dh, dw) = strides, dilation
-    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
-    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
     return te.compute(
         (n, chunks, oh, ow, block),
@@ -187,16 +202,6 @@ def depthwise_nchwc(
         ),
         name="depthwise_conv2d_NCHWc",
     )
-
-
-def _padded(data: Any, padding: list[int]) -> tuple[Any, tuple[int, int, int, int]]:
-    """NCHW{b}c `data` zero-padded on the image axes (top, left, bottom, right)."""
-    from tvm import topi
-
-    top, left, bottom, right = padding if len(padding) == 4 else (padding[0], padding[1]) * 2
-    if top or left or bottom or right:
-        data = topi.nn.pad(data, [0, 0, top, left, 0], [0, 0, bottom, right, 0], name="data_pad")
-    return data, (top, left, bottom, right)
 
 
 def grouped_nchwc(
@@ -213,12 +218,10 @@ def grouped_nchwc(
     blocks of its group. TVM's x86 `group_conv2d_nchw` has no blocked form."""
     from tvm import te
 
-    n, _, height, width, block = (int(v) for v in data.shape)
+    n, block = int(data.shape[0]), int(data.shape[4])
     out_chunks, group_in, kh, kw = (int(v) for v in kernel.shape[:4])
-    data, (top, left, bottom, right) = _padded(data, padding)
+    data, oh, ow = _window(data, padding, (kh, kw), strides, dilation)
     (sh, sw), (dh, dw) = strides, dilation
-    oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
-    ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1
     out_per_group, in_per_group = out_chunks // groups, group_in // block  # in blocks
     rc, ri = te.reduce_axis((0, in_per_group), name="rc"), te.reduce_axis((0, block), name="ri")
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
