@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="resnet50", help="a model of examples/zoo.py")
     ap.add_argument("--input", default="x:float32:1,3,224,224")
     ap.add_argument("--shortlist", type=int, default=32)
+    ap.add_argument("--tasks", nargs="*", default=[], help="only tasks whose name holds one of these strings")
     args = ap.parse_args(argv)
 
     from tvm.s_tir.meta_schedule import MeasureCandidate
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| task | weight | " + " | ".join(f"{a} (ms)" for a in arms) + " |")
     print("|---|---|" + "---|" * len(arms))
     for task, wl in zip(graph.tasks, graph.workloads):
+        if args.tasks and not any(t in wl.name for t in args.tasks):
+            continue
         settings = TuneSettings(trials=1, trials_per_round=1, seed=0, fixed_spaces=True, eps_greedy=0.0)
         try:
             ctx, spaces = design_space(wl, target, settings, None)

@@ -96,6 +96,32 @@ def test_decision_search_proposes_new_schedules_and_learns_from_results() -> Non
     assert (s, v.tobytes()) in search.tried  # never proposed again
 
 
+def test_a_sketch_held_already_is_not_read_into_a_space_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The design spaces and the uniform draws repeat sketches; each is built into a
+    `DecisionSpace` (the costly part: its token tables) once, and the draws of it only read."""
+    from autosearch.features import decision_space
+    from autosearch.search.decision_search import _SKETCH_DRAWS
+
+    built: list[int] = []
+
+    class Counted(decision_space.DecisionSpace):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(decision_space, "DecisionSpace", Counted)
+    source = DecisionStrategy(
+        get_workload("batch_matmul/1x128x128x128"),
+        host_target(),
+        _prefix_model(),
+        TuneSettings(trials=32, seed=0),
+        SMALL,
+    )
+    sketches = source.search.sketches
+    assert 0 < len(built) == len(sketches) < 3 + _SKETCH_DRAWS
+    assert len({s.signature for s in sketches}) == len(sketches)
+
+
 def test_decision_search_needs_a_prefix_token_model() -> None:
     from autosearch.search.assemble import check_search
 

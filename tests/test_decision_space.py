@@ -11,7 +11,7 @@ import pytest
 
 from autosearch.errors import InputError
 from autosearch.features import trace_tokens as tt
-from autosearch.features.decision_space import DecisionSpace, factorizations
+from autosearch.features.decision_space import DecisionSpace, SketchHead, decisions_by_inst, factorizations
 from autosearch.store.db import Store
 
 TINY = Path(__file__).parent / "data" / "tiny_tvm.db"
@@ -187,3 +187,21 @@ def test_vector_reads_back_the_decisions_of_a_vector() -> None:
         if space.fixed:
             i = next(iter(space.fixed))
             assert space.vector({**by_inst, i: "elsewhere"}) is None
+
+
+def test_a_sketch_head_tells_sketches_apart_without_building_a_space() -> None:
+    """Traces of one sketch under other decisions share the space's `SketchHead.signature`, and
+    the space reads their decisions back from the head alone; other sketches' signatures differ
+    (two shapes of one operator may share one: a search holds one workload's sketches)."""
+    rng = np.random.default_rng(3)
+    signatures = []
+    for trace, ir, flops in _one_per_workload():
+        space = DecisionSpace(trace, ir, flops)
+        head = SketchHead.read(trace)
+        assert head.signature == space.signature and head.knobs == space.knobs and head.fixed == space.fixed
+        for x in space.sample(5, rng):
+            other = SketchHead.read(space.trace(x))
+            assert other.signature == space.signature
+            np.testing.assert_array_equal(space.vector(decisions_by_inst(other.representative)), x)
+        signatures.append(head.signature)
+    assert len(set(signatures)) > 1

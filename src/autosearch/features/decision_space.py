@@ -39,7 +39,7 @@ from autosearch.features.trace_tokens.ir import parse_ir_blocks, workload_tokens
 from autosearch.features.trace_tokens.plan import _compile
 from autosearch.features.trace_tokens.tokenizer import _decisions, _parse, _positions, prefix_instructions
 
-__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "RowPlan", "decisions_by_inst", "factorizations"]
+__all__ = ["MAX_OPTIONS", "DecisionSpace", "Knob", "RowPlan", "SketchHead", "decisions_by_inst", "factorizations"]
 
 #: A tile knob with more factorisations than this stays fixed (tables are options x cells).
 MAX_OPTIONS = 5000
@@ -94,25 +94,54 @@ class Knob:
     options: tuple[Any, ...]  # tile: factor tuples; categorical: candidate indices
 
 
-class DecisionSpace:
-    """The candidates of one sketch (a trace with its decisions) as option-index vectors."""
+@dataclass(frozen=True)
+class SketchHead:
+    """What tells one sketch from another: a trace's instructions before post-processing, its
+    knobs and decisions. Why apart from `DecisionSpace`: it reads in a few milliseconds where a
+    whole space (its token tables) takes tens, and most of the traces a search reads repeat a
+    sketch it holds already (a convolution's 35 traces held 6 sketches)."""
 
-    def __init__(self, trace: str | list[Any], ir: str, flops: float | None = None) -> None:
+    instructions: list[Any]
+    knobs: list[Knob]
+    representative: dict[int, Any]  #: decisions of the instructions the prefix has
+    fixed: dict[int, Any]  #: the representative's decisions no knob moves (compute locations, ...)
+
+    @classmethod
+    def read(cls, trace: str | list[Any]) -> SketchHead:
         insts, decisions = _parse(trace)
-        self.instructions = prefix_instructions(insts)
+        instructions = prefix_instructions(insts)
         rep = _decisions(decisions)
-        self.knobs: list[Knob] = []
-        for i, ins in enumerate(self.instructions):
+        knobs: list[Knob] = []
+        for i, ins in enumerate(instructions):
             if i not in rep or not (ins.__class__ is list and len(ins) == 4):
                 continue
             knob = _knob(i, ins, rep[i])
             if knob is not None:
-                self.knobs.append(knob)
+                knobs.append(knob)
         # decisions of instructions the prefix has (post-processing decisions are not replayed)
-        self.representative = {i: d for i, d in rep.items() if i < len(self.instructions)}
-        knob_insts = {k.inst for k in self.knobs}
+        representative = {i: d for i, d in rep.items() if i < len(instructions)}
+        knob_insts = {k.inst for k in knobs}
+        fixed = {i: d for i, d in decisions_by_inst(representative).items() if i not in knob_insts}
+        return cls(instructions, knobs, representative, fixed)
+
+    @property
+    def signature(self) -> str:
+        """Equal for two traces of one sketch (the same instructions and fixed decisions)."""
+        return repr((self.instructions, sorted(self.fixed.items())))
+
+
+class DecisionSpace:
+    """The candidates of one sketch (a trace with its decisions) as option-index vectors."""
+
+    def __init__(
+        self, trace: str | list[Any], ir: str, flops: float | None = None, head: SketchHead | None = None
+    ) -> None:
+        """`head`: the trace's `SketchHead` where the caller has read it already."""
+        head = head if head is not None else SketchHead.read(trace)
+        self.instructions, self.knobs, self.representative = head.instructions, head.knobs, head.representative
         #: The representative's decisions no knob moves (compute locations, ...), tile factors as tuples.
-        self.fixed = {i: d for i, d in decisions_by_inst(self.representative).items() if i not in knob_insts}
+        self.fixed = head.fixed
+        self.signature = head.signature
         self.current = np.asarray(
             [k.options.index(_norm(k, self.representative[k.inst])) for k in self.knobs], dtype=np.int64
         )

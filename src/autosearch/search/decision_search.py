@@ -119,22 +119,25 @@ class DecisionSearch:
     def _place(self, text: Any) -> tuple[int, np.ndarray, bool] | None:
         """(sketch, vector, whether the sketch is new) of a schedule's trace: its sketch is held
         from now on; None where the decision space cannot read it or it has no knob."""
-        from autosearch.features.decision_space import DecisionSpace, decisions_by_inst
+        from autosearch.features.decision_space import DecisionSpace, SketchHead, decisions_by_inst
 
         try:
-            space = DecisionSpace(text, self._ir)
-        except Exception:  # a sketch the decision space cannot read: MetaSchedule's search can
+            head = SketchHead.read(text)
+        except Exception:  # a trace the decision space cannot read: MetaSchedule's search can
             return None
-        if not space.n_knobs:
+        if not head.knobs:
             return None
-        sig = repr((space.instructions, sorted(space.fixed.items())))
-        s = self._index.get(sig)
-        if s is None:
-            self._index[sig] = len(self.sketches)
-            self.sketches.append(space)
-            return len(self.sketches) - 1, space.current.copy(), True
-        v = self.sketches[s].vector(decisions_by_inst(space.representative))
-        return None if v is None else (s, v, False)
+        s = self._index.get(head.signature)
+        if s is not None:  # a sketch held already: its space reads the trace's decisions
+            v = self.sketches[s].vector(decisions_by_inst(head.representative))
+            return None if v is None else (s, v, False)
+        try:
+            space = DecisionSpace(text, self._ir, head=head)
+        except Exception:
+            return None
+        self._index[head.signature] = len(self.sketches)
+        self.sketches.append(space)
+        return len(self.sketches) - 1, space.current.copy(), True
 
     def propose(self, n: int) -> list[Any]:
         """Up to n new candidates: the best-scored vectors of every sketch's evolved population,
