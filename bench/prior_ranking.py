@@ -5,6 +5,11 @@ the best of the shortlist (an oracle that measures them all), each task's picks 
 side; the table sums weight x latency over the network's tasks.
 
     python bench/prior_ranking.py --model resnet50 --shortlist 32
+    python bench/prior_ranking.py --model mobilenet_v2 --db data/runs/shortlists_znver3.db   # keep them
+
+With `--db` every task's 32 schedules are timed as tune-model times a network's tasks (caches
+flushed) and stored with their features: data on the one choice the zero-trial pass makes, which
+the shipped priors learn from (data/README.md).
 
 The network comes from examples/zoo.py (as bench/network.py); `networks.prior.PriorRanker` is the
 rule this measured.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", default="x:float32:1,3,224,224")
     ap.add_argument("--shortlist", type=int, default=32)
     ap.add_argument("--tasks", nargs="*", default=[], help="only tasks whose name holds one of these strings")
+    ap.add_argument(
+        "--db",
+        default="",
+        help="also store every measured shortlist here, timed as tune-model times a network's tasks "
+        "(caches flushed), with its features: data on the choice the prior pass makes",
+    )
     args = ap.parse_args(argv)
 
     from tvm.s_tir.meta_schedule import MeasureCandidate
@@ -39,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     from autosearch.networks.graph import import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
     from autosearch.networks.prior import PriorRanker
+    from autosearch.networks.tune import network_evaluator
     from autosearch.search.decision_search import DecisionSearch
     from autosearch.search.strategies import DecisionSettings, RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
+    from autosearch.store import Store
 
     use_physical_cores()
     target = host_target()
@@ -49,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     specs = parse_inputs([args.input])
     graph = import_network(spec, load_source(spec), specs, example_arrays(specs, 0), target)
     ranker = PriorRanker(target)
-    measurer, builder = shared_measurer(target), pool_builder()
+    evaluator = network_evaluator(target) if args.db else None
+    measurer, builder = shared_measurer(target, evaluator), pool_builder()
+    store = Store(args.db) if args.db else None
     arms = ("prefix first", "feature prior's pick", "whole registers first", "best of shortlist")
     total = dict.fromkeys(arms, 0.0)
     print(f"## {args.model}: {len(graph.tasks)} tasks on {describe_target(target)}, shortlist {args.shortlist}\n")
@@ -76,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             "whole registers first": int(ranker.rank(picks, scores)[0]),
         }
         results = measurer.run_built(cands, builder.build(cands, target))
+        if store is not None:
+            _store(store, wl, ctx, picks, cands, results, target)
         lat = np.array([np.median(r.latencies) if r.status == "ok" and r.latencies else np.inf for r in results])
         row = {**{a: float(lat[i]) for a, i in pick.items()}, "best of shortlist": float(lat.min())}
         w = int(task.weight)
@@ -91,6 +109,34 @@ def main(argv: list[str] | None = None) -> int:
         f"best of shortlist {total['prefix first'] / total['best of shortlist']:.3f}"
     )
     return 0
+
+
+def _store(store: Any, wl: Any, ctx: Any, picks: list[Any], cands: list[Any], results: list[Any], target: Any) -> None:
+    """One task's measured shortlist into `store`, with PerStoreFeature rows (source `prior-shortlist`)."""
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.backends.tvm.target import canonical_target, device_fingerprint
+    from autosearch.features.per_store import EXTRACTOR, extract_features
+    from autosearch.hashing import schedule_hash
+    from autosearch.store import MeasurementRecord, WorkloadRecord
+
+    store.add_workload(WorkloadRecord.from_workload(wl))
+    tgt, device = canonical_target(target), device_fingerprint(target)
+    texts = [trace_json(p.sch) for p in picks]
+    records = [
+        MeasurementRecord(
+            workload_key=wl.key,
+            target=tgt,
+            device=device,
+            schedule=text,
+            schedule_hash=schedule_hash(text),
+            status=r.status,
+            latencies=r.latencies,
+            error=r.error,
+            source="prior-shortlist",
+        )
+        for text, r in zip(texts, results)
+    ]
+    store.add_measurements(records, extract_features(ctx, cands), EXTRACTOR)
 
 
 if __name__ == "__main__":

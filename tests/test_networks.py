@@ -1059,3 +1059,23 @@ def test_network_budget_says_whether_rounds_are_measured() -> None:
     assert not NetworkBudget().measures and not NetworkBudget(trials=0, minutes=5).measures  # the prior alone
     assert NetworkBudget(trials=8).measures and NetworkBudget(minutes=0.5).measures
     assert NetworkBudget(minutes=2).deadline(100.0) == 220.0 and NetworkBudget(trials=8).deadline(100.0) is None
+
+
+def test_the_zero_trial_pass_orders_with_a_feature_prior_trained_on_avx2_and_avx512_cpus() -> None:
+    """`PriorRanker` orders its shortlist with the shipped orderer (MODEL_CARD_order.md), a
+    PerStoreFeature model whose training stores came from an AVX2 CPU (Zen 3) and AVX-512 ones,
+    not with `pretrained` (Zen 4 only), which ranked the Zen 3's network shortlists near chance."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.features.per_store import FEATURE_WIDTH
+    from autosearch.networks.prior import ORDER_MODEL, PriorRanker
+    from autosearch.search.model_spec import pretrained_dir
+
+    trained_on = {
+        json.loads(t)["mcpu"] for t in json.loads((Path(ORDER_MODEL) / "config.json").read_text())["trained_on"]
+    }
+    assert {"znver3", "znver4", "emeraldrapids"} <= trained_on
+    ranker = PriorRanker(host_target())
+    weights = (Path(ORDER_MODEL) / "model.safetensors").read_bytes()
+    assert weights != (pretrained_dir("pretrained") / "model.safetensors").read_bytes()
+    assert ranker.orderer.model is not None and ranker.orderer.model.n_features == FEATURE_WIDTH
+    assert ranker.orderer.label == Path(ORDER_MODEL).name

@@ -8,8 +8,8 @@ untuned than tuned), so the network ran many times slower than PyTorch after six
 How (`PriorRanker`): the prefix prior (`pretrained-prefix`) scores decision vectors without
 building schedules (~20k a second), so the decision search's first round (1024 vectors a sketch,
 evolved three times) shortlists its `SHORTLIST` best-scored schedules; the feature prior
-(`pretrained`, PerStoreFeature of each built schedule: the loop nest as it will run) orders that
-shortlist. Each task's best-ordered schedule that computes what the task computes is its
+(`ORDER_MODEL`: the `pretrained` recipe on every CPU's stores, PerStoreFeature of each built
+schedule: the loop nest as it will run) orders that shortlist. Each task's best-ordered schedule that computes what the task computes is its
 starting schedule. Why two models: the prefix prior's first pick was often much slower than the
 best of its shortlist on ResNet-50 convolutions; the feature prior's pick among the same
 shortlist built ResNet-50 and MobileNetV2 faster (weighted task latencies, picks measured side by
@@ -29,6 +29,7 @@ MetaSchedule's rules).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,12 @@ __all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule"]
 
 #: The model that shortlists: it scores decision vectors, unbuilt, and carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
-#: The model that orders the shortlist, from the built schedules' loop-nest features.
-ORDER_MODEL = "pretrained"
+#: The model that orders the shortlist, from the built schedules' loop-nest features: the
+#: `pretrained` recipe trained on every CPU's stores (MODEL_CARD_order.md; package data, no
+#: `--model` name). On ResNet-18's shortlists on a Zen 3 (a model none of its data holds) its picks
+#: summed 45.7 ms against `pretrained`'s 76.2 (the best of each shortlist: 35.8; bench/README.md
+#: "On a CPU the shipped priors never saw").
+ORDER_MODEL = str(Path(__file__).resolve().parent.parent / "pretrained" / "order")
 #: Schedules the prefix prior passes to the feature prior.
 SHORTLIST = 32
 #: Best-ordered candidates tried in order until one computes what the unscheduled task computes.
