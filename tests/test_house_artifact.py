@@ -147,6 +147,47 @@ def _tiny_executable() -> Any:
     return tvm.compile(bb.get(), target="llvm")
 
 
+def test_a_network_build_is_compiled_once_and_the_artifact_is_that_library(tmp_path: Path) -> None:
+    """On a CPU every VM of a run and the artifact use one shared library (before, each VM's load
+    compiled the LLVM module in memory and the export compiled it again); where the library cannot
+    be linked the build still runs, compiled in memory."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.library import JitBuild, LibraryBuild, compile_network
+
+    ids = np.arange(24, dtype=np.int64).reshape(2, 12)
+
+    def runs(build: Any) -> None:
+        out = relax.VirtualMachine(build.module, tvm.cpu())["main"](tvm.runtime.tensor(ids))
+        np.testing.assert_array_equal(out.numpy(), 2 * ids)
+
+    build = compile_network(_tiny_executable(), host_target())
+    assert isinstance(build, LibraryBuild) and build.path.is_file()
+    runs(build)
+    build.export_library(str(tmp_path / "copy.so"))
+    assert (tmp_path / "copy.so").read_bytes() == build.path.read_bytes()
+    folder = build.path.parent
+    del build
+    assert not folder.exists()  # the run's library goes with its build
+
+    class NoLinker:  # an executable whose export fails, as without a C compiler
+        def __init__(self, ex: Any) -> None:
+            self.ex = ex
+
+        def export_library(self, path: str) -> None:
+            raise RuntimeError("Compilation error: g++ not found")
+
+        def jit(self) -> Any:
+            return self.ex.jit()
+
+    fallback = compile_network(NoLinker(_tiny_executable()), host_target())
+    assert isinstance(fallback, JitBuild)
+    runs(fallback)
+
+
 # Before: export_artifact wrote through a folder link (it checked nothing at write time).
 def test_export_checks_the_folder_again_at_write_time(token_art: Path, tmp_path: Path) -> None:
     """Between the check at the start and the export the folder may have changed: the export

@@ -101,7 +101,8 @@ class NetworkResult:
     #: tuned build; `kept_default` when it ran faster and was kept (see `_keep_the_faster_build`).
     default_latency: float | None = None
     kept_default: bool = False
-    #: The tuned build (relax executable), for callers that time it beside other builds.
+    #: The tuned build (`library.compile_network`: `.module` for a VM, `.export_library(path)`),
+    #: for callers that time it beside other builds.
     executable: Any = field(default=None, repr=False)
     #: Seconds of one run of the built network outside every task (the VM's own calls, libraries).
     outside_tasks_s: float | None = None
@@ -668,10 +669,11 @@ def _build_and_check(
     from tvm import relax
 
     from autosearch.networks.graph import build_network
+    from autosearch.networks.library import compile_network
 
     dev, args = _on_device(target, arrays)
-    ex = result.executable = build_network(graph, database, target)
-    result.check = compare_outputs(flatten_outputs(relax.VirtualMachine(ex, dev)["main"](*args)), expected)
+    build = result.executable = compile_network(build_network(graph, database, target), target)
+    result.check = compare_outputs(flatten_outputs(relax.VirtualMachine(build.module, dev)["main"](*args)), expected)
 
 
 def _time(
@@ -695,7 +697,7 @@ def _time(
     if is_gpu(target) and result.correct:
         _keep_the_faster_build(result, graph, target, dev, args, expected)
     else:
-        result.tuned_latency = time_vm(relax.VirtualMachine(result.executable, dev), dev, args)
+        result.tuned_latency = time_vm(relax.VirtualMachine(result.executable.module, dev), dev, args)
     if result.executable is not None:
         _profile(result, graph, dev, args)
     device = torch_device(target) if time_torch else None
@@ -708,7 +710,7 @@ def _profile(result: NetworkResult, graph: Any, dev: Any, args: list[Any]) -> No
     (`network_s`), the rest as `outside_tasks_s`: which task a slow build loses its time in."""
     from autosearch.networks.profile import task_seconds
 
-    spent = task_seconds(result.executable, dev, args, graph)
+    spent = task_seconds(result.executable.module, dev, args, graph)
     for info in result.tasks:
         info["network_s"] = spent.get(info["name"].removeprefix("net/"), 0.0)
     result.outside_tasks_s = spent.get("other", 0.0)
@@ -731,9 +733,10 @@ def _keep_the_faster_build(
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.networks.graph import build_network
+    from autosearch.networks.library import compile_network
 
-    default = build_network(graph, ms.database.MemoryDatabase(), target)
-    vms = {"tuned": relax.VirtualMachine(result.executable, dev), "default": relax.VirtualMachine(default, dev)}
+    default = compile_network(build_network(graph, ms.database.MemoryDatabase(), target), target)
+    vms = {"tuned": relax.VirtualMachine(result.executable.module, dev), "default": relax.VirtualMachine(default.module, dev)}
     times: dict[str, list[float]] = {k: [] for k in vms}
     for _ in range(DEFAULT_GUARD_ROUNDS):
         for k, vm in vms.items():
