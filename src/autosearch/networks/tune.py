@@ -736,7 +736,10 @@ def _keep_the_faster_build(
     from autosearch.networks.library import compile_network
 
     default = compile_network(build_network(graph, ms.database.MemoryDatabase(), target), target)
-    vms = {"tuned": relax.VirtualMachine(result.executable.module, dev), "default": relax.VirtualMachine(default.module, dev)}
+    vms = {
+        "tuned": relax.VirtualMachine(result.executable.module, dev),
+        "default": relax.VirtualMachine(default.module, dev),
+    }
     times: dict[str, list[float]] = {k: [] for k in vms}
     for _ in range(DEFAULT_GUARD_ROUNDS):
         for k, vm in vms.items():
