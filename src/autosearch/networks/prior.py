@@ -61,10 +61,10 @@ class PriorRanker:
         from autosearch.backends.tvm.target import physical_cores
         from autosearch.search.registers import simd_bits
 
-        #: torch threads the shortlister scores on: nothing else of the run works during the pass
-        #: (2 threads took MobileNetV2's depthwise tasks' first round from 7.5 s to 4.8 s on Zen 3)
-        self.threads = physical_cores()
         self.shipped_shortlister = _prior(PRIOR_MODEL, target)
+        # it scores on every physical core: nothing else of the run works during the pass (2
+        # threads took MobileNetV2's depthwise tasks' first round from 7.5 s to 4.8 s on Zen 3)
+        self.shipped_shortlister.score_threads = physical_cores()
         self.orderer = _prior(ORDER_MODEL, target)
         self.simd_bits = simd_bits(target)
         self.learned = learned
@@ -76,9 +76,8 @@ class PriorRanker:
 
     @property
     def shortlister(self) -> ModelAdapter:
-        scorer = self.pooled or self.shipped_shortlister
-        scorer.score_threads = self.threads
-        return scorer
+        """The pooled prior where it ranks, else the shipped prefix prior."""
+        return self.pooled or self.shipped_shortlister
 
     def order(self, context: Any, picks: Sequence[Any]) -> list[Any]:
         """`picks` (built schedules) fastest-first: those whose vectors fill whole registers

@@ -54,8 +54,12 @@ class PooledPrior(TaskScorers):
     """Task scorers that also learn into one pooled model, each starting from it (module docstring)."""
 
     def __init__(self, make: Callable[[], Scorer], pool: ModelAdapter) -> None:
+        from autosearch.backends.tvm.target import physical_cores
+
         super().__init__(make)
         self.pool = pool
+        # the zero-trial pass shortlists with it (`networks.prior`) while nothing else of the run works
+        self.pool.score_threads = physical_cores()
 
     @property
     def learned(self) -> int:
