@@ -116,7 +116,6 @@ def _store(store: Any, wl: Any, ctx: Any, picks: list[Any], cands: list[Any], re
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import canonical_target, device_fingerprint
     from autosearch.features.per_store import EXTRACTOR, extract_features
-    from autosearch.hashing import schedule_hash
     from autosearch.store import MeasurementRecord, WorkloadRecord
 
     store.add_workload(WorkloadRecord.from_workload(wl))
@@ -128,7 +127,6 @@ def _store(store: Any, wl: Any, ctx: Any, picks: list[Any], cands: list[Any], re
             target=tgt,
             device=device,
             schedule=text,
-            schedule_hash=schedule_hash(text),
             status=r.status,
             latencies=r.latencies,
             error=r.error,
