@@ -118,10 +118,17 @@ def tune(
         help="With PRIOR+KIND (e.g. pretrained+xgb): results measured before the online model is first "
         "fitted and blended in.",
     ),
+    precision: str = typer.Option(
+        "fp32",
+        "--precision",
+        help="fp32; bf16 (a dense layer's operands in bfloat16, weights packed, sums in fp32: AVX512_BF16 "
+        "vdpbf16ps) or int8 (u8 x i8, sums in int32: AVX512_VNNI). Same as naming WORKLOAD@bf16 / @int8.",
+    ),
     rpc_tracker: Optional[str] = typer.Option(None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker."),
     rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
+    from autosearch.backends.tvm.lowp import check_precision, get_precision, module_precision
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import parse_target
     from autosearch.search.assemble import assemble, check_search
@@ -131,6 +138,7 @@ def tune(
     from autosearch.search.tune import TuneSettings, check_out_dir
     from autosearch.search.tune import tune as run_tune
     from autosearch.store import Store
+    from autosearch.workloads.lowp import with_precision
     from autosearch.workloads.module import resolve_workload_spec
 
     check_number(retrain_fraction, "--retrain-fraction")
@@ -139,8 +147,9 @@ def tune(
     EvolutionarySettings(population=population, genetic_num_iters=genetic_iters, screen=screen).check_settings(settings)
     check_search(search)
     rpc = parse_rpc(rpc_tracker, rpc_key)
-    wl = resolve_workload_spec(workload, module)
+    wl = with_precision(resolve_workload_spec(workload, module), get_precision(precision).name)
     tgt = apply_threads(threads, parse_target(target), rpc)
+    check_precision(module_precision(wl.mod()), tgt, measured_here=rpc is None)
     model = model or default_model(tgt)
     repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
     evaluator = EvaluatorSettings(number=1, repeat=repeats, min_repeat_ms=min_repeat_ms)

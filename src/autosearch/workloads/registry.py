@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 from autosearch.errors import WorkloadError
 from autosearch.workloads.base import RANDOM_FAMILY, Workload
+from autosearch.workloads.lowp import split_precision, with_precision
 
 __all__ = [
     "Workload",
@@ -97,10 +98,14 @@ def _unknown(kind: str, word: str, candidates: Sequence[str]) -> WorkloadError:
 
 
 def get_workload(name: str) -> Workload:
-    """The workload called `name` (exact, else case-insensitive), or ``random/<seed>``."""
+    """The workload called `name` (exact, else case-insensitive), ``random/<seed>``, or a dense
+    one's low-precision counterpart (``<name>@bf16``, ``<name>@int8``)."""
     if not isinstance(name, str):
         raise WorkloadError(f"workload name must be a string, got {type(name).__name__}")
     name = name.strip()
+    base, precision = split_precision(name)
+    if precision is not None:
+        return with_precision(get_workload(base), precision)
     reg = _registry()
     if name in reg:
         return reg[name]

@@ -64,6 +64,7 @@ class TaskSpace:
         from tvm.s_tir import meta_schedule as ms
 
         from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+        from autosearch.backends.tvm.lowp import space_generator
 
         register_tensor_intrinsics(target)
         self.mod = mod
@@ -71,7 +72,7 @@ class TaskSpace:
         self.context = ms.TuneContext(
             mod=mod,
             target=target,
-            space_generator="post-order-apply",
+            space_generator=space_generator(mod, target),
             search_strategy="replay-trace",
             task_name=name,
             rand_state=seed,

@@ -61,10 +61,12 @@ def sketch_set(mod: Any, spaces: Iterable[Any], seed: int = 0) -> SketchSet:
 def _design_spaces(mod: Any, target: Any) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
+    from autosearch.backends.tvm.lowp import space_generator
+
     ctx = ms.TuneContext(
         mod=mod,
         target=target,
-        space_generator="post-order-apply",
+        space_generator=space_generator(mod, target),
         search_strategy="replay-trace",
         task_name="gradient-data",
         num_threads=1,

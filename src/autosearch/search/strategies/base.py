@@ -225,12 +225,14 @@ def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tu
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+    from autosearch.backends.tvm.lowp import space_generator
 
     register_tensor_intrinsics(target)
+    mod = workload.mod()
     ctx = ms.TuneContext(
-        mod=workload.mod(),
+        mod=mod,
         target=target,
-        space_generator="post-order-apply",
+        space_generator=space_generator(mod, target),
         search_strategy=strategy,
         task_name=workload.name,
         rand_state=settings.seed,

@@ -147,6 +147,8 @@ class EvolutionaryStrategy(SearchStrategy):
         if self._explorer is None:
             from tvm.s_tir import meta_schedule as ms
 
+            from autosearch.backends.tvm.lowp import space_generator
+
             st = self.settings
             # Random scores make a large population and many generations pointless: a small one
             # with one generation mutates the measured best and samples afresh at a fraction of the
@@ -162,7 +164,7 @@ class EvolutionaryStrategy(SearchStrategy):
             ctx = ms.TuneContext(
                 mod=self.context.mod,
                 target=self._target,
-                space_generator="post-order-apply",
+                space_generator=space_generator(self.context.mod, self._target),
                 search_strategy=strategy,
                 task_name=f"{self.context.task_name}:controls",
                 rand_state=st.seed + 1,

@@ -1,0 +1,308 @@
+"""Low-precision dot products on x86 CPUs: bf16 and int8 tensor intrinsics, the CPU features each
+precision needs, and the design space that tiles around the intrinsic.
+
+Why a module of its own: TVM 0.27 registers no bf16 dot product, and its TIR pipeline rewrites
+every bfloat16 value to float32 before code generation (`BF16ComputeLegalize`), so a bf16 LLVM
+intrinsic cannot be called from TIR directly. Each intrinsic here calls a micro-kernel written in
+LLVM IR (one `vdpbf16ps`: 16 fp32 sums of 2 bf16 products; one `vpdpbusd`: 16 int32 sums of 4
+u8 x i8 products) that LLVM links into the kernel and inlines; the TIR only passes pointers. The
+design space is MetaSchedule's own (`MultiLevelTilingWithIntrin` around the intrinsic, the CPU's
+default rules for the rest); a post-processor attaches the micro-kernel's IR to the schedule, so
+a record replayed anywhere (tuning, a store, a rebuild) links it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autosearch.errors import TargetError
+
+__all__ = [
+    "BF16_INTRIN",
+    "INT8_INTRIN",
+    "PRECISIONS",
+    "Precision",
+    "check_precision",
+    "get_precision",
+    "module_precision",
+    "space_generator",
+]
+
+#: The registered names of the dot products: 16 sums a call, of `depth` products each.
+BF16_INTRIN = "autosearch_dot_16x2_bf16"
+INT8_INTRIN = "autosearch_dot_16x4_u8i8"
+
+#: The loop annotation that makes TVM's LLVM code generator link IR text into the module.
+_IMPORT_KEY = "pragma_import_llvm"
+
+
+@dataclass(frozen=True)
+class _DotKernel:
+    """One micro-kernel: c[0:16] += sum over `depth` of a[0:depth] (broadcast) * b[0:16, 0:depth]."""
+
+    intrin: str
+    symbol: str
+    depth: int
+    a_dtype: str
+    b_dtype: str
+    acc_dtype: str
+    #: How the TIR passes the operands' pointers: bf16 buffers are stored as uint16 once TVM
+    #: legalizes them, and a pointer's element type must match its storage.
+    a_ptr: str
+    b_ptr: str
+    #: LLVM vector types of the accumulator and of the operands, and the instruction.
+    llvm_acc: str
+    llvm_operand: str
+    llvm_intrinsic: str
+
+    def ir(self) -> str:
+        """The kernel in LLVM IR: `linkonce_odr` so that the copies linked from several schedules of
+        one library merge, `alwaysinline` so that none stays a call."""
+        k = self
+        return f"""
+define linkonce_odr i32 @{k.symbol}(ptr noalias %c, ptr noalias %a, ptr noalias %b) #0 {{
+  %av = load i32, ptr %a, align 1
+  %ins = insertelement <16 x i32> poison, i32 %av, i64 0
+  %bc = shufflevector <16 x i32> %ins, <16 x i32> poison, <16 x i32> zeroinitializer
+  %abc = bitcast <16 x i32> %bc to {k.llvm_operand}
+  %bv = load {k.llvm_operand}, ptr %b, align 1
+  %cv = load {k.llvm_acc}, ptr %c, align 4
+  %r = call {k.llvm_acc} @{k.llvm_intrinsic}({k.llvm_acc} %cv, {k.llvm_operand} %abc, {k.llvm_operand} %bv)
+  store {k.llvm_acc} %r, ptr %c, align 4
+  ret i32 0
+}}
+declare {k.llvm_acc} @{k.llvm_intrinsic}({k.llvm_acc}, {k.llvm_operand}, {k.llvm_operand})
+attributes #0 = {{ alwaysinline nounwind }}
+"""
+
+
+# bf16: LLVM >= 17 types vdpbf16ps's operands as bfloat vectors. int8: TVM's own VNNI intrinsic
+# (`dot_16x4_vnni`) loads vectors in TIR, which fails TVM's lowering whenever the search vectorizes
+# a loop around it (every schedule of a BERT dense measured so); the extern kernel is scalarized there.
+_KERNELS = {
+    BF16_INTRIN: _DotKernel(
+        BF16_INTRIN,
+        "autosearch_dpbf16_16x2",
+        2,
+        "bfloat16",
+        "bfloat16",
+        "float32",
+        "uint16",
+        "uint16",
+        "<16 x float>",
+        "<32 x bfloat>",
+        "llvm.x86.avx512bf16.dpbf16ps.512",
+    ),
+    INT8_INTRIN: _DotKernel(
+        INT8_INTRIN,
+        "autosearch_vpdpbusd_16x4",
+        4,
+        "uint8",
+        "int8",
+        "int32",
+        "uint8",
+        "int8",
+        "<16 x i32>",
+        "<16 x i32>",
+        "llvm.x86.avx512.vpdpbusd.512",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What one `--precision` asks of the CPU and of the design space."""
+
+    name: str
+    #: LLVM feature names the target CPU needs (`llc -mattr=help` spelling), none for fp32.
+    llvm_features: tuple[str, ...] = ()
+    #: The same features as /proc/cpuinfo spells them (what the measuring host must have).
+    cpu_flags: tuple[str, ...] = ()
+    #: The tensor intrinsic the multiply-accumulate is tiled around, None for fp32.
+    intrin: str | None = None
+    #: Input element type of the matmul operands (the weights are packed in it).
+    dtype: str = "float32"
+
+
+PRECISIONS: dict[str, Precision] = {
+    "fp32": Precision("fp32"),
+    "bf16": Precision("bf16", ("avx512bf16",), ("avx512_bf16",), BF16_INTRIN, "bfloat16"),
+    "int8": Precision("int8", ("avx512vnni",), ("avx512_vnni",), INT8_INTRIN, "int8"),
+}
+
+
+def get_precision(name: str) -> Precision:
+    """The precision called `name`, or one line naming those there are."""
+    try:
+        return PRECISIONS[name]
+    except KeyError:
+        raise TargetError(f"unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}") from None
+
+
+def _host_flags() -> set[str] | None:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def check_precision(precision: Precision, target: Any, *, measured_here: bool = True) -> None:
+    """Refuse, in one line naming what is missing, a precision the target CPU cannot run.
+
+    The target's `mcpu` must have the instructions (LLVM's feature list); when the schedules are
+    also measured on this machine, so must this CPU (its /proc/cpuinfo flags).
+    """
+    if not precision.llvm_features:
+        return
+    from tvm.target import codegen
+
+    if target.kind.name != "llvm":
+        raise TargetError(f"--precision {precision.name} is for x86 CPUs (llvm targets), not {target.kind.name}")
+    if precision.name == "bf16" and codegen.llvm_version_major() < 17:
+        raise TargetError("--precision bf16 needs TVM built with LLVM >= 17 (bfloat vector types)")
+    mcpu = str(target.attrs.get("mcpu", "") or "generic")
+    missing = [f for f in precision.llvm_features if not codegen.llvm_cpu_has_features([f], target)]
+    if missing:
+        raise TargetError(
+            f"--precision {precision.name} needs {', '.join(missing)}, which the target CPU {mcpu} lacks "
+            "(LLVM's feature list); use --precision fp32 or a CPU that has it"
+        )
+    flags = _host_flags() if measured_here else None
+    if flags is not None:
+        lacking = [f for f in precision.cpu_flags if f not in flags]
+        if lacking:
+            raise TargetError(
+                f"--precision {precision.name} needs {', '.join(lacking)}, which this machine's CPU lacks "
+                "(/proc/cpuinfo flags): its kernels cannot run here"
+            )
+
+
+def module_precision(mod: Any) -> Precision:
+    """The precision a workload's program computes in, read off the element types it names."""
+    text = mod.script()
+    if '"bfloat16"' in text:
+        return PRECISIONS["bf16"]
+    if '"uint8"' in text and '"int8"' in text:
+        return PRECISIONS["int8"]
+    return PRECISIONS["fp32"]
+
+
+_REGISTERED: set[str] = set()
+
+
+def _register(kernel: _DotKernel) -> None:
+    """Register `kernel`'s tensor intrinsic once a process."""
+    if kernel.intrin in _REGISTERED:
+        return
+    from tvm.s_tir import TensorIntrin
+    from tvm.script import tirx as T
+
+    d, a_t, b_t, acc_t = kernel.depth, kernel.a_dtype, kernel.b_dtype, kernel.acc_dtype
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((d,), a_t, offset_factor=1),
+        B: T.Buffer((16, d), b_t, offset_factor=1),
+        C: T.Buffer((16,), acc_t, offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:d], B[0:16, 0:d])
+            T.writes(C[0:16])
+            for i in T.serial(0, 16):
+                for k in T.serial(0, d):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vk], acc_t) * T.cast(B[vi, vk], acc_t)
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((d,), a_t, offset_factor=1),
+        B: T.Buffer((16, d), b_t, offset_factor=1),
+        C: T.Buffer((16,), acc_t, offset_factor=1),
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:d], B[0:16, 0:d])
+            T.writes(C[0:16])
+            T.evaluate(
+                T.call_extern(
+                    "int32",
+                    kernel.symbol,
+                    C.access_ptr("rw"),
+                    T.tvm_access_ptr(T.type_annotation(kernel.a_ptr), A.data, A.elem_offset, d, 1),
+                    T.tvm_access_ptr(T.type_annotation(kernel.b_ptr), B.data, B.elem_offset, 16 * d, 1),
+                )
+            )
+
+    try:
+        TensorIntrin.register(kernel.intrin, desc, impl)
+    except Exception:  # an earlier copy of this module registered it in this process
+        TensorIntrin.get(kernel.intrin)
+    _REGISTERED.add(kernel.intrin)
+
+
+def _import_kernel_postproc(kernel: _DotKernel) -> Any:
+    """The post-processor that attaches `kernel`'s IR to the outermost loop."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.postproc import PyPostproc
+
+    @derived_object
+    class ImportKernel(PyPostproc):
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            pass
+
+        def apply(self, sch: Any) -> bool:
+            for block in sch.get_child_blocks(sch.get_sblock("root")):
+                loops = sch.get_loops(block)
+                if loops:
+                    sch.annotate(loops[0], _IMPORT_KEY, kernel.ir())
+                    return True
+            return False  # nothing to carry the kernel: no schedule of this space can link it
+
+        def clone(self) -> Any:
+            return ImportKernel()
+
+    return ImportKernel()
+
+
+def space_generator(mod: Any, target: Any) -> Any:
+    """MetaSchedule's space generator for `mod`: its default for fp32 programs; for bf16 and int8
+    ones the CPU's default rules with multi-level tiling around the precision's intrinsic first.
+
+    `RewriteTensorize` leaves the init loops to `RewriteParallelVectorizeUnroll`: vectorizing
+    them inside an already vectorized loop fails TVM's lowering on about half the schedules.
+    """
+    precision = module_precision(mod)
+    if precision.intrin is None or target.kind.name != "llvm":
+        return "post-order-apply"
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+
+    kernel = _KERNELS[precision.intrin]
+    register_tensor_intrinsics(target)
+    _register(kernel)
+    tiled = ms.schedule_rule.MultiLevelTilingWithIntrin(
+        precision.intrin,
+        structure="SSRSRS",
+        tile_binds=None,
+        max_innermost_factor=64,
+        vector_load_lens=None,
+        reuse_read=None,
+        reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global"),
+    )
+    # The plain multi-level tiling is left out: after it, half the spaces compute bf16 in fp32
+    # without the intrinsic, and the search measured those rather than the tensorized ones.
+    rules = [tiled if type(r).__name__ == "MultiLevelTiling" else r for r in ms.ScheduleRule.create("llvm")]
+    postprocs = [
+        *ms.Postproc.create("llvm"),
+        ms.postproc.RewriteTensorize(vectorize_init_loop=False),
+        _import_kernel_postproc(kernel),
+    ]
+    return ms.space_generator.PostOrderApply(
+        sch_rules=rules, postprocs=postprocs, mutator_probs=ms.Mutator.create("llvm")
+    )

@@ -1,0 +1,81 @@
+"""The low-precision counterpart of a dense workload: operands in bf16 or int8, weights packed for
+the CPU's dot-product instructions, sums in fp32 or int32.
+
+Why packed: `vdpbf16ps` multiplies pairs of bf16 values and `vpdpbusd` quadruples of int8 ones,
+16 outputs at a time, so the weight is stored as (N/16, K/pairs, 16, pairs): the 16 x pairs block
+one instruction reads is contiguous. This is the layout the network build packs constant weights
+in once; the design space (backends/tvm/lowp.py) tiles the loops around the instruction.
+
+A low-precision workload's name is its fp32 workload's name with `@bf16` or `@int8` appended, so
+that the registry resolves it again from a record.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from autosearch.errors import WorkloadError
+from autosearch.workloads.base import Workload
+
+__all__ = ["LOW_PRECISIONS", "split_precision", "with_precision"]
+
+#: Precision -> (operand dtypes (data, weight), accumulator dtype, products per output lane).
+LOW_PRECISIONS: dict[str, tuple[tuple[str, str], str, int]] = {
+    "bf16": (("bfloat16", "bfloat16"), "float32", 2),
+    "int8": (("uint8", "int8"), "int32", 4),
+}
+
+
+def split_precision(name: str) -> tuple[str, str | None]:
+    """`bert/dense/128x768/768@bf16` -> (`bert/dense/128x768/768`, `bf16`); no suffix -> None."""
+    base, sep, prec = name.rpartition("@")
+    if sep and prec in LOW_PRECISIONS:
+        return base, prec
+    return name, None
+
+
+def _build_packed_dense(M: int, K: int, N: int, precision: str) -> Any:
+    from tvm import te
+
+    (a_dtype, w_dtype), acc, pairs = LOW_PRECISIONS[precision]
+    data = te.placeholder((M, K), a_dtype, name="data")
+    weight = te.placeholder((N // 16, K // pairs, 16, pairs), w_dtype, name="weight_packed")
+    k = te.reduce_axis((0, K), name="k")
+    out = te.compute(
+        (M, N),
+        lambda i, j: te.sum(
+            data[i, k].astype(acc) * weight[j // 16, k // pairs, j % 16, k % pairs].astype(acc), axis=k
+        ),
+        name="dense_packed",
+    )
+    return te.create_prim_func([data, weight, out])
+
+
+def with_precision(wl: Any, precision: str) -> Any:
+    """`wl` computed in `precision` (fp32: `wl` itself); refused in one line where `wl` is not a
+    dense layer whose sizes the packed layout divides."""
+    if precision == "fp32":
+        return wl
+    if precision not in LOW_PRECISIONS:
+        raise WorkloadError(f"unknown precision {precision!r}: choose one of fp32, {', '.join(LOW_PRECISIONS)}")
+    params = getattr(wl, "params", {}) or {}
+    if params.get("op") != "dense":
+        raise WorkloadError(
+            f"--precision {precision} covers dense layers (registry op 'dense', e.g. bert/dense/128x768/768); "
+            f"{wl.name} is {params.get('op') or 'not a registry operator'}"
+        )
+    M, K, N = int(params["M"]), int(params["K"]), int(params["N"])
+    pairs = LOW_PRECISIONS[precision][2]
+    if N % 16 or K % pairs:
+        raise WorkloadError(
+            f"--precision {precision} packs weights in blocks of 16 outputs x {pairs} inputs; "
+            f"{wl.name} has N={N}, K={K}"
+        )
+    return Workload(
+        name=f"{wl.name}@{precision}",
+        family=f"{wl.family}@{precision}",
+        params={"op": f"dense_{precision}", "M": M, "K": K, "N": N},
+        _builder=functools.partial(_build_packed_dense, M, K, N, precision),
+        description=f"dense {M}x{K} times weight {N}x{K} in {precision}, weight packed (N/16, K/{pairs}, 16, {pairs})",
+    )
