@@ -101,6 +101,7 @@ def time_every_arm(
         runtimes=not args.skip_runtimes,
         rounds=max(1, args.timing_rounds),
         min_round_s=args.min_round_s,
+        tvm_precisions={label: args.precision for label in libs if label.startswith("ours")},
     )
     for label in exes:  # ours and TVM's: the latency and the check of the timing process
         arm = arms.get(label) or arms.get("timing process") or {}
@@ -184,7 +185,9 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
                 scorers,
                 TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
                 budget=NetworkBudget(trials=0 if not minutes else None, minutes=minutes or None),
-                options=NetworkTuneOptions(seed=args.seed, time_torch=False, blocked=layout == "blocked"),
+                options=NetworkTuneOptions(
+                    seed=args.seed, time_torch=False, blocked=layout == "blocked", precision=args.precision
+                ),
                 store=store,
                 evaluator=EVALUATORS[timing](target),
                 console=console,
@@ -298,6 +301,16 @@ def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
         print(f"HEADLINE {res['model']}: best fp32 runtime ({head['best']}, {_ms(best)} ms) / ours: {ratios}")
     else:
         print(f"HEADLINE {res['model']}: no fp32 baseline ran with its output checked ok")
+    from autosearch.networks.runtimes import OPENVINO_DEFAULT
+
+    ov = rows.get(OPENVINO_DEFAULT, {})
+    if ov.get("latency") and ov.get("ok"):
+        ours_ok = {k: rows[k]["latency"] for k in ours if rows[k].get("latency") and rows[k].get("ok")}
+        ratios = ", ".join(f"{k} {ov['latency'] / v:.2f}" for k, v in ours_ok.items()) or "no build of ours checked ok"
+        print(
+            f"DEFAULT-PRECISION {res['model']}: OpenVINO default ({ov.get('precision')}, {_ms(ov['latency'])} ms) "
+            f"/ ours: {ratios}"
+        )
 
 
 def dense_rate(summary: dict[str, Any]) -> tuple[float, float] | None:
@@ -424,6 +437,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="LABEL=DIR: also time the library a `tune-model --out DIR` run exported (e.g. by another version "
         "of the code, for an A/B in this one harness); repeatable",
+    )
+    ap.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "bf16"),
+        help="ours' dense layers (tune-model --precision); with bf16 the headline is OpenVINO's default "
+        "precision (bf16 on a CPU with AVX512_BF16 or AMX) / ours",
     )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)

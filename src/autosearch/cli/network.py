@@ -91,6 +91,13 @@ def tune_model(
         help="GELU, erf, exp, tanh and softmax as TVM's polynomial approximations (a BERT GELU 60x faster); "
         "where the output then fails the check, the network is rebuilt with the exact functions (docs/networks.md).",
     ),
+    precision: str = typer.Option(
+        "fp32",
+        "--precision",
+        help="fp32, or bf16: every matmul by a constant weight (a transformer's dense layers) computes on bf16 "
+        "operands with fp32 sums (AVX512_BF16), the rest stays fp32; the output check's tolerance is then 2e-2 "
+        "of the output's scale (docs/networks.md).",
+    ),
     rpc_tracker: Optional[str] = typer.Option(
         None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: measurements go to its devices."
     ),
@@ -101,6 +108,7 @@ def tune_model(
     """Tune a whole model: every task starts from the prior's schedule, measured rounds improve the
     tasks that matter most until the budget is spent; then build, check against the original model,
     time against PyTorch and (with --out) export."""
+    from autosearch.backends.tvm.lowp import check_precision, get_precision
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.inputs import parse_inputs
     from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
@@ -125,8 +133,13 @@ def tune_model(
     settings = TuneSettings(trials_per_round=trials_per_round, seed=seed)
     budget = NetworkBudget(trials=trials, minutes=budget_minutes or None)
     options = NetworkTuneOptions(
-        fast_math=fast_math, progress=True, seed=seed, out_dir=str(out) if out is not None else None
+        fast_math=fast_math,
+        precision=precision,
+        progress=True,
+        seed=seed,
+        out_dir=str(out) if out is not None else None,
     )
+    check_precision(get_precision(precision), tgt, measured_here=rpc is None)
     strategy, task_scorer = assemble_network(model, search, target=tgt, seed=seed)  # fails before the import
     strategy.check_settings(settings)
     with Store(db) as store:
@@ -191,7 +204,7 @@ def _print_network(r: Any) -> None:
             "this run's measurements of the other tasks"
         )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
-    console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}")
+    console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers in {r.precision}")
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"
     if r.tuned_latency and r.torch_latency:
         line += f" -> x{r.torch_latency / r.tuned_latency:.2f} PyTorch's speed"

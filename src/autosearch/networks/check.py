@@ -15,11 +15,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OutputCheck", "compare_outputs", "flatten_outputs"]
+__all__ = ["PRECISION_RTOL", "OutputCheck", "compare_outputs", "flatten_outputs"]
 
 #: Relative tolerance against the reference's largest magnitude: float32 kernels that reorder
 #: reductions (tiling, vectorisation, fast-math polynomials) differ by ~1e-6..1e-4 of the scale.
 RTOL = 1e-3
+#: The tolerance a build in each `--precision` is held to. bf16 rounds each operand of the dense
+#: layers to 8 significant bits (relative 2^-9 = 2e-3 each): OpenVINO's own bf16 BERT-base is off by
+#: 5.5e-3 of its scale (issue 72's table); 2e-2 passes that and fails a wrong kernel (~1 of scale).
+PRECISION_RTOL = {"fp32": RTOL, "bf16": 2e-2}
 #: Outputs whose largest magnitude is below this come from a model whose activations shrank toward
 #: float32's subnormal range (< 1.2e-38): transformers' EfficientNet-B0 at its own initialisation
 #: outputs ~7e-31. Such a model says little about real weights (and x86 computes subnormals slowly).
@@ -35,6 +39,7 @@ class OutputCheck:
     relative_err: float
     ok: bool
     reason: str = ""
+    rtol: float = RTOL
 
     def describe(self) -> str:
         verdict = "ok" if self.ok else f"MISMATCH ({self.reason})" if self.reason else "MISMATCH"
@@ -46,7 +51,7 @@ class OutputCheck:
         )
         return (
             f"max abs error {self.max_abs_err:.2e} on outputs of scale {self.scale:.2e} "
-            f"(relative {self.relative_err:.1e}, tolerance {RTOL:.0e}) -> {verdict}{tiny}"
+            f"(relative {self.relative_err:.1e}, tolerance {self.rtol:.0e}) -> {verdict}{tiny}"
         )
 
 
@@ -88,4 +93,4 @@ def compare_outputs(got: Sequence[np.ndarray], expected: Sequence[np.ndarray], r
             scale = max(scale, float(np.max(np.abs(e64[fin]), initial=0.0)))
     rel = worst / scale if scale > 0 else (0.0 if worst == 0 else float("inf"))
     ok = worst <= rtol * scale + 1e-30
-    return OutputCheck(worst, scale, rel, ok, "" if ok else f"relative error {rel:.1e} > {rtol:.0e}")
+    return OutputCheck(worst, scale, rel, ok, "" if ok else f"relative error {rel:.1e} > {rtol:.0e}", rtol)

@@ -372,9 +372,12 @@ def whole_image_pools_as_means(mod: Any) -> Any:
     return rewrite_functions(Means, mod)
 
 
-def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register_bits: int = 0) -> Any:
+def _graph_passes(
+    mod: Any, params: dict[str, Any], *, fast_math: bool, register_bits: int = 0, precision: str = "fp32"
+) -> Any:
     """Parameters bound, BatchNorm folded, convolutions blocked to `register_bits` SIMD registers
-    (`layouts`; 0: as imported), (fast math), TVM's zero pipeline with layout-free weights."""
+    (`layouts`; 0: as imported), (fast math), dense layers in `precision` (`lowp`), TVM's zero
+    pipeline with layout-free weights."""
     import tvm
     from tvm import relax
 
@@ -403,6 +406,10 @@ def _graph_passes(mod: Any, params: dict[str, Any], *, fast_math: bool, register
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
+    if precision == "bf16":
+        from autosearch.networks.lowp import bf16_dense_layers
+
+        mod, _ = bf16_dense_layers(mod)
     return tvm.transform.Sequential(
         [
             t.DecomposeOpsForInference(),
@@ -452,9 +459,11 @@ def import_network(
     *,
     fast_math: bool = False,
     blocked: bool = True,
+    precision: str = "fp32",
 ) -> NetworkGraph:
     """The prepared module and tasks of a loaded model (`load_source`); see the module doc.
-    `blocked=False` keeps every convolution in its imported layout."""
+    `blocked=False` keeps every convolution in its imported layout; `precision="bf16"` computes
+    the dense layers in bf16 (`lowp`)."""
     from autosearch.networks.support import check_lowered
     from autosearch.search.registers import simd_bits
 
@@ -465,7 +474,9 @@ def import_network(
     bounds = index_bounds(mod, specs)
     mod = guard_token_ids(mod, specs, target)  # the library keeps token ids inside their tables itself
     with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
-        prepared = _graph_passes(mod, params, fast_math=fast_math, register_bits=simd_bits(target) if blocked else 0)
+        prepared = _graph_passes(
+            mod, params, fast_math=fast_math, register_bits=simd_bits(target) if blocked else 0, precision=precision
+        )
     check_lowered(prepared, spec, target)  # an operator with no kernel: one line now, not at the build
     tasks, workloads = tasks_of(prepared, target, spec)
     return NetworkGraph(prepared, tasks, workloads, bounds)

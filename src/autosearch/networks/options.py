@@ -56,16 +56,20 @@ class NetworkTuneOptions:
     """How the network is built, timed and reported. fast_math: fast exp/erf/tanh where the output
     still passes the check (`graph.import_network`); blocked=False: convolutions in the layout
     they were imported in (what bench/network.py compares against); time_torch: time PyTorch
-    eager beside the build; progress: the live task bar; seed: the searches' and the example
-    inputs'; out_dir: where the library is exported (None: not exported)."""
+    eager beside the build; precision: what the dense layers compute in (fp32, bf16); progress:
+    the live task bar; seed: the searches' and the example inputs'; out_dir: where the library is
+    exported (None: not exported)."""
 
     fast_math: bool = True
     time_torch: bool = True
     blocked: bool = True
+    precision: str = "fp32"
     progress: bool = True
     seed: int = 0
     out_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if self.precision not in ("fp32", "bf16"):
+            raise InputError(f"tune-model --precision is fp32 or bf16, got {self.precision!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
             raise InputError(f"--seed must be a whole number, got {self.seed!r}")

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.errors import one_line
-from autosearch.networks.check import compare_outputs, flatten_outputs
+from autosearch.networks.check import PRECISION_RTOL, RTOL, compare_outputs, flatten_outputs
 from autosearch.networks.inputs import InputSpec
 
 __all__ = [
@@ -117,10 +117,14 @@ class Arm:
 
 
 def build_arm(
-    name: str, setup: Callable[[], tuple[Callable[[], Any], str | None]], expected: Sequence[np.ndarray] | None
+    name: str,
+    setup: Callable[[], tuple[Callable[[], Any], str | None]],
+    expected: Sequence[np.ndarray] | None,
+    rtol: float = RTOL,
 ) -> Arm:
     """An arm from `setup` (returning the call and the precision, or raising): set up, called once,
-    its output checked against `expected` (skipped when None). Any exception becomes `error`."""
+    its output checked against `expected` within `rtol` of its scale (skipped when None). Any
+    exception becomes `error`."""
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
@@ -132,7 +136,7 @@ def build_arm(
     arm = Arm(name, call=call, setup_s=time.perf_counter() - t0, precision=precision)
     if expected is not None:
         try:
-            check = compare_outputs(flatten_outputs(out), list(expected))
+            check = compare_outputs(flatten_outputs(out), list(expected), rtol)
             arm.check, arm.ok = check.describe(), check.ok
         except Exception as exc:
             arm.check, arm.ok = f"cannot compare outputs: {one_line(exc)}", False
@@ -328,9 +332,15 @@ def _ov_precision(value: Any) -> str:
     return {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(text, text)
 
 
-def tvm_arm(name: str, executable: Any, arrays: Sequence[np.ndarray], expected: Sequence[np.ndarray] | None) -> Arm:
+def tvm_arm(
+    name: str,
+    executable: Any,
+    arrays: Sequence[np.ndarray],
+    expected: Sequence[np.ndarray] | None,
+    precision: str = "fp32",
+) -> Arm:
     """A Relax build (an executable, or the path of one exported with `export_library`) on the CPU
-    through TVM's VM."""
+    through TVM's VM; its output held to the tolerance of the `precision` it was built in."""
 
     def setup() -> tuple[Callable[[], Any], str | None]:
         import tvm
@@ -340,9 +350,9 @@ def tvm_arm(name: str, executable: Any, arrays: Sequence[np.ndarray], expected: 
         dev = tvm.cpu()
         main = relax.VirtualMachine(ex, dev)["main"]
         args = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in arrays]
-        return (lambda: main(*args)), "f32"
+        return (lambda: main(*args)), {"fp32": "f32"}.get(precision, precision)
 
-    return build_arm(name, setup, expected)
+    return build_arm(name, setup, expected, PRECISION_RTOL[precision])
 
 
 def runtime_arms(
@@ -434,6 +444,7 @@ def compare_runtimes(
     work: str | Path,
     seed: int = 0,
     tvm_builds: Mapping[str, Any] | None = None,
+    tvm_precisions: Mapping[str, str] | None = None,
     torch_arms: bool = True,
     compile_arm: bool = True,
     runtimes: bool = True,
@@ -443,8 +454,9 @@ def compare_runtimes(
     """Every arm of the model `spec` (`FILE.py:FUNC` or `FILE.onnx`) set up, checked against the
     original model's output, and timed by one `interleaved_medians` on `threads` threads: PyTorch
     eager and torch.compile (`torch_arms`, `compile_arm`; none for an ONNX model), ONNX Runtime and
-    both OpenVINO arms (`runtimes`), then `tvm_builds` (label -> executable or exported library).
-    An arm that failed to set up keeps its reason and no latency."""
+    both OpenVINO arms (`runtimes`), then `tvm_builds` (label -> executable or exported library;
+    `tvm_precisions`: label -> the precision it was built in, fp32 where absent). An arm that
+    failed to set up keeps its reason and no latency."""
     from autosearch.networks.graph import load_source
     from autosearch.networks.inputs import example_arrays
     from autosearch.networks.tune import reference_outputs
@@ -462,7 +474,7 @@ def compare_runtimes(
     if runtimes:
         arms += runtime_arms(net, specs, arrays, expected, threads, work, onnx_path=spec if is_onnx else None)
     for label, ex in (tvm_builds or {}).items():
-        arms.append(tvm_arm(label, ex, arrays, expected))
+        arms.append(tvm_arm(label, ex, arrays, expected, (tvm_precisions or {}).get(label, "fp32")))
     calls = {a.name: a.call for a in arms if a.call is not None}
     for name, lat in interleaved_medians(calls, rounds=rounds, min_round_s=min_round_s).items():
         next(a for a in arms if a.name == name).latency = lat
@@ -477,6 +489,7 @@ def compare_runtimes_isolated(
     work: str | Path,
     seed: int = 0,
     tvm_libraries: Mapping[str, str] | None = None,
+    tvm_precisions: Mapping[str, str] | None = None,
     torch_arms: bool = True,
     compile_arm: bool = True,
     runtimes: bool = True,
@@ -492,6 +505,7 @@ def compare_runtimes_isolated(
         "work": str(work),
         "seed": seed,
         "tvm_builds": dict(tvm_libraries or {}),
+        "tvm_precisions": dict(tvm_precisions or {}),
         "torch_arms": torch_arms,
         "compile_arm": compile_arm,
         "runtimes": runtimes,

@@ -35,7 +35,7 @@ import numpy as np
 
 from autosearch import interrupts
 from autosearch.errors import InputError, WorkloadError, one_line
-from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
+from autosearch.networks.check import PRECISION_RTOL, OutputCheck, compare_outputs, flatten_outputs
 from autosearch.networks.graph import quiet_import
 from autosearch.networks.inputs import InputSpec, example_arrays
 from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
@@ -97,6 +97,8 @@ class NetworkResult:
     #: output past the check's tolerance and the network was rebuilt with the exact functions).
     fast_math: bool = False
     fast_math_fell_back: bool = False
+    #: What the dense layers compute in (`--precision`), and so the output check's tolerance.
+    precision: str = "fp32"
     #: On a GPU: the network built with TVM's default schedules everywhere (dlight), timed beside the
     #: tuned build; `kept_default` when it ran faster and was kept (see `_keep_the_faster_build`).
     default_latency: float | None = None
@@ -133,6 +135,7 @@ class NetworkResult:
             "artifact": self.artifact,
             "fast_math": self.fast_math,
             "fast_math_fell_back": self.fast_math_fell_back,
+            "precision": self.precision,
             "default_latency_s": self.default_latency,
             "kept_default": self.kept_default,
             "outside_tasks_s": self.outside_tasks_s,
@@ -273,6 +276,7 @@ class NetworkJob:
     seed: int = 0
     fast_math: bool = True
     blocked: bool = True
+    precision: str = "fp32"
     time_torch: bool = True
 
 
@@ -304,12 +308,20 @@ def _import_stage(job: NetworkJob, specs: Sequence[InputSpec], result: NetworkRe
     from autosearch.networks.graph import import_network, load_source
 
     arrays = example_arrays(specs, job.seed)
+    result.precision = job.precision
     with quiet_import():
         source = load_source(job.spec, job.deadline)  # the budget covers the user's import and call
         expected = reference_outputs(source, arrays)
         t0 = time.perf_counter()
         graph = import_network(
-            job.spec, source, specs, arrays, job.target, fast_math=job.fast_math, blocked=job.blocked
+            job.spec,
+            source,
+            specs,
+            arrays,
+            job.target,
+            fast_math=job.fast_math,
+            blocked=job.blocked,
+            precision=job.precision,
         )
     result.breakdown["import"] = time.perf_counter() - t0
     specs = [s.indexing(graph.index_bounds.get(s.name)) for s in specs]  # the artifact refuses ids past a table
@@ -532,7 +544,14 @@ def _build_stage(job: NetworkJob, net: ImportedNetwork, database: Any, result: N
 
         with quiet_import():
             net.graph = import_network(
-                job.spec, net.source, net.specs, net.arrays, job.target, fast_math=False, blocked=job.blocked
+                job.spec,
+                net.source,
+                net.specs,
+                net.arrays,
+                job.target,
+                fast_math=False,
+                blocked=job.blocked,
+                precision=job.precision,
             )
         result.fast_math, result.fast_math_fell_back = False, True
         _build_and_check(result, net.graph, database, job.target, net.arrays, net.expected)
@@ -572,6 +591,7 @@ def _network_job(
         seed=options.seed,
         fast_math=options.fast_math,
         blocked=options.blocked,
+        precision=options.precision,
         time_torch=options.time_torch,
         **rest,
     )
@@ -673,7 +693,8 @@ def _build_and_check(
 
     dev, args = _on_device(target, arrays)
     build = result.executable = compile_network(build_network(graph, database, target), target)
-    result.check = compare_outputs(flatten_outputs(relax.VirtualMachine(build.module, dev)["main"](*args)), expected)
+    out = flatten_outputs(relax.VirtualMachine(build.module, dev)["main"](*args))
+    result.check = compare_outputs(out, expected, PRECISION_RTOL[result.precision])
 
 
 def _time(
@@ -746,7 +767,7 @@ def _keep_the_faster_build(
             times[k].append(time_vm(vm, dev, args, repeat=3))
     result.tuned_latency, result.default_latency = (float(np.median(times[k])) for k in ("tuned", "default"))
     if result.default_latency < result.tuned_latency:
-        check = compare_outputs(flatten_outputs(vms["default"]["main"](*args)), expected)
+        check = compare_outputs(flatten_outputs(vms["default"]["main"](*args)), expected, PRECISION_RTOL[result.precision])
         if check.ok:
             result.executable, result.check, result.kept_default = default, check, True
             result.tuned_latency = result.default_latency

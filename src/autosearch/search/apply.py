@@ -100,6 +100,9 @@ def apply_best(
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
+    from autosearch.backends.tvm.lowp import register_dot_kernels
+
+    register_dot_kernels()  # a bf16 / int8 trace tensorizes with them
     best = path_or_best if isinstance(path_or_best, dict) else load_best(path_or_best)
     wl = workload if workload is not None else _workload(best, module)
     if wl.key != best["workload_key"]:
@@ -208,7 +211,7 @@ def write_script(best_path: str | os.PathLike[str], workload: Any = None) -> Pat
         trials=repr(int(best.get("trials_measured") or 0)),
         latency=repr(float(lat)) if isinstance(lat, (int, float)) else "None",
         target=repr(json.loads(target) if isinstance(target, str) and target.startswith("{") else str(target)),
-        tir=repr(sch.mod.script()),
+        tir=repr(sch.mod.script(show_meta=True)),  # a bf16 / int8 kernel's IR is metadata
         threads=repr(str(_threads(best.get("runtime_threads")))),
     )
     out = Path(best_path)

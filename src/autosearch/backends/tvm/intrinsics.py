@@ -5,7 +5,8 @@ every target TVM knows (CUDA, ROCm, Hexagon, Arm, x86, RISC-V). That import is m
 design space's cost (docs/tuning.md has the figures); an x86 CPU needs only the x86 ones (VNNI /
 AVX-512 dot products for int8), a small part of it, and a CUDA GPU only the CUDA ones (tensor cores, async copies). For those two we register the package without
 running its `__init__` and import that one submodule; any other target (Arm, ROCm, ...) gets the
-full import. Later imports of other submodules still work.
+full import. Later imports of other submodules still work. An x86 CPU also gets autosearch's own
+bf16 and int8 dot products (`lowp`), which its low-precision records replay with.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def _own_submodule(target: Any) -> str | None:
 def register_tensor_intrinsics(target: Any) -> None:
     """Make the intrinsics `target` may tensorize with known to TVM, as cheaply as possible."""
     own = _own_submodule(target)
+    if own == "x86":
+        from autosearch.backends.tvm.lowp import register_dot_kernels
+
+        register_dot_kernels()
     if _PKG in sys.modules:
         if own:
             importlib.import_module(f"{_PKG}.{own}")

@@ -26,6 +26,7 @@ __all__ = [
     "check_precision",
     "get_precision",
     "module_precision",
+    "register_dot_kernels",
     "space_generator",
 ]
 
@@ -195,6 +196,13 @@ def module_precision(mod: Any) -> Precision:
 _REGISTERED: set[str] = set()
 
 
+def register_dot_kernels() -> None:
+    """Register every micro-kernel's tensor intrinsic (once a process): a trace that tensorizes
+    with one replays only where it is registered (a store's records, a saved best schedule)."""
+    for kernel in _KERNELS.values():
+        _register(kernel)
+
+
 def _register(kernel: _DotKernel) -> None:
     """Register `kernel`'s tensor intrinsic once a process."""
     if kernel.intrin in _REGISTERED:
@@ -281,10 +289,7 @@ def space_generator(mod: Any, target: Any) -> Any:
         return "post-order-apply"
     from tvm.s_tir import meta_schedule as ms
 
-    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
-
     kernel = _KERNELS[precision.intrin]
-    register_tensor_intrinsics(target)
     _register(kernel)
     tiled = ms.schedule_rule.MultiLevelTilingWithIntrin(
         precision.intrin,

@@ -1,0 +1,220 @@
+"""Low precision (`--precision bf16|int8`): the packed dense workloads, the CPU-feature refusal, the
+tensorized design space (compiled for a CPU that has the instructions, whatever this host is), and,
+where this CPU has them, the kernels and a bf16 network run against NumPy and PyTorch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autosearch.errors import TargetError, WorkloadError
+
+ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX512_BF16 and AVX512_VNNI
+ZNVER3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}  # AVX2 only
+
+
+def _host_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+needs_bf16 = pytest.mark.skipif("avx512_bf16" not in _host_flags(), reason="this CPU has no AVX512_BF16")
+needs_vnni = pytest.mark.skipif("avx512_vnni" not in _host_flags(), reason="this CPU has no AVX512_VNNI")
+
+
+def _target(spec: dict) -> object:
+    import tvm
+
+    return tvm.target.Target(spec)
+
+
+def test_a_dense_workload_gets_a_packed_low_precision_counterpart_and_others_are_refused() -> None:
+    from autosearch.workloads import get_workload
+    from autosearch.workloads.lowp import split_precision, with_precision
+
+    dense = get_workload("bert/dense/128x768/768")
+    bf16 = with_precision(dense, "bf16")
+    assert bf16.name == "bert/dense/128x768/768@bf16" and bf16.params["op"] == "dense_bf16"
+    text = bf16.mod().script()
+    assert '(48, 384, 16, 2), "bfloat16"' in text and '"float32"' in text
+    int8 = with_precision(dense, "int8")
+    assert '(48, 192, 16, 4), "int8"' in int8.mod().script() and '"uint8"' in int8.mod().script()
+    # the name resolves again (a record names its workload), to the same program
+    assert get_workload(bf16.name).key == bf16.key != dense.key
+    assert split_precision("a/b@int8") == ("a/b", "int8") and split_precision("a@b") == ("a@b", None)
+    assert with_precision(dense, "fp32") is dense
+    with pytest.raises(WorkloadError, match="covers dense layers"):
+        with_precision(get_workload("resnet50/conv2d_nhwc/1x56x56x64/k3s1p1/64"), "bf16")
+    with pytest.raises(WorkloadError, match="blocks of 16 outputs"):
+        with_precision(get_workload("resnet50/dense/1x2048/1000"), "bf16")  # 1000 outputs: not whole blocks
+
+
+def test_a_precision_the_target_cpu_lacks_is_refused_in_one_line_naming_the_feature() -> None:
+    from autosearch.backends.tvm.lowp import check_precision, get_precision
+
+    with pytest.raises(TargetError, match=r"needs avx512bf16, which the target CPU znver3 lacks") as exc:
+        check_precision(get_precision("bf16"), _target(ZNVER3), measured_here=False)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(TargetError, match="needs avx512vnni"):
+        check_precision(get_precision("int8"), _target(ZNVER3), measured_here=False)
+    check_precision(get_precision("bf16"), _target(ZNVER4), measured_here=False)  # compiles for it: fine
+    check_precision(get_precision("fp32"), _target(ZNVER3))
+    with pytest.raises(TargetError, match="unknown precision 'fp16'"):
+        get_precision("fp16")
+    if "avx512_bf16" not in _host_flags():  # measured here: this CPU must run them too
+        with pytest.raises(TargetError, match="this machine's CPU lacks"):
+            check_precision(get_precision("bf16"), _target(ZNVER4), measured_here=True)
+
+
+def _sampled_schedules(name: str, target: object, n: int = 4) -> list:
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.lowp import space_generator
+    from autosearch.workloads import get_workload
+
+    mod = get_workload(name).mod()
+    ctx = ms.TuneContext(
+        mod=mod, target=target, space_generator=space_generator(mod, target), search_strategy="replay-trace"
+    )
+    spaces = ctx.generate_design_space()
+    assert spaces and all("meta_schedule.auto_tensorize" in s.mod.script() for s in spaces)
+    ctx.pre_tuning(max_trials=n, num_trials_per_iter=n, design_spaces=spaces)
+    return [c.sch for c in ctx.generate_measure_candidates()]
+
+
+@pytest.mark.parametrize(("precision", "instruction"), [("bf16", "vdpbf16ps"), ("int8", "vpdpbusd")])
+def test_every_low_precision_design_space_is_tensorized_and_compiles_to_the_instruction(
+    precision: str, instruction: str
+) -> None:
+    """Every design space tiles around the intrinsic (none falls back to fp32 arithmetic, which the
+    search once preferred), and every sampled schedule compiles, vectorized loops around the
+    kernel included, to code that runs the CPU's dot-product instruction."""
+    import tvm
+
+    target = _target(ZNVER4)
+    schedules = _sampled_schedules(f"bert/dense/128x768/768@{precision}", target)
+    assert len(schedules) == 4
+    for sch in schedules:
+        lib = tvm.compile(sch.mod, target=target).mod
+        asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+        assert instruction in asm
+    fp32 = _target(ZNVER4)
+    from autosearch.backends.tvm.lowp import space_generator
+    from autosearch.workloads import get_workload
+
+    assert space_generator(get_workload("bert/dense/128x768/768").mod(), fp32) == "post-order-apply"
+
+
+def _packed(w: np.ndarray, pairs: int) -> np.ndarray:
+    n, k = w.shape
+    return np.ascontiguousarray(w.reshape(n // 16, 16, k // pairs, pairs).transpose(0, 2, 1, 3))
+
+
+@needs_bf16
+@needs_vnni
+def test_the_tensorized_kernels_compute_the_dense_layer_on_this_cpu() -> None:
+    import ml_dtypes
+    import tvm
+
+    from autosearch.backends.tvm.target import host_target
+
+    target = host_target()
+    rng = np.random.default_rng(0)
+    m, k, n = 128, 768, 768
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((n, k)).astype(ml_dtypes.bfloat16)
+    want = a.astype(np.float64) @ w.astype(np.float64).T
+    a8 = rng.integers(0, 256, (m, k), dtype=np.uint8)
+    w8 = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    want8 = a8.astype(np.int64) @ w8.astype(np.int64).T
+    dev = tvm.cpu()
+    for precision, args, out_dtype, expected in (
+        ("bf16", [a, _packed(w, 2)], "float32", want),
+        ("int8", [a8, _packed(w8, 4)], "int32", want8),
+    ):
+        for sch in _sampled_schedules(f"bert/dense/128x768/768@{precision}", target, n=2):
+            out = tvm.runtime.tensor(np.zeros((m, n), out_dtype), dev)
+            tvm.compile(sch.mod, target=target)["main"](*[tvm.runtime.tensor(x, dev) for x in args], out)
+            got = out.numpy().astype(np.float64)
+            assert np.max(np.abs(got - expected)) <= 1e-5 * np.max(np.abs(expected)), precision
+
+
+def test_a_networks_constant_weight_matmuls_become_packed_bf16_dense_layers() -> None:
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.lowp import bf16_dense_layers
+
+    rng = np.random.default_rng(0)
+    w_ok = relax.const(rng.standard_normal((64, 32)).astype("float32"))
+    w_odd = relax.const(rng.standard_normal((64, 24)).astype("float32"))  # 24 outputs: not whole blocks
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((2, 8, 64), "float32"))
+    y = relax.Var("y", relax.TensorStructInfo((8, 64), "float32"))
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.matmul(x, w_ok))
+            b = bb.emit(relax.op.matmul(y, w_odd))
+            c = bb.emit(relax.op.matmul(y, relax.op.permute_dims(y)))  # two activations: stays fp32
+            out = bb.emit_output(relax.Tuple([a, b, c]))
+        bb.emit_func_output(out)
+    mod, count = bf16_dense_layers(bb.get())
+    assert count == 1
+    text = mod.script()
+    assert text.count("R.matmul") == 2 and "dense_packed_bf16" in text and '"bfloat16"' in text
+    assert isinstance(mod, tvm.IRModule)
+
+
+def test_the_output_check_holds_each_precision_to_its_own_tolerance() -> None:
+    from autosearch.networks.check import PRECISION_RTOL, compare_outputs
+
+    expected = [np.linspace(-1.0, 1.0, 100)]
+    off = [expected[0] + 5e-3]  # what OpenVINO's bf16 BERT is off by
+    assert not compare_outputs(off, expected, PRECISION_RTOL["fp32"]).ok
+    check = compare_outputs(off, expected, PRECISION_RTOL["bf16"])
+    assert check.ok and "tolerance 2e-02" in check.describe()
+    assert not compare_outputs([expected[0] + 0.1], expected, PRECISION_RTOL["bf16"]).ok
+
+
+@needs_bf16
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolerance(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import json
+
+    from autosearch.cli import main
+
+    (tmp_path / "mlp.py").write_text(
+        "import torch\n"
+        "def make_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).eval()\n"
+    )
+    argv = ["tune-model", f"{tmp_path / 'mlp.py'}:make_model", "--input", "x:float32:16,64", "--trials", "0"]
+    try:
+        main([*argv, "--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"])
+    except SystemExit as exc:
+        assert not exc.code, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
+    s = json.loads(out[out.index("{") :])
+    assert s["precision"] == "bf16" and s["output_matches"], s
+    assert sum("dense_packed_bf16" in t["name"] for t in s["tasks"]) == 2, [t["name"] for t in s["tasks"]]
+    assert 0 < s["relative_err"] < 2e-2
+
+
+def test_tune_refuses_a_precision_for_an_operator_it_does_not_cover(capsys: pytest.CaptureFixture[str]) -> None:
+    from autosearch.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["tune", "resnet50/conv2d_nhwc/1x56x56x64/k3s1p1/64", "--precision", "bf16"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "covers dense layers" in err[0]
