@@ -75,21 +75,6 @@ def _tune(m: int, k: int, n: int, precision: str, trials: int, work: Path) -> tu
     return sch.mod, best
 
 
-def _onnx_dense(path: Path, w: np.ndarray, m: int) -> None:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    n, k = w.shape
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["a", "wt"], ["c"])],
-        "dense",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])],
-        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [m, n])],
-        [numpy_helper.from_array(np.ascontiguousarray(w.T), "wt")],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 def _pack(w: np.ndarray, pairs: int) -> np.ndarray:
     """Weight N x K to (N/16, K/pairs, 16, pairs): the layout of `workloads.lowp`."""
     n, k = w.shape
@@ -177,8 +162,11 @@ def run_size(m: int, k: int, n: int, trials: int, threads: int, work: Path, roun
         "error": _rel_err(calls["PyTorch bf16"]().float().numpy(), want32),
     }
 
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gemm_rate import _onnx_matmul  # the one-MatMul graph of the SGEMM benchmark: a @ (w.T)
+
     path = work / f"dense_{m}x{k}x{n}.onnx"
-    _onnx_dense(path, w32, m)
+    _onnx_matmul(path, np.ascontiguousarray(w32.T), m)
     core = ov.Core()
     for label, hint in (("OpenVINO f32", "f32"), ("OpenVINO default", None)):
         config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}

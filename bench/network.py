@@ -315,8 +315,13 @@ def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
 
 def dense_rate(summary: dict[str, Any]) -> tuple[float, float] | None:
     """(GFLOP/s, seconds) of the matmul tasks of one build of ours in a run of the whole network
-    (each task's FLOPs x calls over its `network_s`), or None without matmul tasks."""
-    dense = [t for t in summary.get("tasks", []) if "matmul" in t["name"] and t.get("flops") and t.get("network_s")]
+    (each task's FLOPs x calls over its `network_s`; a bf16 build's packed dense layers count),
+    or None without matmul tasks."""
+    dense = [
+        t
+        for t in summary.get("tasks", [])
+        if ("matmul" in t["name"] or "dense_packed" in t["name"]) and t.get("flops") and t.get("network_s")
+    ]
     if not dense:
         return None
     secs = sum(t["network_s"] for t in dense)
@@ -336,7 +341,12 @@ def print_time_spent(label: str, summary: dict[str, Any], gemm_gflops: float | N
     print(f"TIME {label}: {top}; outside the tasks {(summary.get('outside_tasks_s') or 0.0) * 1e3:.2f} ms")
     rate = dense_rate(summary)
     if rate:
+        precision = summary.get("precision") or "fp32"
         share = f", {rate[0] / gemm_gflops:.0%} of the machine's best SGEMM ({gemm_gflops:.0f})" if gemm_gflops else ""
+        if precision != "fp32":  # the SGEMM rate is an fp32 ceiling
+            share = f" in {precision}" + (
+                f" ({rate[0] / gemm_gflops:.2f}x the fp32 SGEMM ceiling)" if gemm_gflops else ""
+            )
         print(f"DENSE {label}: matmul tasks {rate[0]:.0f} GFLOP/s in the network ({rate[1] * 1e3:.2f} ms){share}")
 
 

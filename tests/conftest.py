@@ -228,3 +228,13 @@ def _one_torch_thread_per_test_worker():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def no_pytorch_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tune-model without its PyTorch comparison (a fresh process that imports torch: ~3.5 s of
+    CPU a run), for the tests that check something else; the summary then says None, as for an
+    ONNX model. The prior-only build's test keeps the comparison, end to end."""
+    import autosearch.networks.tune as nt
+
+    monkeypatch.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)

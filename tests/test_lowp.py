@@ -156,8 +156,8 @@ def test_a_networks_constant_weight_matmuls_become_packed_bf16_dense_layers() ->
     w_ok = relax.const(rng.standard_normal((64, 32)).astype("float32"))
     w_odd = relax.const(rng.standard_normal((64, 24)).astype("float32"))  # 24 outputs: not whole blocks
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorStructInfo((2, 8, 64), "float32"))
-    y = relax.Var("y", relax.TensorStructInfo((8, 64), "float32"))
+    x = relax.Var("x", relax.TensorType((2, 8, 64), "float32"))
+    y = relax.Var("y", relax.TensorType((8, 64), "float32"))
     with bb.function("main", [x, y]):
         with bb.dataflow():
             a = bb.emit(relax.op.matmul(x, w_ok))

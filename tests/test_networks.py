@@ -196,16 +196,6 @@ def test_scheduler_compares_rates_only_within_a_flop_band() -> None:
     assert t._similar_best_rate(1) == pytest.approx(1.1e12)  # the better of the two
 
 
-@pytest.fixture
-def no_pytorch_timing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """tune-model without its PyTorch comparison (a fresh process that imports torch: ~3.5 s of
-    CPU a run), for the tests that check something else; the summary then says None, as for an
-    ONNX model. The prior-only build's test keeps the comparison, end to end."""
-    import autosearch.networks.tune as nt
-
-    monkeypatch.setattr(nt, "torch_latency_isolated", lambda *a, **k: None)
-
-
 def _err(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     with pytest.raises(SystemExit) as exc:
         main(argv)

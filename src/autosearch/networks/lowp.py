@@ -48,8 +48,7 @@ def _te_packed_dense(data: Any, weight: Any) -> Any:
     return te.compute(
         (m, n),
         lambda i, j: te.sum(
-            data[i, r].astype("float32")
-            * weight[j // _LANES, r // _PAIRS, j % _LANES, r % _PAIRS].astype("float32"),
+            data[i, r].astype("float32") * weight[j // _LANES, r // _PAIRS, j % _LANES, r % _PAIRS].astype("float32"),
             axis=r,
         ),
         name="dense_packed",
@@ -82,7 +81,7 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
             if str(getattr(call.op, "name", "")) != "relax.matmul":
                 return call
             x, w = call.args
-            if not isinstance(w, relax.Constant):
+            if not isinstance(w, tvm.ir.expr.Constant):
                 return call
             xdims, wdims = _static_dims(x), _static_dims(w)
             if xdims is None or wdims is None or len(wdims) != 2 or len(xdims) < 2:
@@ -93,7 +92,7 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
             if xdims[-1] != k or n % _LANES or k % _PAIRS:
                 return call
             rows = int(np.prod(xdims[:-1]))
-            packed = relax.const(tvm.runtime.tensor(_packed_bf16(w.data.numpy())))
+            packed = relax.const(tvm.runtime.tensor(_packed_bf16(w.value.numpy())))
             x2 = self.builder_.emit(relax.op.reshape(x, [rows, k]))
             xb = self.builder_.emit(relax.op.astype(x2, "bfloat16"))
             y = self.builder_.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")

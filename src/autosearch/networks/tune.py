@@ -767,7 +767,9 @@ def _keep_the_faster_build(
             times[k].append(time_vm(vm, dev, args, repeat=3))
     result.tuned_latency, result.default_latency = (float(np.median(times[k])) for k in ("tuned", "default"))
     if result.default_latency < result.tuned_latency:
-        check = compare_outputs(flatten_outputs(vms["default"]["main"](*args)), expected, PRECISION_RTOL[result.precision])
+        check = compare_outputs(
+            flatten_outputs(vms["default"]["main"](*args)), expected, PRECISION_RTOL[result.precision]
+        )
         if check.ok:
             result.executable, result.check, result.kept_default = default, check, True
             result.tuned_latency = result.default_latency
