@@ -110,6 +110,15 @@ def test_every_low_precision_design_space_is_tensorized_and_compiles_to_the_inst
     from autosearch.workloads import get_workload
 
     assert space_generator(get_workload("bert/dense/128x768/768").mod(), fp32) == "post-order-apply"
+    # a bf16 program whose weight is not packed for the instruction keeps MetaSchedule's own space
+    from tvm import te
+
+    a = te.placeholder((32, 64), "bfloat16", name="a")
+    b = te.placeholder((64, 48), "bfloat16", name="b")
+    r = te.reduce_axis((0, 64), name="r")
+    c = te.compute((32, 48), lambda i, j: te.sum(a[i, r].astype("float32") * b[r, j].astype("float32"), axis=r))
+    plain = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    assert space_generator(plain, fp32) == "post-order-apply"
 
 
 def _packed(w: np.ndarray, pairs: int) -> np.ndarray:

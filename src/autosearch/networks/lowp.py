@@ -9,9 +9,10 @@ to pack, and 2% of BERT's arithmetic).
 
 How: after the weights are bound and folded, `relax.matmul(x, W)` with `W` a constant (K, N)
 becomes a reshape of `x` to rows, a cast to bf16 (fused into the operator before it), the packed
-dense kernel of `workloads.lowp` (the same TE program as the registry's `...@bf16` workloads, so
-records and the prior's tokens carry over), and a reshape back. A weight whose sizes the packing
-does not divide (N not a multiple of 16, K odd) stays fp32.
+dense kernel (the computation of the registry's `...@bf16` workloads, `workloads.lowp`, with the
+network's int64 extents), and a reshape back. A weight whose sizes the packing does not divide (N
+not a multiple of 16, K odd) stays fp32. The reshapes keep the bias add out of the dense task
+(FuseOps fuses elementwise operators, not a reshape, after it): one of the next steps.
 """
 
 from __future__ import annotations

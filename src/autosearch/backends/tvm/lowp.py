@@ -13,6 +13,7 @@ a record replayed anywhere (tuning, a store, a rebuild) links it again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,12 +184,29 @@ def check_precision(precision: Precision, target: Any, *, measured_here: bool = 
             )
 
 
-def module_precision(mod: Any) -> Precision:
-    """The precision a workload's program computes in, read off the element types it names."""
+#: A buffer of the dot-product packing in TVMScript: innermost (16, 2) bf16 or (16, 4) int8, the
+#: extents plain or `T.int64(...)` (a network's task).
+_PACKED = {
+    dtype: re.compile(rf'16\)?, (?:T\.int64\()?{pairs}\)?\), "{dtype}"')
+    for dtype, pairs in (("bfloat16", 2), ("int8", 4))
+}
+
+
+def _packed_weight_dtypes(mod: Any) -> set[str]:
+    """Element types of the buffers of `mod` in a dot-product packing (`workloads.lowp`'s weight
+    layout)."""
     text = mod.script()
-    if '"bfloat16"' in text:
+    return {dtype for dtype, pattern in _PACKED.items() if pattern.search(text)}
+
+
+def module_precision(mod: Any) -> Precision:
+    """The precision a workload's program computes in: bf16 or int8 where a block reads a weight
+    packed for the dot-product instruction, else fp32 (a bf16 model's other programs included:
+    they keep MetaSchedule's own space)."""
+    packed = _packed_weight_dtypes(mod)
+    if "bfloat16" in packed:
         return PRECISIONS["bf16"]
-    if '"uint8"' in text and '"int8"' in text:
+    if "int8" in packed:
         return PRECISIONS["int8"]
     return PRECISIONS["fp32"]
 
