@@ -75,12 +75,6 @@ def _tune(m: int, k: int, n: int, precision: str, trials: int, work: Path) -> tu
     return sch.mod, best
 
 
-def _pack(w: np.ndarray, pairs: int) -> np.ndarray:
-    """Weight N x K to (N/16, K/pairs, 16, pairs): the layout of `workloads.lowp`."""
-    n, k = w.shape
-    return np.ascontiguousarray(w.reshape(n // 16, 16, k // pairs, pairs).transpose(0, 2, 1, 3))
-
-
 def _tvm_call(mod: Any, args: list[np.ndarray], out_shape: tuple[int, int], out_dtype: str) -> tuple[Any, Any]:
     """(a call of the kernel as tuning timed it, the output of one full run on `args`).
 
@@ -120,6 +114,7 @@ def run_size(m: int, k: int, n: int, trials: int, threads: int, work: Path, roun
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from autosearch.networks.runtimes import _ov_precision, interleaved_medians
+    from autosearch.workloads.lowp import pack_weight
 
     rng = np.random.default_rng(0)
     a32 = rng.standard_normal((m, k), dtype=np.float32)
@@ -136,8 +131,8 @@ def run_size(m: int, k: int, n: int, trials: int, threads: int, work: Path, roun
     info: dict[str, dict[str, Any]] = {}
     for precision, args, shape_dtype, want in (
         ("fp32", [a32, w32], "float32", want32),
-        ("bf16", [a16, _pack(w16, 2)], "float32", want16),
-        ("int8", [a8, _pack(w8, 4)], "int32", want8),
+        ("bf16", [a16, pack_weight(w16, 2)], "float32", want16),
+        ("int8", [a8, pack_weight(w8, 4)], "int32", want8),
     ):
         name = f"ours {precision}"
         try:

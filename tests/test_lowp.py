@@ -16,13 +16,9 @@ ZNVER3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}  # AVX2 only
 
 
 def _host_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    from autosearch.hostinfo import cpu_flags
+
+    return cpu_flags() or set()
 
 
 needs_bf16 = pytest.mark.skipif("avx512_bf16" not in _host_flags(), reason="this CPU has no AVX512_BF16")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 
-__all__ = ["cpu_model_name", "cpu_signature"]
+__all__ = ["cpu_flags", "cpu_model_name", "cpu_signature"]
 
 
 def cpu_model_name() -> str:
@@ -30,6 +30,24 @@ def cpu_signature() -> str:
     alike (measured here), so records of three CPU generations would carry one device fingerprint;
     family and model tell them apart.
     """
+    fields = _first_processor()
+    if "cpu family" not in fields:
+        return platform.processor() or platform.machine()
+    return (
+        f"{fields.get('vendor_id', '')} {fields['cpu family']}/{fields.get('model', '')}/{fields.get('stepping', '')}"
+    )
+
+
+def cpu_flags() -> set[str] | None:
+    """The instruction-set flags /proc/cpuinfo lists (`avx512_bf16`, ...); None where it has none.
+
+    Why: a low-precision kernel measured here must run here, whatever CPU the target names."""
+    flags = _first_processor().get("flags")
+    return None if flags is None else set(flags.split())
+
+
+def _first_processor() -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo as fields (empty where there is none)."""
     fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as fh:
@@ -40,8 +58,4 @@ def cpu_signature() -> str:
                 fields[key.strip()] = value.strip()
     except OSError:
         pass
-    if "cpu family" not in fields:
-        return platform.processor() or platform.machine()
-    return (
-        f"{fields.get('vendor_id', '')} {fields['cpu family']}/{fields.get('model', '')}/{fields.get('stepping', '')}"
-    )
+    return fields

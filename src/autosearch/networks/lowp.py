@@ -9,8 +9,8 @@ to pack, and 2% of BERT's arithmetic).
 
 How: after the weights are bound and folded, `relax.matmul(x, W)` with `W` a constant (K, N)
 becomes a reshape of `x` to rows, a cast to bf16 (fused into the operator before it), the packed
-dense kernel (the computation of the registry's `...@bf16` workloads, `workloads.lowp`, with the
-network's int64 extents), and a reshape back. A weight whose sizes the packing does not divide (N
+dense kernel (`workloads.lowp.packed_dense`, the registry's `...@bf16` workloads' computation,
+with the network's int64 extents), and a reshape back. A weight whose sizes the packing does not divide (N
 not a multiple of 16, K odd) stays fp32. The reshapes keep the bias add out of the dense task
 (FuseOps fuses elementwise operators, not a reshape, after it): one of the next steps.
 """
@@ -22,38 +22,24 @@ from typing import Any
 import numpy as np
 
 from autosearch.networks.rewrite import rewrite_functions
+from autosearch.workloads.lowp import pack_weight, packed_dense
 
 __all__ = ["bf16_dense_layers"]
 
-#: Products each output lane of `vdpbf16ps` sums (the packing's inner width).
+#: Products each output lane of `vdpbf16ps` sums (the packing's inner width), and its lanes.
 _PAIRS = 2
 _LANES = 16
 
 
 def _packed_bf16(weight_kn: np.ndarray) -> np.ndarray:
-    """A (K, N) float32 weight as bf16 in (N/16, K/2, 16, 2)."""
+    """A (K, N) float32 weight rounded to bf16 (to nearest even) in the packing (N/16, K/2, 16, 2)."""
     import ml_dtypes
 
-    k, n = weight_kn.shape
-    w = np.ascontiguousarray(weight_kn.T).astype(ml_dtypes.bfloat16)  # (N, K), round to nearest even
-    return np.ascontiguousarray(w.reshape(n // _LANES, _LANES, k // _PAIRS, _PAIRS).transpose(0, 2, 1, 3))
+    return pack_weight(np.ascontiguousarray(weight_kn.T).astype(ml_dtypes.bfloat16), _PAIRS)
 
 
 def _te_packed_dense(data: Any, weight: Any) -> Any:
-    """The packed dense on TE tensors: data (M, K) bf16, weight (N/16, K/2, 16, 2) bf16 -> (M, N) fp32."""
-    from tvm import te
-
-    m, k = data.shape
-    n = weight.shape[0] * _LANES
-    r = te.reduce_axis((0, k), name="k")
-    return te.compute(
-        (m, n),
-        lambda i, j: te.sum(
-            data[i, r].astype("float32") * weight[j // _LANES, r // _PAIRS, j % _LANES, r % _PAIRS].astype("float32"),
-            axis=r,
-        ),
-        name="dense_packed",
-    )
+    return packed_dense(data, weight, "float32")
 
 
 def _static_dims(expr: Any) -> list[int] | None:

@@ -18,7 +18,7 @@ from typing import Any
 from autosearch.errors import WorkloadError
 from autosearch.workloads.base import Workload
 
-__all__ = ["LOW_PRECISIONS", "split_precision", "with_precision"]
+__all__ = ["LOW_PRECISIONS", "pack_weight", "packed_dense", "split_precision", "with_precision"]
 
 #: Precision -> (operand dtypes (data, weight), accumulator dtype, products per output lane).
 LOW_PRECISIONS: dict[str, tuple[tuple[str, str], str, int]] = {
@@ -35,21 +35,38 @@ def split_precision(name: str) -> tuple[str, str | None]:
     return name, None
 
 
+def pack_weight(weight_nk: Any, pairs: int) -> Any:
+    """A weight N x K (a NumPy array in its precision) in the packing (N/16, K/pairs, 16, pairs)."""
+    import numpy as np
+
+    n, k = weight_nk.shape
+    return np.ascontiguousarray(weight_nk.reshape(n // 16, 16, k // pairs, pairs).transpose(0, 2, 1, 3))
+
+
+def packed_dense(data: Any, weight: Any, accumulate: str) -> Any:
+    """The packed dense layer on TE tensors: data (M, K) times weight (N/16, K/pairs, 16, pairs)
+    -> (M, N), summed in `accumulate` (the registry's workloads and a network's layers alike)."""
+    from tvm import te
+
+    m, k = data.shape
+    pairs = int(weight.shape[3])
+    r = te.reduce_axis((0, k), name="k")
+    return te.compute(
+        (m, weight.shape[0] * 16),
+        lambda i, j: te.sum(
+            data[i, r].astype(accumulate) * weight[j // 16, r // pairs, j % 16, r % pairs].astype(accumulate), axis=r
+        ),
+        name="dense_packed",
+    )
+
+
 def _build_packed_dense(M: int, K: int, N: int, precision: str) -> Any:
     from tvm import te
 
     (a_dtype, w_dtype), acc, pairs = LOW_PRECISIONS[precision]
     data = te.placeholder((M, K), a_dtype, name="data")
     weight = te.placeholder((N // 16, K // pairs, 16, pairs), w_dtype, name="weight_packed")
-    k = te.reduce_axis((0, K), name="k")
-    out = te.compute(
-        (M, N),
-        lambda i, j: te.sum(
-            data[i, k].astype(acc) * weight[j // 16, k // pairs, j % 16, k % pairs].astype(acc), axis=k
-        ),
-        name="dense_packed",
-    )
-    return te.create_prim_func([data, weight, out])
+    return te.create_prim_func([data, weight, packed_dense(data, weight, acc)])
 
 
 def with_precision(wl: Any, precision: str) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autosearch.errors import TargetError
+from autosearch.hostinfo import cpu_flags
 
 __all__ = [
     "BF16_INTRIN",
@@ -123,14 +124,12 @@ class Precision:
     cpu_flags: tuple[str, ...] = ()
     #: The tensor intrinsic the multiply-accumulate is tiled around, None for fp32.
     intrin: str | None = None
-    #: Input element type of the matmul operands (the weights are packed in it).
-    dtype: str = "float32"
 
 
 PRECISIONS: dict[str, Precision] = {
     "fp32": Precision("fp32"),
-    "bf16": Precision("bf16", ("avx512bf16",), ("avx512_bf16",), BF16_INTRIN, "bfloat16"),
-    "int8": Precision("int8", ("avx512vnni",), ("avx512_vnni",), INT8_INTRIN, "int8"),
+    "bf16": Precision("bf16", ("avx512bf16",), ("avx512_bf16",), BF16_INTRIN),
+    "int8": Precision("int8", ("avx512vnni",), ("avx512_vnni",), INT8_INTRIN),
 }
 
 
@@ -140,17 +139,6 @@ def get_precision(name: str) -> Precision:
         return PRECISIONS[name]
     except KeyError:
         raise TargetError(f"unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}") from None
-
-
-def _host_flags() -> set[str] | None:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return None
 
 
 def check_precision(precision: Precision, target: Any, *, measured_here: bool = True) -> None:
@@ -174,7 +162,7 @@ def check_precision(precision: Precision, target: Any, *, measured_here: bool = 
             f"--precision {precision.name} needs {', '.join(missing)}, which the target CPU {mcpu} lacks "
             "(LLVM's feature list); use --precision fp32 or a CPU that has it"
         )
-    flags = _host_flags() if measured_here else None
+    flags = cpu_flags() if measured_here else None
     if flags is not None:
         lacking = [f for f in precision.cpu_flags if f not in flags]
         if lacking:
