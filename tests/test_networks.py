@@ -780,6 +780,75 @@ def test_convolutions_with_whole_channel_blocks_are_built_blocked_and_match_pyto
     assert blocked_convolutions(plain.mod, 0) is plain.mod  # no SIMD registers known (a GPU): as is
 
 
+class HalfBlockNet:
+    """Channel counts that whole registers do not divide but half registers do (24 and 40 on
+    AVX-512; 12 and 20 on AVX2), beside ones they do: a stem into `half` channels, a convolution
+    from `half` to `full` channels and back, a depthwise one on `half` channels, a residual add."""
+
+    @staticmethod
+    def make(lanes: int) -> object:
+        import torch
+
+        half, full, odd = lanes * 3 // 2, lanes * 2, lanes * 5 // 2
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = torch.nn.Conv2d(3, half, 3, padding=1)
+                self.up = torch.nn.Conv2d(half, full, 1)
+                self.down = torch.nn.Conv2d(full, half, 3, padding=1)
+                self.dw = torch.nn.Conv2d(half, half, 3, padding=1, groups=half)
+                self.out = torch.nn.Conv2d(half, odd, 1)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                y = torch.relu(self.stem(x))
+                z = self.down(torch.relu(self.up(y))) + y
+                return self.out(self.dw(z))
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+def test_channels_half_a_register_divides_are_blocked_by_half_registers_without_conversions() -> None:
+    """`layouts.channel_block`: a tensor whose channels a register's lanes do not divide but half
+    of them do is blocked by half a register, and each convolution reads its input's block and
+    writes its output's, so the network changes layout only at its output (before, each such
+    convolution stayed NCHW with a conversion on either side); built untuned it computes PyTorch's
+    output."""
+    import re
+
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+    from autosearch.networks.layouts import channel_block
+    from autosearch.search.registers import simd_bits
+
+    assert [channel_block(c, 16) for c in (32, 24, 40, 116, 3)] == [16, 8, 8, 0, 0]
+    assert [channel_block(c, 8) for c in (16, 12, 116, 6)] == [8, 4, 4, 0]
+    assert channel_block(6, 4) == 0  # a block of 2 lanes is no vector worth the layout
+    target = host_target()
+    lanes = simd_bits(target) // 32
+    if lanes < 8:
+        pytest.skip(f"this host's registers hold {lanes} float32 lanes: no half block of 4 or more")
+    x = np.random.default_rng(0).random((1, 3, 10, 10), dtype=np.float32)
+    specs, net = [InputSpec("x", "float32", x.shape)], HalfBlockNet.make(lanes)
+    expected = nt.reference_outputs(net, [x])
+    graph = graph_mod.import_network("half", net, specs, [x], target)
+    calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
+    assert len([c for c in calls if "layout_transform" in c]) <= 1, calls  # the output's
+    assert sum("depthwise_conv2d_NCHWc" in c for c in calls) == 1, calls
+    assert sum("conv2d_NCHWc" in c and "depthwise" not in c for c in calls) == 3, calls
+    half = f"T.int64({lanes * 3 // 2 // (lanes // 2)}), T.int64(10), T.int64(10), T.int64({lanes // 2}))"
+    assert any(half in w.mod()["main"].script() for w in graph.workloads if "depthwise" in w.name)
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    dev, args = nt._on_device(target, [x])
+    assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
+
+
 class TFPaddedBlockNet:
     """MobileNetV2's inverted residual block as transformers writes it (TensorFlow's padding):
     an explicit zero pad before every convolution (of width 0 before a 1x1 one, one row and

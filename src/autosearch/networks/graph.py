@@ -400,7 +400,9 @@ def _graph_passes(
     # as a bare `R.cumsum` and fails after the whole prior pass. Before FoldConstant, so a scan of
     # constants (that mask) is computed here once.
     dispatch = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan()]
-    mod = tvm.transform.Sequential([*dispatch, t.FoldBatchnormToConv2D(), t.FoldConstant()])(mod)
+    mod = tvm.transform.Sequential(
+        [*dispatch, t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference(), t.FoldConstant()]
+    )(mod)
     if register_bits > 0:
         mod = blocked_convolutions(pads_into_convolutions(clips_as_bounds(mod)), register_bits)
     if fast_math:

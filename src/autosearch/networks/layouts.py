@@ -30,19 +30,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["blocked_convolutions", "blocked_layouts", "clips_as_bounds", "legalize_map", "pads_into_convolutions"]
+__all__ = [
+    "blocked_convolutions",
+    "blocked_layouts",
+    "channel_block",
+    "clips_as_bounds",
+    "legalize_map",
+    "pads_into_convolutions",
+]
 
 CONV2D = "relax.nn.conv2d"
 
 
 def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
     """The (data, kernel, output) layouts a `conv2d` call gets, or None where it stays as it is:
-    a layout other than NCHW/OIHW, shapes not static, or output channels that are not whole blocks
-    (the block: its dtype's lanes in one register). Input and output blocked where both channel
-    counts are whole blocks (in a grouped convolution: each group's; a depthwise one: one channel a
-    group); NCHW in and blocked out where only the output's are (a 3-channel stem: its output
-    needs no conversion, and each output block is one vector of the kernel, as in oneDNN's first
-    convolution)."""
+    a layout other than NCHW/OIHW, shapes not static, or output channels that no block divides.
+    Each tensor's block is the largest of one register's lanes for its dtype and half of them that
+    divides its channel count (`channel_block`), so a tensor of 40 or 120 channels is NCHW8c on
+    AVX-512 where a 16-lane block would leave it NCHW, converted before and after every such
+    convolution; a convolution reads its input's block and writes its output's (TOPI's NCHWc
+    kernel takes the two apart). A grouped convolution takes one block that divides each group's
+    input and output channels, a depthwise one its channels'. Input channels that no block divides
+    (a 3-channel stem) are read as NCHW and the output blocked: it needs no conversion, and each
+    output block is one vector of the kernel, as in oneDNN's first convolution."""
     attrs = call.attrs
     if register_bits <= 0:
         return None
@@ -54,17 +64,29 @@ def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
         bits = _dtype_bits(str(data.dtype))
     except (AttributeError, TypeError, ValueError, IndexError):
         return None  # a symbolic channel count
-    block = register_bits // bits if bits else 0
+    lanes = register_bits // bits if bits else 0
     groups = int(attrs.groups)
-    if block < 2 or out_channels % block:
+    if groups == 1:
+        out_block, in_block = channel_block(out_channels, lanes), channel_block(in_channels, lanes)
+    elif groups == in_channels == out_channels:  # depthwise: each lane reads its own channel
+        out_block = in_block = channel_block(out_channels, lanes)
+    else:  # each group's channels whole blocks
+        out_block = in_block = channel_block(math.gcd(in_channels // groups, out_channels // groups), lanes)
+    if not out_block:
         return None
-    blocked = [f"NCHW{block}c", f"OIHW{block}o", f"NCHW{block}c"]
-    if in_channels % block:
-        return ["NCHW", *blocked[1:]] if groups == 1 else None
-    depthwise = groups == in_channels == out_channels
-    if not depthwise and ((in_channels // groups) % block or (out_channels // groups) % block):
-        return None  # a group that is not whole blocks
-    return blocked
+    out = [f"OIHW{out_block}o", f"NCHW{out_block}c"]
+    if not in_block:
+        return ["NCHW", *out] if groups == 1 else None
+    return [f"NCHW{in_block}c", *out]
+
+
+def channel_block(channels: int, lanes: int) -> int:
+    """The channel block of a tensor of `channels` channels: the register's `lanes`, or half of
+    them, whichever divides it first; 0 where neither does (or a register holds under 4 lanes)."""
+    for block in (lanes, lanes // 2):
+        if block >= 4 and channels % block == 0:
+            return block
+    return 0
 
 
 def _dtype_bits(dtype: str) -> int:
