@@ -8,6 +8,11 @@ the two top-1s is what the device costs. Groups of the two devices can hold diff
 schedules and top-k depends on that, so each pair is compared on random subsets of equal size
 (`--draws` of them, the same draws for every model).
 
+Leave-one-CPU-out (issue 71): a second model of the same recipe and seed trains on the same groups
+plus the new CPU's own training families ("with"), and both rank the same subsets of the new
+CPU's held-out groups: without / with is what leaving the CPU out of the data costs it (goal:
+top-1 within 0.02).
+
     python bench/device_transfer.py --db data/reference.db.xz --db data/devices.db
     python bench/device_transfer.py --db data/devices.db --new-target '{"kind":"llvm",...}' --seeds 0
 
@@ -94,52 +99,65 @@ def main(argv: list[str] | None = None) -> int:
     if not pairs:
         raise SystemExit(f"no held-out workload is measured on both {home} and {args.new_target}")
     train = data.subset(train_idx)
+    with_new = data.subset(
+        train_idx + [i for i, g in enumerate(data.groups) if same_cpu(g.target) and g.family not in held]
+    )
     print(f"{data} from {', '.join(args.db)}")
     print(
         f"train: {train.n_groups} groups / {train.n_candidates} candidates on {len(counts)} targets (not the new one)"
     )
+    print(f"with the new CPU: {with_new.n_groups} groups / {with_new.n_candidates} candidates")
     print(
         f"home (in-device): {home}\nnew device:       {args.new_target}\ntest: {len(pairs)} held-out workloads on both"
     )
 
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    rows: dict[str, dict[str, list[dict[str, float]]]] = {k: {"home": [], "new": []} for k in pairs}
+    sides = ("home", "new", "with")  # without the new CPU: on home, on new; with it: on new
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {k: {side: [] for side in sides} for k in pairs}
     for seed in seeds:
         t0 = time.perf_counter()
-        model = make_model("mlp", loss="lambdarank", members=args.members, epochs=args.epochs, patience=10, seed=seed)
-        fit_refit(model, train, 0.15, seed)
+        models = []
+        for data_set in (train, with_new):
+            m = make_model("mlp", loss="lambdarank", members=args.members, epochs=args.epochs, patience=10, seed=seed)
+            fit_refit(m, data_set, 0.15, seed)
+            models.append(m)
         for key, (hi, ni) in pairs.items():
             n = min(data.groups[hi].size, data.groups[ni].size)
-            for side, gi in (("home", hi), ("new", ni)):
+            for side, gi, model in (("home", hi, models[0]), ("new", ni, models[0]), ("with", ni, models[1])):
                 g = data.groups[gi]
                 scores = model.predict(data.group_batch(gi))
                 lat = data.latencies[g.start : g.stop]
                 rows[key][side].append(_subset_metrics(scores, lat, n, args.draws, seed=zlib.crc32(key.encode())))
-        print(f"  seed {seed}: trained and scored in {time.perf_counter() - t0:.1f} s", flush=True)
+        print(f"  seed {seed}: trained both and scored in {time.perf_counter() - t0:.1f} s", flush=True)
 
     def mean(key: str, side: str, m: str) -> float:
         return float(np.mean([r[m] for r in rows[key][side]]))
 
     print(f"\nmeans over training seeds {args.seeds}; groups compared on {args.draws} equal-size subsets\n")
     print(
-        "| workload | n | in-device top-1 | new-device top-1 | in-device top-5 | new-device top-5 | pairwise in / new |"
+        "| workload | n | in-device top-1 | new-device top-1 | trained with it top-1 | in-device top-5 | "
+        "new-device top-5 | trained with it top-5 | pairwise in / new / with |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for key, (hi, ni) in pairs.items():
         g = data.groups[hi]
         n = min(g.size, data.groups[ni].size)
         print(
             f"| {g.name} | {n} | {mean(key, 'home', 'top1'):.3f} | {mean(key, 'new', 'top1'):.3f} | "
-            f"{mean(key, 'home', 'top5'):.3f} | {mean(key, 'new', 'top5'):.3f} | "
-            f"{mean(key, 'home', 'pairwise'):.3f} / {mean(key, 'new', 'pairwise'):.3f} |"
+            f"{mean(key, 'with', 'top1'):.3f} | {mean(key, 'home', 'top5'):.3f} | {mean(key, 'new', 'top5'):.3f} | "
+            f"{mean(key, 'with', 'top5'):.3f} | {mean(key, 'home', 'pairwise'):.3f} / "
+            f"{mean(key, 'new', 'pairwise'):.3f} / {mean(key, 'with', 'pairwise'):.3f} |"
         )
-    summary = {
-        side: {m: float(np.mean([mean(k, side, m) for k in pairs])) for m in METRICS} for side in ("home", "new")
-    }
+    summary = {side: {m: float(np.mean([mean(k, side, m) for k in pairs])) for m in METRICS} for side in sides}
     print(
         f"\nSUMMARY held-out device: top-1 {summary['new']['top1']:.3f} on the new device vs "
         f"{summary['home']['top1']:.3f} in-device (difference {summary['new']['top1'] - summary['home']['top1']:+.3f}; "
         f"goal: within 0.05); top-5 {summary['new']['top5']:.3f} vs {summary['home']['top5']:.3f}"
+    )
+    print(
+        f"SUMMARY leave-one-CPU-out: top-1 {summary['new']['top1']:.3f} without the new CPU's records vs "
+        f"{summary['with']['top1']:.3f} with them (difference {summary['new']['top1'] - summary['with']['top1']:+.3f}; "
+        f"goal: within 0.02); top-5 {summary['new']['top5']:.3f} vs {summary['with']['top5']:.3f}"
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -418,15 +418,14 @@ def _rounds_stage(
         seed=job.settings.seed,
     )
     stored = _tasks_in_store(job, workloads)  # built from the store if no round reaches them
-    deadline = None if job.deadline is None else job.deadline - end_reserve(n)
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
     try:
         while True:
             if job.trials is not None and result.trials >= job.trials:
                 break
-            if deadline is not None:
-                left = deadline - time.perf_counter()
+            if job.deadline is not None:
+                left = job.deadline - end_reserve(n, len(tasks.runs)) - time.perf_counter()
                 unreached = [
                     i
                     for i in range(n)

@@ -38,7 +38,15 @@ from autosearch.search.results import TuneResult, save_result
 from autosearch.search.scorer import Scorer
 from autosearch.search.strategies import Fallback, StrategyFactory
 
-__all__ = ["TuneRun", "TuneSettings", "check_out_dir", "default_schedule", "measure_untuned", "tune"]
+__all__ = [
+    "TuneRun",
+    "TuneSettings",
+    "check_out_dir",
+    "default_schedule",
+    "measure_untuned",
+    "tune",
+    "untuned_over_best",
+]
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -119,6 +127,39 @@ def measure_untuned(mod: Any, target: Any, measurer: Any) -> float | None:
     cand = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
     (res,) = measurer.run_built([cand], pool_builder().build([cand], target))
     return float(np.median(res.latencies)) if res.status == "ok" else None
+
+
+#: Turns of the side-by-side check (`untuned_over_best`): untuned, best, untuned, best, ...
+SIDE_BY_SIDE_TURNS = 3
+
+
+def untuned_over_best(mod: Any, target: Any, measurer: Any, best_trace: str) -> float | None:
+    """Untuned latency / the best schedule's, the two timed in turns in one call (None where
+    either fails). Why: the best was timed in its round and the default at the end, and under
+    a load that came and went between them (a 2-core machine shared for a minute) the default
+    measured faster by chance: a network built with it ran 3x slower than from the prior alone."""
+    import json
+
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule import MeasureCandidate
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.schedule import Trace
+
+    default = default_schedule(mod, target)
+    if default is None:
+        return None
+    best = Schedule(mod)
+    Trace.apply_json_to_schedule(json.loads(best_trace), best)
+    cands = [
+        MeasureCandidate(s, ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in (Schedule(default), best)
+    ]
+    built = pool_builder().build(cands, target)
+    results = measurer.run_built(cands * SIDE_BY_SIDE_TURNS, list(built) * SIDE_BY_SIDE_TURNS)
+    untuned = [x for r in results[0::2] if r.status == "ok" for x in r.latencies]
+    tuned = [x for r in results[1::2] if r.status == "ok" for x in r.latencies]
+    if len(untuned) < SIDE_BY_SIDE_TURNS or len(tuned) < SIDE_BY_SIDE_TURNS:
+        return None
+    return float(np.median(untuned) / np.median(tuned))
 
 
 #: The files `tune --out` and `tune-model --out` write, by the manifest that vouches for them: a
@@ -530,7 +571,11 @@ def _baselines(run: TuneRun, baseline: bool, reference: bool) -> None:
     try:
         if baseline:
             with run.timer.section("baseline"):
-                run.result.untuned_latency = measure_untuned(run.workload.mod(), run.target, run.measurer)
+                r = run.result
+                r.untuned_latency = measure_untuned(run.workload.mod(), run.target, run.measurer)
+                if r.untuned_latency and r.best_latency and r.best_trace and r.untuned_latency < r.best_latency:
+                    ratio = untuned_over_best(run.workload.mod(), run.target, run.measurer, r.best_trace)
+                    r.untuned_latency = None if ratio is None else ratio * r.best_latency
         if reference:
             from autosearch.reference import reference_latency, torch_device
 
