@@ -34,6 +34,6 @@ for n in ${ROUNDS:-25 50 75 100}; do
       sse2)  tgt="{\"kind\":\"llvm\",\"mcpu\":\"x86-64\",\"num-cores\":$CORES}"; env=() ;;
     esac
     env "${env[@]}" $AS collect --workloads "$WL" --per-workload "$n" --db "$DB" --target "$tgt" \
-      --repeat 3 --min-repeat-ms 10 --batch-size 16 --budget-minutes "$left"
+      --repeats 3 --min-repeat-ms 10 --batch-size 16 --budget-minutes "$left"
   done
 done

@@ -13,5 +13,5 @@ WL="$WL,$R/1x1024x14x14/k1s1p0/256,$R/1x512x14x14/k3s2p1/512,$R/1x512x7x7/k3s1p1
 WL="$WL,$M/1x32x112x112/k1s1p0/16,$M/1x24x56x56/k1s1p0/144,$M/1x192x28x28/k1s1p0/32,$M/1x576x14x14/k1s1p0/96"
 WL="$WL,$M/1x960x7x7/k1s1p0/320"
 for n in ${ROUNDS:-50 100 150 200}; do
-  autosearch collect --workloads "$WL" --per-workload "$n" --db "$DB" --repeat 3 --min-repeat-ms 10 --batch-size 16
+  autosearch collect --workloads "$WL" --per-workload "$n" --db "$DB" --repeats 3 --min-repeat-ms 10 --batch-size 16
 done

@@ -30,5 +30,5 @@ for n in ${ROUNDS:-50 100 150 200}; do
   wl=$CORE
   [ "$n" -gt 100 ] || wl="$CORE,$SIDE"
   autosearch collect --workloads "$wl" --per-workload "$n" --db "$DB" \
-    --repeat 3 --min-repeat-ms 10 --batch-size 16 --budget-minutes "$left"
+    --repeats 3 --min-repeat-ms 10 --batch-size 16 --budget-minutes "$left"
 done
