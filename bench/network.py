@@ -9,8 +9,8 @@ process (the tuning process's thread pools would slow PyTorch beside them): a Py
 of at least --min-round-s a round, --timing-rounds rounds with the arms interleaved, the median,
 every runtime on --threads threads; the harness runs in --timing-processes fresh processes and an
 arm's figure is the median of theirs (on this VM the same build ran 42 ms in one process and 72 in
-the next, OpenVINO alike: where a process's memory lands decides that, not the runtime), each output checked against PyTorch relative to its scale
-(`autosearch.networks.check`). The headline is `best fp32 runtime / ours`: the fastest of eager,
+the next, OpenVINO alike: where a process's memory lands decides that, not the runtime); each
+output is checked against PyTorch relative to its scale (`autosearch.networks.check`). The headline is `best fp32 runtime / ours`: the fastest of eager,
 torch.compile, ONNX Runtime and OpenVINO f32 whose output checked ok, over each build of ours; an
 arm that cannot run (an operator the ONNX exporter lacks) is its one-line reason in the table.
 
@@ -377,7 +377,6 @@ def print_summary(results: list[dict[str, Any]]) -> None:
     """One row a model: every baseline's and every build of ours' milliseconds, the best fp32
     runtime and `best fp32 / ours` for each build; then the geometric mean of each over the models
     that have it."""
-
     from autosearch.networks.runtimes import (
         EAGER,
         ONNXRUNTIME,

@@ -35,7 +35,8 @@ class TuneResult:
     best_trace: str | None = None
     best_trial: int | None = None
     flops: float | None = None
-    #: TVM's default build's latency; where it measured below the best, re-timed in turns beside it (`untuned_over_best`) and given as the best's latency times their ratio.
+    #: TVM's default build's latency; where it measured below the best, re-timed in turns beside
+    #: it (`search.tune.untuned_over_best`) and given as the best's latency times their ratio.
     untuned_latency: float | None = None
     reference: dict[str, Any] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)

@@ -138,28 +138,27 @@ def untuned_over_best(mod: Any, target: Any, measurer: Any, best_trace: str) -> 
     either fails). Why: the best was timed in its round and the default at the end, and under
     a load that came and went between them (a 2-core machine shared for a minute) the default
     measured faster by chance: a network built with it ran 3x slower than from the prior alone."""
-    import json
-
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule import MeasureCandidate
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.schedule import Trace
+
+    from autosearch.features.per_store import candidate_from_trace
 
     default = default_schedule(mod, target)
     if default is None:
         return None
-    best = Schedule(mod)
-    Trace.apply_json_to_schedule(json.loads(best_trace), best)
+    untuned = Schedule(default)
     cands = [
-        MeasureCandidate(s, ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in (Schedule(default), best)
+        MeasureCandidate(untuned, ArgInfo.from_entry_func(untuned.mod, remove_preproc=True)),
+        candidate_from_trace(mod, best_trace),
     ]
-    built = pool_builder().build(cands, target)
-    results = measurer.run_built(cands * SIDE_BY_SIDE_TURNS, list(built) * SIDE_BY_SIDE_TURNS)
-    untuned = [x for r in results[0::2] if r.status == "ok" for x in r.latencies]
-    tuned = [x for r in results[1::2] if r.status == "ok" for x in r.latencies]
-    if len(untuned) < SIDE_BY_SIDE_TURNS or len(tuned) < SIDE_BY_SIDE_TURNS:
+    results = measurer.run_built(cands * SIDE_BY_SIDE_TURNS, measurer.build(cands) * SIDE_BY_SIDE_TURNS)
+    if any(r.status != "ok" or not r.latencies for r in results):
         return None
-    return float(np.median(untuned) / np.median(tuned))
+    return float(
+        np.median([x for r in results[0::2] for x in r.latencies])
+        / np.median([x for r in results[1::2] for x in r.latencies])
+    )
 
 
 #: The files `tune --out` and `tune-model --out` write, by the manifest that vouches for them: a
