@@ -381,6 +381,7 @@ def _graph_passes(
     import tvm
     from tvm import relax
 
+    from autosearch.networks.folding import batch_norms_as_scale_shift, fold_in_numpy
     from autosearch.networks.layouts import (
         blocked_convolutions,
         clips_as_bounds,
@@ -400,9 +401,8 @@ def _graph_passes(
     # as a bare `R.cumsum` and fails after the whole prior pass. Before FoldConstant, so a scan of
     # constants (that mask) is computed here once.
     dispatch = [relax.backend.DispatchSampling(), relax.backend.DispatchSortScan()]
-    mod = tvm.transform.Sequential(
-        [*dispatch, t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference(), t.FoldConstant()]
-    )(mod)
+    mod = tvm.transform.Sequential([*dispatch, t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()])(mod)
+    mod = batch_norms_as_scale_shift(t.FoldConstant()(fold_in_numpy(mod)))  # NumPy first: TVM compiles per call
     if register_bits > 0:
         mod = blocked_convolutions(pads_into_convolutions(clips_as_bounds(mod)), register_bits)
     if fast_math:

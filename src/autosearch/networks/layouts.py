@@ -102,6 +102,8 @@ def blocked_convolutions(mod: Any, register_bits: int) -> Any:
     import tvm
     from tvm import relax
 
+    from autosearch.networks.folding import fold_in_numpy
+
     if register_bits <= 0:
         return mod
 
@@ -119,7 +121,7 @@ def blocked_convolutions(mod: Any, register_bits: int) -> Any:
         converted = tvm.transform.Sequential(passes)(mod)
     except Exception:  # TVM's layout inference refused the model (ConvNext: its `layer_norm`
         return mod  # after a blocked convolution fails TVM 0.27's gamma shape check): as imported
-    return relax.transform.FoldConstant()(converted)
+    return relax.transform.FoldConstant()(fold_in_numpy(converted))  # the weights' transforms, in NumPy
 
 
 def _legalize_conv2d(bb: Any, call: Any) -> Any:

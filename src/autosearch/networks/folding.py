@@ -1,0 +1,231 @@
+"""Constant subgraphs of a network computed in NumPy before TVM's `FoldConstant` sees them.
+
+Why: Relax's `FoldConstant` evaluates a call on constants by legalizing it and compiling the
+kernel with LLVM, one kernel per operator and shape (about 50 ms each here). A network's weights
+reach many such calls: DenseNet-121's pre-activation BatchNorms decompose into ~300 constant
+`expand_dims`/`add`/`multiply` chains and its blocked convolutions into 427 weight
+`layout_transform`s, and the two `FoldConstant` runs took 64 s of a 66-s import. NumPy computes
+the same numbers in milliseconds. Only operators whose NumPy result is the one TVM's kernel
+computes are folded here (element-wise arithmetic exact in IEEE, shape and index moves); any
+other call is left to `FoldConstant`, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from autosearch.networks.rewrite import rewrite_functions
+
+__all__ = ["batch_norms_as_scale_shift", "fold_in_numpy"]
+
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "relax.add": np.add,
+    "relax.subtract": np.subtract,
+    "relax.multiply": np.multiply,
+    "relax.maximum": np.maximum,
+    "relax.minimum": np.minimum,
+}
+_FLOAT_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"relax.divide": np.divide}
+_FLOAT_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relax.sqrt": np.sqrt,
+    "relax.rsqrt": lambda x: np.divide(np.ones((), x.dtype), np.sqrt(x)),
+    "relax.negative": np.negative,
+}
+
+
+def _ints(values: Any) -> list[int] | None:
+    """A list of Python ints from an attribute or shape (None when any entry is not constant)."""
+    if values is None:
+        return None
+    out = []
+    for v in values:
+        value = getattr(v, "value", v)
+        if not isinstance(value, int):
+            return None
+        out.append(int(value))
+    return out
+
+
+def _index_values(expr: Any, env: dict[Any, np.ndarray]) -> np.ndarray | None:
+    """An index expression of an `IndexMap` evaluated on arrays of indices; None for any node
+    outside integer arithmetic (a map this folder does not know stays TVM's to fold)."""
+    from tvm import tirx
+
+    if isinstance(expr, tirx.Var):
+        return env.get(expr)
+    if isinstance(expr, tirx.IntImm):
+        return np.asarray(int(expr.value), dtype=np.int64)
+    ops: dict[type, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+        tirx.Add: np.add,
+        tirx.Sub: np.subtract,
+        tirx.Mul: np.multiply,
+        tirx.FloorDiv: np.floor_divide,
+        tirx.FloorMod: np.mod,
+    }
+    op = ops.get(type(expr))
+    if op is None:
+        return None
+    a, b = _index_values(expr.a, env), _index_values(expr.b, env)
+    return None if a is None or b is None else op(a, b)
+
+
+def _layout_transform(x: np.ndarray, attrs: Any) -> np.ndarray | None:
+    """`relax.layout_transform` of a constant: each element moved where the index map sends it,
+    positions no element reaches (padding) set to the pad value."""
+    index_map = attrs.index_map
+    shape = _ints(index_map.map_shape(list(x.shape)))
+    if shape is None or len(index_map.initial_indices) != x.ndim:
+        return None
+    grid = np.indices(x.shape, dtype=np.int64) if x.ndim else np.zeros((0,), np.int64)
+    env = dict(zip(index_map.initial_indices, grid))
+    where = [w for w in (_index_values(e, env) for e in index_map.final_indices) if w is not None]
+    if len(where) != len(index_map.final_indices):
+        return None
+    pad = getattr(getattr(attrs, "pad_value", None), "value", 0) or 0
+    out = np.full(shape, pad, dtype=x.dtype)
+    out[tuple(np.broadcast_to(w, x.shape) for w in where)] = x
+    return out
+
+
+def _evaluate(name: str, call: Any, args: list[Any]) -> np.ndarray | None:
+    """The NumPy value of one call whose tensor arguments are all constants (`args`: arrays, shapes
+    as int lists, tuples as lists of arrays); None where this folder leaves it to TVM."""
+    a = call.attrs
+    x = args[0]
+    floating = isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating)
+    if name in _BINARY:
+        return _BINARY[name](x, args[1])
+    if name in _FLOAT_BINARY and floating and args[1].dtype == x.dtype:
+        return _FLOAT_BINARY[name](x, args[1])
+    if name in _FLOAT_UNARY and floating:
+        return _FLOAT_UNARY[name](x)
+    if name == "relax.astype":
+        return x.astype(str(a.dtype))
+    if name == "relax.expand_dims":
+        axes = sorted(ax % (x.ndim + len(a.axis)) for ax in _ints(a.axis) or [])
+        return np.expand_dims(x, tuple(axes)) if axes else None
+    if name == "relax.squeeze":
+        return np.squeeze(x) if a.axis is None else np.squeeze(x, tuple(_ints(a.axis) or []))
+    if name == "relax.permute_dims":
+        return np.transpose(x, None if a.axes is None else _ints(a.axes))
+    if name in ("relax.reshape", "relax.broadcast_to") and isinstance(args[1], list):
+        return x.reshape(args[1]) if name == "relax.reshape" else np.broadcast_to(x, args[1]).copy()
+    if name == "relax.concat" and isinstance(x, list) and x:
+        return np.concatenate(x, axis=int(a.axis))
+    if name == "relax.layout_transform":
+        return _layout_transform(x, a)
+    return None
+
+
+def fold_in_numpy(mod: Any) -> Any:
+    """`mod` with every call whose arguments are constants (directly or through earlier folded
+    bindings) replaced by its value, for the operators listed in the module doc."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    names = {*_BINARY, *_FLOAT_BINARY, *_FLOAT_UNARY}
+    names |= {"relax.astype", "relax.expand_dims", "relax.squeeze", "relax.permute_dims", "relax.reshape"}
+    names |= {"relax.broadcast_to", "relax.concat", "relax.layout_transform"}
+    constant = tvm.ir.expr.Constant
+
+    @expr_functor.mutator
+    class NumPyFold(relax.PyExprMutator):
+        def _value(self, expr: Any) -> Any:
+            """An argument as NumPy (arrays, int lists, lists of arrays), or None if not constant."""
+            if isinstance(expr, relax.Var):
+                bound = self.lookup_binding(expr)
+                return None if bound is None else self._value(bound)
+            if isinstance(expr, constant):  # a tensor, or a scalar (`x + eps` of a BatchNorm)
+                value = expr.value
+                if hasattr(value, "numpy"):
+                    return value.numpy()
+                dtype = str(getattr(getattr(expr, "ty", None), "dtype", ""))
+                return np.asarray(value, dtype) if isinstance(value, (int, float)) and dtype else None
+            kind = type(expr).__name__
+            if kind == "ShapeExpr":
+                return _ints(expr.values)
+            if kind == "Tuple":
+                fields = [self._value(f) for f in expr.fields]
+                ok = all(isinstance(f, np.ndarray) for f in fields)
+                return fields if ok else None
+            return None
+
+        def visit_call_(self, call: Any) -> Any:
+            new = super().visit_call_(call)
+            name = str(getattr(new.op, "name", ""))
+            if name not in names or not new.args:
+                return new
+            args = [self._value(arg) for arg in new.args]
+            if any(v is None for v in args):
+                return new
+            dtype = str(getattr(getattr(call, "ty", None), "dtype", ""))
+            try:
+                value = _evaluate(name, new, args)
+            except (ValueError, TypeError, IndexError, AttributeError):  # NumPy refuses: TVM's to decide
+                return new
+            if value is None or str(value.dtype) != dtype:
+                return new
+            return relax.const(np.ascontiguousarray(value), dtype)
+
+    return rewrite_functions(NumPyFold, mod)
+
+
+def batch_norms_as_scale_shift(mod: Any) -> Any:
+    """Every inference BatchNorm left after `FoldBatchnormToConv2D`, which Relax's
+    `DecomposeOpsForInference` writes as `(x - mean) / sqrt(var + eps) * gamma + beta`, as
+    `x * scale + shift` with `scale = gamma / sqrt(var + eps)` and `shift = beta - mean * scale`
+    computed once here: the chain of four constants, each a `subtract`, `divide`, `multiply`,
+    `add` on a tensor, whose first operand is the only non-constant.
+
+    Why: a BatchNorm that follows no convolution (DenseNet's pre-activation BatchNorm + ReLU
+    before each layer, 120 of them) stays in the graph, and each became a task of four
+    operations a pass, a division among them, where ONNX Runtime and OpenVINO run one multiply-add
+    per element. The same numbers within float32 rounding (a few ulp of the output)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    constant = tvm.ir.expr.Constant
+    chain = ("relax.add", "relax.multiply", "relax.divide", "relax.subtract")
+
+    @expr_functor.mutator
+    class ScaleShift(relax.PyExprMutator):
+        def _bound(self, expr: Any) -> Any:
+            while isinstance(expr, relax.Var):
+                bound = self.lookup_binding(expr)
+                if bound is None:
+                    return expr
+                expr = bound
+            return expr
+
+        def _tensor(self, expr: Any) -> np.ndarray | None:
+            expr = self._bound(expr)
+            value: Any = getattr(expr, "value", None) if isinstance(expr, constant) else None
+            return value.numpy() if hasattr(value, "numpy") else None
+
+        def visit_call_(self, call: Any) -> Any:
+            new = super().visit_call_(call)
+            x: Any = new
+            consts = []
+            for name in chain:  # walk back from the add to the subtract
+                x = self._bound(x)
+                if str(getattr(getattr(x, "op", None), "name", "")) != name or len(x.args) != 2:
+                    return new
+                c = self._tensor(x.args[1])
+                if c is None or c.dtype != np.float32:
+                    return new
+                consts.append(c)
+                x = x.args[0]
+            beta, gamma, std, mean = consts
+            dtype = str(getattr(getattr(x, "ty", None), "dtype", ""))
+            if dtype != "float32" or len({c.shape for c in consts}) != 1:
+                return new
+            scale = (gamma / std).astype(np.float32)
+            shift = (beta - mean * scale).astype(np.float32)
+            return relax.op.add(relax.op.multiply(x, relax.const(scale)), relax.const(shift))
+
+    return rewrite_functions(ScaleShift, mod)
