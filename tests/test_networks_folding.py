@@ -10,6 +10,7 @@ import pytest
 tvm = pytest.importorskip("tvm")
 from tvm import relax  # noqa: E402
 
+from autosearch.backends.tvm.target import host_target  # noqa: E402
 from autosearch.networks.folding import fold_in_numpy  # noqa: E402
 
 
@@ -106,7 +107,7 @@ def test_a_densenet_block_imports_without_compiling_a_kernel_per_constant(monkey
     net = torch.nn.Sequential(*[Layer(32 + 16 * i) for i in range(4)]).eval()
     x = np.random.default_rng(0).random((1, 32, 14, 14), dtype=np.float32)
     mod, params = _from_torch(net, [x], "dense")
-    target = tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    target = host_target()
     with target:
         start = time.perf_counter()
         ours = _graph_passes(mod, params, fast_math=False, register_bits=512)
@@ -134,7 +135,7 @@ def test_a_batch_norm_after_no_convolution_becomes_one_multiply_add_with_the_sam
         bn.weight.uniform_(0.5, 2), bn.bias.uniform_(-1, 1)
     x = np.random.default_rng(0).random((1, 8, 4, 4), dtype=np.float32)
     mod, params = _from_torch(net, [x], "bn")
-    target = tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    target = host_target()
     with target:
         prepared = _graph_passes(mod, params, fast_math=False, register_bits=0)
     names = [gv.name_hint for gv, _ in prepared.functions_items()]

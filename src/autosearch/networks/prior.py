@@ -119,11 +119,17 @@ def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 
     offers no design space for it or none of the `CANDIDATES` best is right (TVM then builds it
     untuned)."""
     from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.spatial import spatial_schedule
     from autosearch.networks.verify import schedule_matches
     from autosearch.search.decision_search import DecisionSearch
     from autosearch.search.strategies import DecisionSettings, RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
 
+    found = spatial_schedule(workload, target, ranker.simd_bits)  # no reduction: timed forms, no model
+    if found is not None:
+        trace = trace_json(found[0])
+        if schedule_matches(workload, trace, target, seed):
+            return trace
     settings = TuneSettings(trials=1, trials_per_round=1, seed=seed, fixed_spaces=True, eps_greedy=0.0)
     try:
         ctx, spaces = design_space(workload, target, settings, None)

@@ -1,0 +1,98 @@
+"""`networks.spatial`: a task with no reduction gets a timed loop nest with its channel block one
+vector; a convolution is left to the prior's design space."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from autosearch.backends.tvm.target import host_target  # noqa: E402
+from autosearch.networks.graph import import_network  # noqa: E402
+from autosearch.networks.inputs import InputSpec  # noqa: E402
+from autosearch.search.registers import simd_bits  # noqa: E402
+
+
+def _graph() -> object:
+    """A stem, then a pre-activation BatchNorm + ReLU before a 1x1 convolution, concatenated with
+    its input (a DenseNet layer), then a 1x1 convolution: between the convolutions every tensor in
+    a blocked layout, channels whole blocks of every register's lanes."""
+
+    class Layer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 64, 3, padding=1)
+            self.bn, self.conv = torch.nn.BatchNorm2d(64), torch.nn.Conv2d(64, 32, 1, bias=False)
+            self.out = torch.nn.Conv2d(96, 32, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.stem(x)
+            return self.out(torch.cat([y, self.conv(torch.relu(self.bn(y)))], 1))
+
+    torch.manual_seed(0)
+    net = Layer().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-1, 1), net.bn.running_var.uniform_(0.5, 2)
+    x = np.random.default_rng(0).random((1, 3, 14, 14), dtype=np.float32)
+    return import_network("layer", net, [InputSpec("x", "float32", x.shape)], [x], host_target())
+
+
+def test_a_task_with_no_reduction_gets_one_vector_a_channel_block_and_a_convolution_none() -> None:
+    """The BatchNorm + ReLU task and the concatenation: the chosen form vectorizes exactly the
+    innermost axis (the channel block, a whole number of registers), has no 64-lane fused loop, and
+    computes what the task computes; the convolution is no task of this kind."""
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.spatial import spatial_schedule
+    from autosearch.networks.verify import schedule_matches
+
+    target = host_target()
+    bits = simd_bits(target)
+    if bits <= 0:
+        pytest.skip("no SIMD registers known on this CPU")
+    graph = _graph()
+    names = [w.name for w in graph.workloads]  # type: ignore[attr-defined]
+    spatial = [w for w in graph.workloads if "fused_multiply" in w.name or "concatenate" in w.name]  # type: ignore[attr-defined]
+    conv = next(w for w in graph.workloads if "conv2d_NCHWc" in w.name)  # type: ignore[attr-defined]
+    assert len(spatial) == 2, names
+    for task in spatial:
+        found = spatial_schedule(task, target, bits)
+        assert found is not None, task.name
+        sch, seconds = found
+        assert 0 < seconds < 1e-2
+        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+        loops = [sch.get(lp) for lp in sch.get_loops(block)]
+        vectorized = [lp for lp in loops if int(lp.kind) == 2]  # ForKind.VECTORIZED
+        assert vectorized == [loops[-1]]
+        assert len(loops) in (2, 5)  # serial: N, C, H, W, c; parallel: one fused loop + the vector
+        assert int(loops[-1].extent) % (bits // 32) == 0 and int(loops[-1].extent) <= 64
+        assert schedule_matches(task, trace_json(sch), target)
+    assert spatial_schedule(conv, target, bits) is None
+    assert spatial_schedule(spatial[0], target, 0) is None  # no registers known (a GPU): no rule
+
+
+def test_the_prior_pass_builds_a_task_with_no_reduction_from_the_timed_form() -> None:
+    """`prior.prior_schedule` returns the spatial form's trace for such a task (its loop nest,
+    not a design-space pick: one vectorized loop over the channel block)."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.networks.prior import PriorRanker, prior_schedule
+
+    target = host_target()
+    bits = simd_bits(target)
+    if bits <= 0:
+        pytest.skip("no SIMD registers known on this CPU")
+    graph = _graph()
+    task = next(w for w in graph.workloads if "relu" in w.name and "conv" not in w.name)  # type: ignore[attr-defined]
+    trace = prior_schedule(task, target, PriorRanker(target))
+    assert trace is not None
+    sch = Schedule(task.mod())
+    Trace.apply_json_to_schedule(json.loads(trace), sch)
+    (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+    loops = [sch.get(lp) for lp in sch.get_loops(block)]
+    assert [int(lp.kind) for lp in loops][-1] == 2 and int(loops[-1].extent) % (bits // 32) == 0
+    assert len(loops) == 5  # NCHW{b}c, no axis fused into the vector (the design space's pick: 2 loops)
