@@ -37,7 +37,7 @@ import numpy as np
 from autosearch.errors import WorkloadError
 from autosearch.search.adapter import ModelAdapter
 
-__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule"]
+__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule", "ranked_schedule"]
 
 #: The model that shortlists: it scores decision vectors, unbuilt, and carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
@@ -114,22 +114,32 @@ def _prior(name: str, target: Any) -> ModelAdapter:
 
 
 def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
-    """The trace (JSON text) of the task's best-ranked schedule that the post-processors accept and
-    that computes what the task computes (`verify.schedule_matches`), or None where MetaSchedule
-    offers no design space for it or none of the `CANDIDATES` best is right (TVM then builds it
-    untuned)."""
+    """The trace (JSON text) of the task's zero-trial schedule: for a task with no reduction and a
+    channel block innermost, its timed loop nest (`spatial.spatial_schedule`), else the best-ranked
+    pick of its design space (`ranked_schedule`); in both cases one that computes what the task
+    computes (`verify.schedule_matches`). None: TVM builds the task untuned."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.spatial import spatial_schedule
+    from autosearch.networks.verify import schedule_matches
+
+    found = spatial_schedule(workload, target, ranker.simd_bits)
+    if found is not None:
+        trace = trace_json(found[0])
+        if schedule_matches(workload, trace, target, seed):
+            return trace
+    return ranked_schedule(workload, target, ranker, seed)
+
+
+def ranked_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
+    """The trace of the task's best-ranked schedule that the post-processors accept and that
+    computes what the task computes, or None where MetaSchedule offers no design space for it or
+    none of the `CANDIDATES` best is right."""
+    from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.verify import schedule_matches
     from autosearch.search.decision_search import DecisionSearch
     from autosearch.search.strategies import DecisionSettings, RandomDraws, design_space
     from autosearch.search.tune import TuneSettings
 
-    found = spatial_schedule(workload, target, ranker.simd_bits)  # no reduction: timed forms, no model
-    if found is not None:
-        trace = trace_json(found[0])
-        if schedule_matches(workload, trace, target, seed):
-            return trace
     settings = TuneSettings(trials=1, trials_per_round=1, seed=seed, fixed_spaces=True, eps_greedy=0.0)
     try:
         ctx, spaces = design_space(workload, target, settings, None)

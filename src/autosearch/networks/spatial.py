@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["spatial_schedule"]
+__all__ = ["spatial_forms", "spatial_schedule", "warm_seconds"]
 
 #: Longest innermost axis made one vector (16 floats of AVX-512 times 4, as MetaSchedule's rule).
 MAX_VECTOR = 64
 
 
-def _forms(mod: Any, register_lanes: int) -> list[Any]:
+def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     """The task's serial and parallel loop nests (schedules), or none where it has a reduction,
     a block that does not inline into the last, or an innermost axis no whole register divides."""
     from tvm import s_tir
@@ -54,7 +54,7 @@ def _forms(mod: Any, register_lanes: int) -> list[Any]:
     return forms
 
 
-def _seconds(mod: Any, target: Any) -> float:
+def warm_seconds(mod: Any, target: Any) -> float:
     """Median seconds of a call of the built schedule on random inputs, caches warm (as inside
     a network, where the producer has just written its input)."""
     import tvm
@@ -71,16 +71,16 @@ def _seconds(mod: Any, target: Any) -> float:
 
 
 def spatial_schedule(workload: Any, target: Any, register_bits: int) -> tuple[Any, float] | None:
-    """The faster of the task's serial and parallel forms (`_forms`) with its measured seconds,
+    """The faster of the task's serial and parallel forms (`spatial_forms`) with its measured seconds,
     or None where the task is not of this kind (a reduction, an axis no register divides) or no
     form builds."""
     if register_bits <= 0:
         return None
     lanes = max(1, register_bits // 32)  # float32 lanes; wider dtypes only divide it more often
     timed = []
-    for sch in _forms(workload.mod(), lanes):
+    for sch in spatial_forms(workload.mod(), lanes):
         try:
-            timed.append((_seconds(sch.mod, target), sch))
+            timed.append((warm_seconds(sch.mod, target), sch))
         except Exception:  # a form TVM does not build: the other, or the prior's design space
             continue
     if not timed:
