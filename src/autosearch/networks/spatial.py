@@ -5,11 +5,12 @@ in parallel over the rest, whichever ran faster here.
 Why: the prior's picks for such tasks fuse every axis into one loop, split it into 64-lane vectors
 and run them in parallel; the index arithmetic of the fused loop (a division and a remainder per
 lane) gathers each lane's per-channel constant, and TVM's parallel region costs microseconds to
-start on these VMs. DenseNet-121's 58 pre-activation BatchNorm + ReLU tasks on NCHW16c tensors
-ran 47-204 us each from the prior's pick and 1.8-24 us each as one serial loop nest with the
-channel block vectorised; its concatenations ran 2-4x faster serially too (timed warm, Zen 4,
-`bench/README.md` "Tasks with no reduction"). Which of the two forms wins depends on the
-tensor's size and the machine, so both are built and timed.
+start on these VMs. DenseNet-121's pre-activation BatchNorm + ReLU tasks on NCHW16c tensors ran
+3.5-26x slower from the prior's pick than as one serial loop nest with the channel block
+vectorised, its concatenations 1.3-3.8x (20 tasks timed warm on a Zen 4, 4.86x summed;
+`bench/spatial_tasks.py`, bench/README.md "DenseNet-121 with constants folded in NumPy, then
+tasks with no reduction timed"). Which of the two forms wins depends on the tensor's size and
+the machine, so both are built and timed.
 """
 
 from __future__ import annotations
