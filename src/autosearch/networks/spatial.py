@@ -55,36 +55,69 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     return forms
 
 
+#: Timing of a form: repeats, and the least milliseconds of each (the forms run 10-300 us: a
+#: repeat is tens of calls).
+REPEAT, MIN_REPEAT_MS = 5, 2
+
+
+def _random_args(func: Any) -> list[Any]:
+    import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    rng = np.random.default_rng(0)
+    return [
+        tvm.runtime.tensor(rng.standard_normal([int(s) for s in a.shape]).astype(str(a.dtype)), tvm.cpu())
+        for a in ArgInfo.from_prim_func(func)
+    ]
+
+
+def _warm(lib: Any, name: str, args: list[Any]) -> float:
+    import tvm
+
+    timer = lib.time_evaluator(name, tvm.cpu(), number=1, repeat=REPEAT, min_repeat_ms=MIN_REPEAT_MS)
+    return float(timer(*args).median)
+
+
 def warm_seconds(mod: Any, target: Any) -> float:
     """Median seconds of a call of the built schedule on random inputs, caches warm (as inside
     a network, where the producer has just written its input)."""
     import tvm
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    dev = tvm.cpu()
-    rng = np.random.default_rng(0)
-    args = [
-        tvm.runtime.tensor(rng.standard_normal([int(s) for s in a.shape]).astype(str(a.dtype)), dev)
-        for a in ArgInfo.from_prim_func(mod["main"])
-    ]
-    lib = tvm.compile(mod, target=target).jit()
-    return float(lib.time_evaluator("main", dev, number=1, repeat=7, min_repeat_ms=5)(*args).median)
+    return _warm(tvm.compile(mod, target=target).jit(), "main", _random_args(mod["main"]))
 
 
-def spatial_schedule(workload: Any, target: Any, register_bits: int) -> tuple[Any, float] | None:
-    """The faster of the task's serial and parallel forms (`spatial_forms`) with its measured seconds,
-    or None where the task is not of this kind (a reduction, an axis no register divides) or no
-    form builds."""
+def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int = 0) -> tuple[Any, float] | None:
+    """The faster of the task's serial and parallel forms (`spatial_forms`) with its measured
+    seconds, checked against the unscheduled task (`verify.built_matches`); None where the task is
+    not of this kind (a reduction, an axis no register divides), the forms do not build, or the
+    faster computes something else.
+
+    Why one module: the forms and the unscheduled task are compiled and loaded together, and the
+    check runs the form that was timed. Built one by one (two forms timed, then the pick and the
+    reference compiled again for the check) DenseNet-121's 117 such tasks took 0.5 s each, nearly
+    all of it LLVM's fixed cost per module (~80 ms a compile and load)."""
+    import tvm
+
+    from autosearch import interrupts
+    from autosearch.networks.verify import built_matches, call
+
     if register_bits <= 0:
         return None
     lanes = max(1, register_bits // 32)  # float32 lanes; wider dtypes only divide it more often
-    timed = []
-    for sch in spatial_forms(workload.mod(), lanes):
-        try:
-            timed.append((warm_seconds(sch.mod, target), sch))
-        except Exception:  # a form TVM does not build: the other, or the prior's design space
-            continue
-    if not timed:
+    forms = spatial_forms(workload.mod(), lanes)
+    if not forms:
         return None
-    seconds, best = min(timed, key=lambda t: t[0])
-    return best, seconds
+    funcs = {"reference": workload.mod()["main"], **{f"form{i}": f.mod["main"] for i, f in enumerate(forms)}}
+    try:
+        lib = tvm.compile(
+            tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()}), target=target
+        ).jit()
+        args = _random_args(funcs["reference"])
+        seconds, best = min((_warm(lib, f"form{i}", args), i) for i in range(len(forms)))
+    except Exception:  # forms TVM does not build or run: the prior's design space decides
+        interrupts.check()
+        return None
+    form, reference = lib[f"form{best}"], lib["reference"]
+    if not built_matches(workload, target, seed, lambda a: call(form, a), lambda a: call(reference, a)):
+        return None
+    return forms[best], seconds

@@ -13,6 +13,7 @@ random inputs beside the unscheduled task, and refused where any output differs 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
 
-__all__ = ["schedule_matches"]
+__all__ = ["built_matches", "call", "schedule_matches"]
 
 
 def _arrays(func: Any, seed: int) -> list[np.ndarray]:
@@ -50,9 +51,16 @@ def _run(mod: Any, target: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
     import tvm
 
     lib = tvm.compile(mod, target=tvm.target.Target({**target.export(), "opt-level": CHECK_OPT_LEVEL}))
+    return call(lib["main"], arrays)
+
+
+def call(func: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Every buffer after one call of a built function on copies of `arrays`."""
+    import tvm
+
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(a.copy(), dev) for a in arrays]
-    lib["main"](*args)
+    func(*args)
     return [a.numpy() for a in args]
 
 
@@ -60,13 +68,29 @@ def _run(mod: Any, target: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
 #: prior pass and again when its tuned schedule is chosen; its reference is compiled and run once.
 _REFERENCES: dict[tuple[str, str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}
 
+Run = Callable[[list[np.ndarray]], list[np.ndarray]]
 
-def _reference(workload: Any, target: Any, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+
+def _reference(workload: Any, target: Any, seed: int, run: Run | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     key = (workload.key, str(target), seed)
     if key not in _REFERENCES:
         arrays = _arrays(workload.mod()["main"], seed)
-        _REFERENCES[key] = (arrays, _run(workload.mod(), target, arrays))
+        _REFERENCES[key] = (arrays, run(arrays) if run is not None else _run(workload.mod(), target, arrays))
     return _REFERENCES[key]
+
+
+def built_matches(workload: Any, target: Any, seed: int, run: Run, reference: Run | None = None) -> bool:
+    """Whether `run` (one call of a built schedule of the task: arrays in, every buffer after it
+    out, e.g. `call`) computes what the unscheduled task computes, within `RTOL` of each buffer's
+    scale. `reference` runs the unscheduled task where it has not been run yet; a caller that
+    builds it in the same module as its schedules saves a compile (`spatial.spatial_schedule`)."""
+    try:
+        arrays, want = _reference(workload, target, seed, reference)
+        got = run(arrays)
+    except Exception:  # a schedule that does not even build or run is no schedule to build with
+        interrupts.check()  # ... unless TVM's compiler turned a Ctrl-C into its own error
+        return False
+    return all(compare_outputs([g], [w], RTOL).ok for g, w in zip(got, want))  # each buffer on its own scale
 
 
 def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> bool:
@@ -83,9 +107,7 @@ def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> b
     sch = Schedule(workload.mod())
     try:
         Trace.apply_json_to_schedule(json.loads(trace), sch)
-        arrays, want = _reference(workload, target, seed)
-        got = _run(sch.mod, target, arrays)
-    except Exception:  # a schedule that does not even build or run is no schedule to build with
-        interrupts.check()  # ... unless TVM's compiler turned a Ctrl-C into its own error
+    except Exception:  # a trace that does not apply is no schedule to build with
+        interrupts.check()
         return False
-    return all(compare_outputs([g], [w], RTOL).ok for g, w in zip(got, want))  # each buffer on its own scale
+    return built_matches(workload, target, seed, lambda arrays: _run(sch.mod, target, arrays))
