@@ -106,6 +106,36 @@ class PriorPass:
             return 0.0
         return (RANKER_SECONDS if self._ranker is None else 0.0) + sum(self.estimate(i) for i in todo)
 
+    def run_all(self, todo: Sequence[int], each: Callable[[int], None] | None = None) -> None:
+        """`run` of every task in `todo` not yet passed, `each(i)` after each. Where the shipped
+        priors rank (not the pooled one, which lives in this process), the tasks with a reduction
+        go to worker processes first (`prior_workers`); the tasks timed here follow, alone."""
+        from autosearch.networks.prior_workers import ranked_in_workers
+        from autosearch.networks.spatial import has_timed_forms
+        from autosearch.search.registers import simd_bits
+
+        todo = [i for i in todo if i not in self.passed]
+        if self.enabled and (self.learned is None or self.learned() is None):
+            bits = simd_bits(self.target)
+            ranked = [i for i in todo if not has_timed_forms(self.workloads[i], bits)]
+
+            def done(i: int, trace: str | None, seconds: float) -> None:
+                self.passed.add(i)
+                self.task_seconds[i] = seconds
+                if trace is not None:
+                    self.traces[i] = trace
+                if each is not None:
+                    each(i)
+
+            t0 = time.perf_counter()
+            ranked_in_workers(self.workloads, ranked, self.target, self.seed, done)
+            self.seconds += time.perf_counter() - t0
+        for i in todo:
+            if i not in self.passed:  # tasks timed here, and any a worker left
+                self.run(i)
+                if each is not None:
+                    each(i)
+
     def run(self, i: int) -> None:
         """Find task `i`'s prior schedule (`prior.prior_schedule`), timed; Ctrl-C waits for it."""
         from autosearch.networks.prior import PriorRanker, prior_schedule

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["spatial_forms", "spatial_schedule", "warm_seconds"]
+__all__ = ["has_timed_forms", "spatial_forms", "spatial_schedule", "warm_seconds"]
 
 #: Longest innermost axis made one vector (16 floats of AVX-512 times 4, as MetaSchedule's rule).
 MAX_VECTOR = 64
@@ -86,6 +86,15 @@ def warm_seconds(mod: Any, target: Any) -> float:
     return _warm(tvm.compile(mod, target=target).jit(), "main", _random_args(mod["main"]))
 
 
+def _lanes(register_bits: int) -> int:
+    return max(1, register_bits // 32)  # float32 lanes; wider dtypes only divide it more often
+
+
+def has_timed_forms(workload: Any, register_bits: int) -> bool:
+    """Whether `spatial_schedule` times forms of the task (it is of this kind) on this machine."""
+    return register_bits > 0 and bool(spatial_forms(workload.mod(), _lanes(register_bits)))
+
+
 def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int = 0) -> tuple[Any, float] | None:
     """The faster of the task's serial and parallel forms (`spatial_forms`) with its measured
     seconds, checked against the unscheduled task (`verify.built_matches`); None where the task is
@@ -101,10 +110,7 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     from autosearch import interrupts
     from autosearch.networks.verify import built_matches, call
 
-    if register_bits <= 0:
-        return None
-    lanes = max(1, register_bits // 32)  # float32 lanes; wider dtypes only divide it more often
-    forms = spatial_forms(workload.mod(), lanes)
+    forms = spatial_forms(workload.mod(), _lanes(register_bits)) if register_bits > 0 else []
     if not forms:
         return None
     funcs = {"reference": workload.mod()["main"], **{f"form{i}": f.mod["main"] for i, f in enumerate(forms)}}

@@ -480,10 +480,15 @@ def _prior_stage(
     if not todo or not prior.enabled:
         return
     bar.stage("prior schedules", len(todo))
+    passed = 0
+
+    def each(i: int) -> None:
+        nonlocal passed
+        passed += 1
+        bar.update(passed, len(todo), f"prior {workloads[i].name}")
+
     try:
-        for k, i in enumerate(todo):
-            prior.run(i)
-            bar.update(k + 1, len(todo), f"prior {workloads[i].name}")
+        prior.run_all(todo, each)
     except BaseException as exc:
         if not interrupts.handled(exc):
             raise

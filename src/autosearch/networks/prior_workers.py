@@ -1,0 +1,119 @@
+"""The prior's design-space picks of many tasks at once, in worker processes, one task each.
+
+Why: the prior pass of a network that is built from the prior alone is most of its compile (a
+DenseNet-121 with 188 tasks: ~250 s of ~290 on a 2-core Zen 4), and most of that is the 71 tasks
+with a reduction, each a few seconds of Python, LLVM compiles and scoring with small tensors that
+keep one core busy much better than two. Two processes, one torch thread each, ran 12 of its
+convolutions 1.3x faster than one process on both cores, with the same picks. The tasks timed on
+this machine (`spatial.spatial_schedule`) are not sent here: their timing needs the machine to
+itself, so the pass runs them after the workers are done.
+
+A worker ignores Ctrl-C: the parent's wait wakes every `poll` s, and on a Ctrl-C it ends the
+workers at once. A worker that dies (a crash in TVM) leaves its tasks and those not started to
+the parent's own pass.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autosearch import interrupts
+
+__all__ = ["MAX_WORKERS", "ranked_in_workers", "worker_count"]
+
+#: The most worker processes: each holds TVM, torch and both priors (~1 GB).
+MAX_WORKERS = 8
+
+_TARGET: Any = None
+_RANKER: Any = None
+
+
+def worker_count(n_tasks: int) -> int:
+    """Workers for `n_tasks` tasks: one a physical core, at most `MAX_WORKERS`, and none below
+    two (one worker is the parent's own pass plus a process start)."""
+    from autosearch.backends.tvm.target import physical_cores
+
+    n = min(physical_cores(), MAX_WORKERS, n_tasks)
+    return n if n >= 2 else 0
+
+
+def _start(target: str, threads: int) -> None:
+    import signal
+
+    import torch
+    import tvm
+
+    from autosearch.networks.prior import PriorRanker
+
+    global _TARGET, _RANKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends the workers on a Ctrl-C
+    torch.set_num_threads(threads)
+    _TARGET = tvm.target.Target(json.loads(target))
+    _RANKER = PriorRanker(_TARGET)
+    _RANKER.shipped_shortlister.score_threads = threads
+
+
+def _ranked(name: str, module: str, seed: int) -> tuple[str | None, float]:
+    import tvm
+
+    from autosearch.networks.prior import ranked_schedule
+    from autosearch.workloads.module import ModuleWorkload
+
+    t0 = time.perf_counter()
+    workload = ModuleWorkload(name=name, ir_module=tvm.ir.load_json(module), family="network")
+    return ranked_schedule(workload, _TARGET, _RANKER, seed), time.perf_counter() - t0
+
+
+def ranked_in_workers(
+    workloads: Sequence[Any],
+    todo: Sequence[int],
+    target: Any,
+    seed: int,
+    done: Callable[[int, str | None, float], None],
+    poll: float = 0.25,
+) -> list[int]:
+    """`prior.ranked_schedule` of each task in `todo`, in `worker_count` processes; `done(i, trace,
+    seconds)` as each finishes. Returns the tasks left undone (a worker died): the caller's own."""
+    import tvm
+
+    from autosearch.backends.tvm.space import to_plain_json
+
+    n = worker_count(len(todo))
+    if not n:
+        return list(todo)
+    from autosearch.backends.tvm.target import physical_cores
+
+    pool = concurrent.futures.ProcessPoolExecutor(
+        n,
+        mp_context=multiprocessing.get_context("spawn"),  # TVM's and torch's threads do not survive a fork
+        initializer=_start,
+        initargs=(json.dumps(to_plain_json(target.export())), max(1, physical_cores() // n)),
+    )
+    left = set(todo)
+    try:
+        futures = {pool.submit(_ranked, workloads[i].name, tvm.ir.save_json(workloads[i].mod()), seed): i for i in todo}
+        pending = set(futures)
+        while pending:
+            interrupts.check()
+            finished, pending = concurrent.futures.wait(pending, timeout=poll)
+            for f in finished:
+                i = futures[f]
+                try:
+                    trace, seconds = f.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    continue  # the caller passes it itself
+                left.discard(i)
+                done(i, trace, seconds)
+    except concurrent.futures.process.BrokenProcessPool:
+        pass
+    finally:
+        for p in list(getattr(pool, "_processes", {}).values()):  # a Ctrl-C or a crash: no wait for the rest
+            if p.is_alive() and (left or interrupts.interrupted()):
+                p.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [i for i in todo if i in left]

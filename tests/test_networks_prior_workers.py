@@ -1,0 +1,82 @@
+"""`networks.prior_workers`: the prior pass's design-space picks in worker processes are the picks
+the pass makes in its own process; a worker that dies leaves its tasks to the pass."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from autosearch.backends.tvm.target import host_target  # noqa: E402
+from autosearch.networks.graph import import_network  # noqa: E402
+from autosearch.networks.inputs import InputSpec  # noqa: E402
+from autosearch.networks.prior_pass import PriorPass  # noqa: E402
+from autosearch.networks.prior_workers import worker_count  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def graph_and_picks() -> tuple[Any, dict[int, str | None]]:
+    """Three convolutions and a BatchNorm + ReLU between them (a DenseNet layer), and the pass's
+    own picks of every task, one at a time in this process."""
+
+    class Layer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 64, 3, padding=1)
+            self.bn, self.conv = torch.nn.BatchNorm2d(64), torch.nn.Conv2d(64, 32, 1, bias=False)
+            self.out = torch.nn.Conv2d(96, 32, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.stem(x)
+            return self.out(torch.cat([y, self.conv(torch.relu(self.bn(y)))], 1))
+
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).random((1, 3, 14, 14), dtype=np.float32)
+    graph = import_network("layer", Layer().eval(), [InputSpec("x", "float32", x.shape)], [x], host_target())
+    alone = PriorPass(graph.workloads, host_target(), 0)
+    for i in range(len(graph.workloads)):
+        alone.run(i)
+    return graph, {i: alone.traces.get(i) for i in range(len(graph.workloads))}
+
+
+def test_tasks_passed_in_workers_get_the_picks_of_the_pass_in_process(graph_and_picks: Any) -> None:
+    graph, picks = graph_and_picks
+    if worker_count(len(picks)) == 0:
+        pytest.skip("one physical core: the pass runs in its own process")
+    seen: list[int] = []
+    both = PriorPass(graph.workloads, host_target(), 0)
+    both.run_all(range(len(picks)), seen.append)
+    assert sorted(seen) == list(range(len(picks)))  # each task reported once
+    assert {i: both.traces.get(i) for i in picks} == picks
+    assert sum(t is not None for t in picks.values()) >= 3  # the convolutions have picks to compare
+
+
+# integration: two more passes over the layer in workers (~20 s)
+@pytest.mark.integration
+def test_a_worker_that_dies_leaves_its_tasks_to_the_pass(graph_and_picks: Any) -> None:
+    """A worker killed as the first task comes back (as a crash in TVM would end it): every task
+    is still passed, with the same picks."""
+    import multiprocessing
+
+    graph, picks = graph_and_picks
+    if worker_count(len(picks)) == 0:
+        pytest.skip("one physical core: the pass runs in its own process")
+    killed: list[int] = []
+
+    def kill_a_worker(i: int) -> None:
+        workers = [p for p in multiprocessing.active_children() if p.is_alive()]
+        if not killed and workers:
+            killed.append(workers[0].pid or 0)
+            os.kill(workers[0].pid or 0, signal.SIGKILL)
+
+    crashed = PriorPass(graph.workloads, host_target(), 0)
+    crashed.run_all(range(len(picks)), kill_a_worker)
+    assert killed, "no worker was running"
+    assert crashed.passed == set(picks)
+    assert {i: crashed.traces.get(i) for i in picks} == picks
