@@ -44,13 +44,16 @@ MARGIN = 1.5
 #: What the end of a run (verify, build, check, time) is given out of a budget: a fixed part, one
 #: per task (the build and the output check grow with the graph) and one per task a round reached
 #: (its chosen schedule is verified beside its unscheduled loops; a prior's was verified when the
-#: pass chose it). MobileNetV2's 82 tasks, all tuned, took 158 s after a 10-minute budget on a
-#: 2-core Zen 3: 87 s verifying, 71 s building, checking and timing. DenseNet-121's 188 tasks, 16
-#: trials in all, took 67 s on a Zen 4, where 1.7 s a task had reserved 340 s and left its rounds
-#: 17 s of ten minutes.
-END_SECONDS = 20.0
-END_SECONDS_PER_TASK = 0.8
-END_SECONDS_PER_TUNED_TASK = 1.0
+#: pass chose it). Sized on the ends of the 10-minute runs on a 2-core Zen 4 (bench/results'
+#: `time_breakdown`s, verify + build_and_time): DenseNet-121's 188 tasks 40-70 s (33-65 tuned),
+#: MobileNetV3's 55 (all tuned) 20 s, MobileNetV2's 35 17 s, ShuffleNetV2's 34 12 s, ResNet-18's 18
+#: 20-24 s, BERT-base's 20 25 s. The figures before (20 s + 0.8 s a task + 1 s a tuned task, from a
+#: Zen 3 before the check's -O1 build and the network's one compile) reserved DenseNet-121 209 s
+#: for 40, and its run ended with 148 s of the budget unspent; these reserve 1.1-3.4x what those
+#: ends took.
+END_SECONDS = 15.0
+END_SECONDS_PER_TASK = 0.25
+END_SECONDS_PER_TUNED_TASK = 0.5
 
 
 def end_reserve(n_tasks: int, n_tuned: int) -> float:
