@@ -12,7 +12,9 @@ rounds reach last, passed first, are the network's smallest, often layout conver
 nothing to decide that pass in a fraction of a second; one mean over them once promised
 MobileNetV2's 52 convolutions a few seconds, and the pass ran 200 s past the budget. The rounds
 of `networks.tune` pass a task (the one the scheduler would reach last) whenever the time left
-no longer covers the reserve, and measure again with whatever the estimate gives back.
+no longer covers the reserve, and measure again with whatever the estimate gives back. A pass
+over many tasks at once (`run_all`: `--trials 0`, the tasks left after the rounds) sends the
+tasks with a reduction to worker processes (`prior_workers`).
 """
 
 from __future__ import annotations

@@ -24,20 +24,27 @@ from typing import Any
 
 from autosearch import interrupts
 
-__all__ = ["MAX_WORKERS", "ranked_in_workers", "worker_count"]
+__all__ = ["MAX_WORKERS", "MIN_TASKS", "ranked_in_workers", "worker_count"]
 
 #: The most worker processes: each holds TVM, torch and both priors (~1 GB).
 MAX_WORKERS = 8
+#: The fewest tasks sent to workers. Why: starting them costs seconds (spawned interpreters import
+#: TVM and torch and load both priors), and the gain is a fraction of the tasks' time (16 of
+#: DenseNet-121's convolutions and 4 timed tasks: 24.7 s with the workers' start, 29.5 s in one
+#: process, Zen 4), so a pass over a few tasks (a small network, a test) stays in the run's process.
+MIN_TASKS = 8
 
 _TARGET: Any = None
 _RANKER: Any = None
 
 
 def worker_count(n_tasks: int) -> int:
-    """Workers for `n_tasks` tasks: one a physical core, at most `MAX_WORKERS`, and none below
-    two (one worker is the parent's own pass plus a process start)."""
+    """Workers for `n_tasks` tasks: one a physical core, at most `MAX_WORKERS`; none for fewer
+    than `MIN_TASKS` tasks or fewer than two workers (one is the parent's own pass plus a start)."""
     from autosearch.backends.tvm.target import physical_cores
 
+    if n_tasks < MIN_TASKS:
+        return 0
     n = min(physical_cores(), MAX_WORKERS, n_tasks)
     return n if n >= 2 else 0
 
