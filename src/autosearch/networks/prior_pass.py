@@ -125,10 +125,7 @@ class PriorPass:
             ranked = [i for i in todo if not has_timed_forms(self.workloads[i], bits)]
 
             def done(i: int, trace: str | None, seconds: float) -> None:
-                self.passed.add(i)
-                self.task_seconds[i] = seconds
-                if trace is not None:
-                    self.traces[i] = trace
+                self._record(i, trace, seconds)
                 if each is not None:
                     each(i)
 
@@ -159,8 +156,12 @@ class PriorPass:
         with interrupts.deferred():
             trace = prior_schedule(self.workloads[i], self.target, self._ranker, self.seed)
         t2 = time.perf_counter()
-        self.passed.add(i)
-        self.task_seconds[i] = t2 - t1
+        self._record(i, trace, t2 - t1)
         self.seconds += t2 - t0
+
+    def _record(self, i: int, trace: str | None, seconds: float) -> None:
+        """Task `i` passed in `seconds`, with its prior trace (None: built untuned)."""
+        self.passed.add(i)
+        self.task_seconds[i] = seconds
         if trace is not None:
             self.traces[i] = trace

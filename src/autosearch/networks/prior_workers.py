@@ -83,16 +83,16 @@ def ranked_in_workers(
     seed: int,
     done: Callable[[int, str | None, float], None],
     poll: float = 0.25,
-) -> list[int]:
+) -> None:
     """`prior.ranked_schedule` of each task in `todo`, in `worker_count` processes; `done(i, trace,
-    seconds)` as each finishes. Returns the tasks left undone (a worker died): the caller's own."""
+    seconds)` as each finishes. A task a dead worker left is not reported: the caller's own."""
     import tvm
 
     from autosearch.backends.tvm.space import to_plain_json
 
     n = worker_count(len(todo))
     if not n:
-        return list(todo)
+        return
     from autosearch.backends.tvm.target import physical_cores
 
     pool = concurrent.futures.ProcessPoolExecutor(
@@ -123,4 +123,3 @@ def ranked_in_workers(
             if p.is_alive() and (left or interrupts.interrupted()):
                 p.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
-    return [i for i in todo if i in left]

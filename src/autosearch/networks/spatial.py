@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 __all__ = ["has_timed_forms", "spatial_forms", "spatial_schedule", "warm_seconds"]
 
 #: Longest innermost axis made one vector (16 floats of AVX-512 times 4, as MetaSchedule's rule).
@@ -62,13 +60,10 @@ REPEAT, MIN_REPEAT_MS = 5, 2
 
 def _random_args(func: Any) -> list[Any]:
     import tvm
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    rng = np.random.default_rng(0)
-    return [
-        tvm.runtime.tensor(rng.standard_normal([int(s) for s in a.shape]).astype(str(a.dtype)), tvm.cpu())
-        for a in ArgInfo.from_prim_func(func)
-    ]
+    from autosearch.networks.verify import random_arrays
+
+    return [tvm.runtime.tensor(a, tvm.cpu()) for a in random_arrays(func, 0)]
 
 
 def _warm(lib: Any, name: str, args: list[Any]) -> float:

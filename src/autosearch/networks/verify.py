@@ -21,10 +21,11 @@ import numpy as np
 from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
 
-__all__ = ["built_matches", "call", "schedule_matches"]
+__all__ = ["built_matches", "call", "random_arrays", "schedule_matches"]
 
 
-def _arrays(func: Any, seed: int) -> list[np.ndarray]:
+def random_arrays(func: Any, seed: int) -> list[np.ndarray]:
+    """Seeded inputs for every buffer of a PrimFunc: normal floats, 0/1 booleans and indices."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
     rng = np.random.default_rng(seed)
@@ -74,7 +75,7 @@ Run = Callable[[list[np.ndarray]], list[np.ndarray]]
 def _reference(workload: Any, target: Any, seed: int, run: Run | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     key = (workload.key, str(target), seed)
     if key not in _REFERENCES:
-        arrays = _arrays(workload.mod()["main"], seed)
+        arrays = random_arrays(workload.mod()["main"], seed)
         _REFERENCES[key] = (arrays, run(arrays) if run is not None else _run(workload.mod(), target, arrays))
     return _REFERENCES[key]
 
