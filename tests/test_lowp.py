@@ -177,6 +177,43 @@ def test_a_networks_constant_weight_matmuls_become_packed_bf16_dense_layers() ->
     assert isinstance(mod, tvm.IRModule)
 
 
+def test_a_networks_blocked_convolutions_become_packed_bf16_convolutions() -> None:
+    import tvm
+    from tvm import relax
+
+    from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.networks.lowp import bf16_convolutions
+    from autosearch.workloads.lowp import pack_conv_weight
+
+    rng = np.random.default_rng(0)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 2, 8, 8, 16), "float32"))  # 32 channels, NCHW16c
+    w = relax.const(rng.standard_normal((2, 32, 3, 3, 16)).astype("float32"))  # OIHW16o
+    w8 = relax.const(rng.standard_normal((4, 32, 1, 1, 8)).astype("float32"))  # 8-channel output blocks
+    wg = relax.const(rng.standard_normal((2, 16, 3, 3, 16)).astype("float32"))  # two groups
+    blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.conv2d(x, w, padding=1, **blocked))
+            b = bb.emit(relax.op.nn.conv2d(x, w8, data_layout="NCHW16c", kernel_layout="OIHW8o", out_layout="NCHW8c"))
+            c = bb.emit(relax.op.nn.conv2d(x, wg, padding=1, groups=2, **blocked))
+            out = bb.emit_output(relax.Tuple([a, b, c]))
+        bb.emit_func_output(out)
+    mod, count = bf16_convolutions(bb.get())
+    assert count == 1
+    text = mod.script()
+    assert text.count("R.nn.conv2d") == 2 and "conv2d_NCHWc_bf16" in text and '"bfloat16"' in text
+    task = tvm.IRModule({"main": mod["conv2d_NCHWc_bf16"]})
+    assert module_precision(task).name == "bf16"  # tuned in the tensorized design space
+    # the packed weight: (O/16, I/16, KH, KW, 16/2, 16, 2)
+    packed_shape = ", ".join(f"T.int64({v})" for v in (2, 2, 3, 3, 8, 16, 2))
+    assert f'B: T.Buffer(({packed_shape}), "bfloat16")' in task.script()
+    # the packing: output lane o, input channel c = block * 16 + 2 * p + q at window position (y, x)
+    weight = rng.standard_normal((2, 32, 3, 3, 16)).astype("float32")
+    packed = pack_conv_weight(weight, 16, 2)
+    assert packed[1, 1, 2, 0, 3, 5, 1] == weight[1, 16 + 2 * 3 + 1, 2, 0, 5]
+
+
 def test_the_output_check_holds_each_precision_to_its_own_tolerance() -> None:
     from autosearch.networks.check import PRECISION_RTOL, compare_outputs
 
@@ -213,6 +250,35 @@ def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolera
     assert s["precision"] == "bf16" and s["output_matches"], s
     assert sum("dense_packed_bf16" in t["name"] for t in s["tasks"]) == 2, [t["name"] for t in s["tasks"]]
     assert 0 < s["relative_err"] < 2e-2
+
+
+@needs_bf16
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tune_model_builds_a_convnet_in_bf16_with_tensorized_convolutions_that_match_pytorch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import json
+
+    from autosearch.cli import main
+
+    (tmp_path / "convnet.py").write_text(
+        "import torch\n"
+        "def make_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),\n"
+        "                               torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU()).eval()\n"
+    )
+    argv = ["tune-model", f"{tmp_path / 'convnet.py'}:make_model", "--input", "x:float32:1,16,14,14", "--trials", "0"]
+    try:
+        main([*argv, "--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"])
+    except SystemExit as exc:
+        assert not exc.code, capsys.readouterr().err[-2000:]
+    captured = capsys.readouterr()
+    s = json.loads(captured.out[captured.out.index("{") :])
+    assert s["precision"] == "bf16" and s["output_matches"], s
+    assert sum("conv2d_NCHWc_bf16" in t["name"] for t in s["tasks"]) == 2, [t["name"] for t in s["tasks"]]
+    assert 0 < s["relative_err"] < 2e-2
+    assert "Tensorize failed" not in captured.err  # a schedule that inlined the padding is refused quietly
 
 
 def test_tune_refuses_a_precision_for_an_operator_it_does_not_cover(capsys: pytest.CaptureFixture[str]) -> None:

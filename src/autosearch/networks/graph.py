@@ -409,9 +409,10 @@ def _graph_passes(
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
     if precision == "bf16":
-        from autosearch.networks.lowp import bf16_dense_layers
+        from autosearch.networks.lowp import bf16_convolutions, bf16_dense_layers
 
         mod, _ = bf16_dense_layers(mod)
+        mod, _ = bf16_convolutions(mod)
     return tvm.transform.Sequential(
         [
             t.DecomposeOpsForInference(),

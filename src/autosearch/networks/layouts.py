@@ -37,6 +37,7 @@ __all__ = [
     "clips_as_bounds",
     "legalize_map",
     "pads_into_convolutions",
+    "padded_window",
 ]
 
 CONV2D = "relax.nn.conv2d"
@@ -162,7 +163,7 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
     )
 
 
-def _window(
+def padded_window(
     data: Any, padding: list[int], kernel: tuple[int, int], strides: list[int], dilation: list[int]
 ) -> tuple[Any, int, int]:
     """NCHW or NCHW{b}c `data` zero-padded on its image axes (2 and 3; padding: top, left, bottom,
@@ -189,7 +190,7 @@ def nchw_to_nchwc(
 
     n, channels = (int(v) for v in data.shape[:2])
     out_chunks, _, kh, kw, block = (int(v) for v in kernel.shape)
-    data, oh, ow = _window(data, padding, (kh, kw), strides, dilation)
+    data, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation)
     (sh, sw), (dh, dw) = strides, dilation
     rc = te.reduce_axis((0, channels), name="rc")
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
@@ -214,7 +215,7 @@ def depthwise_nchwc(
 
     n, chunks, _, _, block = (int(v) for v in data.shape)
     kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
-    data, oh, ow = _window(data, padding, (kh, kw), strides, dilation)
+    data, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation)
     (sh, sw), (dh, dw) = strides, dilation
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
     return te.compute(
@@ -244,7 +245,7 @@ def grouped_nchwc(
 
     n, block = int(data.shape[0]), int(data.shape[4])
     out_chunks, group_in, kh, kw = (int(v) for v in kernel.shape[:4])
-    data, oh, ow = _window(data, padding, (kh, kw), strides, dilation)
+    data, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation)
     (sh, sw), (dh, dw) = strides, dilation
     out_per_group, in_per_group = out_chunks // groups, group_in // block  # in blocks
     rc, ri = te.reduce_axis((0, in_per_group), name="rc"), te.reduce_axis((0, block), name="ri")

@@ -1,5 +1,6 @@
-"""A network's dense layers in bf16: each matmul by a constant weight computes on bf16 operands
-with fp32 sums, its weight packed once for the CPU's `vdpbf16ps`.
+"""A network's dense layers and convolutions in bf16: each matmul by a constant weight and each
+blocked convolution computes on bf16 operands with fp32 sums, its weight packed once for the CPU's
+`vdpbf16ps`.
 
 Why these layers: in a transformer they are nearly all the arithmetic (BERT-base: 22 of its 22.5
 GFLOP), and they are what OpenVINO runs in bf16 by default on a CPU with AVX512_BF16. Everything
@@ -13,6 +14,14 @@ dense kernel (`workloads.lowp.packed_dense`, the registry's `...@bf16` workloads
 with the network's int64 extents), and a reshape back. A weight whose sizes the packing does not divide (N
 not a multiple of 16, K odd) stays fp32. The reshapes keep the bias add out of the dense task
 (FuseOps fuses elementwise operators, not a reshape, after it): one of the next steps.
+
+Convolutions: after `layouts` has blocked them, a `conv2d` of NCHW{b}c data into NCHW16c by a
+constant weight (one group) becomes a cast of its input to bf16 and the packed convolution
+(`workloads.lowp.packed_conv2d_nchwc`: the weight rounded to bf16 in the layout where each window
+position's 16 outputs x 2 input channels are one `vdpbf16ps` operand); its bias, activation and
+residual add fuse after it as after the fp32 one. The RGB stem (NCHW input), depthwise and
+grouped convolutions, and an output block other than 16 stay fp32: the stem and depthwise ones
+have no channel sum for the instruction to pair.
 """
 
 from __future__ import annotations
@@ -21,10 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.rewrite import rewrite_functions
-from autosearch.workloads.lowp import pack_weight, packed_dense
+import re
 
-__all__ = ["bf16_dense_layers"]
+from autosearch.networks.layouts import padded_window
+from autosearch.networks.rewrite import rewrite_functions
+from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
+
+__all__ = ["bf16_convolutions", "bf16_dense_layers"]
 
 #: Products each output lane of `vdpbf16ps` sums (the packing's inner width), and its lanes.
 _PAIRS = 2
@@ -87,4 +99,62 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
             return relax.op.reshape(y, [*xdims[:-1], n])
 
     out = rewrite_functions(Bf16Dense, mod)
+    return out, count[0]
+
+
+def _te_packed_conv(data: Any, weight: Any, strides: list[int], padding: list[int], dilation: list[int]) -> Any:
+    kh, kw = int(weight.shape[2]), int(weight.shape[3])
+    padded, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation)
+    return packed_conv2d_nchwc(padded, weight, (oh, ow), strides, dilation, "float32")
+
+
+def _block(layout: str, prefix: str, suffix: str) -> int | None:
+    """The block of a blocked layout (`NCHW16c` -> 16), None for any other."""
+    match = re.fullmatch(rf"{prefix}(\d+){suffix}", layout)
+    return int(match.group(1)) if match else None
+
+
+def bf16_convolutions(mod: Any) -> tuple[Any, int]:
+    """`mod` with every blocked float32 `conv2d` (one group, NCHW{b}c in, NCHW16c out, a constant
+    OIHW16o weight) computed in bf16 by the packed convolution; and how many."""
+    import ml_dtypes
+    import tvm
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    count = [0]
+
+    @expr_functor.mutator
+    class Bf16Conv(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if str(getattr(call.op, "name", "")) != "relax.nn.conv2d":
+                return call
+            x, w = call.args
+            a = call.attrs
+            if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
+                return call
+            in_block = _block(str(a.data_layout), "NCHW", "c")
+            if in_block is None or in_block % _PAIRS or _block(str(a.kernel_layout), "OIHW", "o") != _LANES:
+                return call
+            if _block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
+                return call
+            if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32" or str(a.out_dtype) not in ("", "void", "None", "float32"):
+                return call
+            weight = w.value.numpy()
+            if weight.shape[1] % in_block:
+                return call
+            packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
+            xb = self.builder_.emit(relax.op.astype(x, "bfloat16"))
+            geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+            count[0] += 1
+            return self.builder_.emit_te(
+                _te_packed_conv,
+                xb,
+                relax.const(tvm.runtime.tensor(packed)),
+                *geometry,
+                primfunc_name_hint="conv2d_NCHWc_bf16",
+            )
+
+    out = rewrite_functions(Bf16Conv, mod)
     return out, count[0]

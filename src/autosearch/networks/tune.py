@@ -527,6 +527,9 @@ def _verify_stage(job: NetworkJob, workloads: list[Any], found: FoundSchedules, 
     computes, an earlier run's, the prior's, or TVM's default), in a MetaSchedule database."""
     from tvm.s_tir import meta_schedule as ms
 
+    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+
+    register_tensor_intrinsics(job.target)  # a bf16 pick made in a prior worker tensorizes with ours
     database = ms.database.MemoryDatabase()
     for i, (trace, latency) in found.earlier.items():
         _commit(database, workloads[i], trace, latency, job.target)

@@ -18,7 +18,15 @@ from typing import Any
 from autosearch.errors import WorkloadError
 from autosearch.workloads.base import Workload
 
-__all__ = ["LOW_PRECISIONS", "pack_weight", "packed_dense", "split_precision", "with_precision"]
+__all__ = [
+    "LOW_PRECISIONS",
+    "pack_conv_weight",
+    "pack_weight",
+    "packed_conv2d_nchwc",
+    "packed_dense",
+    "split_precision",
+    "with_precision",
+]
 
 #: Precision -> (operand dtypes (data, weight), accumulator dtype, products per output lane).
 LOW_PRECISIONS: dict[str, tuple[tuple[str, str], str, int]] = {
@@ -57,6 +65,43 @@ def packed_dense(data: Any, weight: Any, accumulate: str) -> Any:
             data[i, r].astype(accumulate) * weight[j // 16, r // pairs, j % 16, r % pairs].astype(accumulate), axis=r
         ),
         name="dense_packed",
+    )
+
+
+def pack_conv_weight(weight_oihwo: Any, in_block: int, pairs: int) -> Any:
+    """A blocked convolution weight OIHW16o `(C_out/16, C_in, KH, KW, 16)` (a NumPy array in its
+    precision) in the packing `(C_out/16, C_in/in_block, KH, KW, in_block/pairs, 16, pairs)`: for
+    one output block, window position and input block, the 16 x pairs values one instruction reads
+    are contiguous, as in `pack_weight`."""
+    import numpy as np
+
+    out_chunks, channels, kh, kw, lanes = weight_oihwo.shape
+    w = weight_oihwo.reshape(out_chunks, channels // in_block, in_block // pairs, pairs, kh, kw, lanes)
+    return np.ascontiguousarray(w.transpose(0, 1, 4, 5, 2, 6, 3))
+
+
+def packed_conv2d_nchwc(
+    padded: Any, weight: Any, out_size: tuple[int, int], strides: Any, dilation: Any, accumulate: str
+) -> Any:
+    """A convolution of zero-padded NCHW{b}c data with a weight in `pack_conv_weight`'s packing
+    into NCHW16c of `out_size` (height, width), summed in `accumulate`. The two innermost loops
+    (16 output lanes, `pairs` input channels) are the dot-product instruction's."""
+    from tvm import te
+
+    n, block = int(padded.shape[0]), int(padded.shape[4])
+    out_chunks, in_chunks, kh, kw, _, lanes, pairs = (int(v) for v in weight.shape)
+    (sh, sw), (dh, dw) = ([int(v) for v in strides], [int(v) for v in dilation])
+    rc = te.reduce_axis((0, in_chunks), name="rc")
+    ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    rp, rq = te.reduce_axis((0, block // pairs), name="rp"), te.reduce_axis((0, pairs), name="rq")
+    return te.compute(
+        (n, out_chunks, *out_size, lanes),
+        lambda b, k, y, x, o: te.sum(
+            padded[b, rc, y * sh + ry * dh, x * sw + rx * dw, rp * pairs + rq].astype(accumulate)
+            * weight[k, rc, ry, rx, rp, o, rq].astype(accumulate),
+            axis=[rc, ry, rx, rp, rq],
+        ),
+        name="conv2d_NCHWc_packed",
     )
 
 

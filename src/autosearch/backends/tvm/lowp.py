@@ -259,6 +259,50 @@ def _register(kernel: _DotKernel) -> None:
     _REGISTERED.add(kernel.intrin)
 
 
+def _all_tensorized(sch: Any, blocks: Any) -> bool:
+    """Whether every reduction update tiled around the intrinsic became the intrinsic's call.
+    `RewriteTensorize` leaves one as loops (and warns) where it cannot match the operands: a
+    convolution whose padding the search inlined reads `if_then_else(...)`, not a buffer, and
+    would compute in scalar fp32."""
+    return not any(sch.get(b).name_hint.endswith("_o_update") and sch.get_child_blocks(b) for b in blocks)
+
+
+def _padding_kept_postproc() -> Any:
+    """The post-processor that refuses a schedule which inlined a padding stage (a block whose
+    name ends in `_pad`) into the block tiled around the intrinsic: the intrinsic's operand is
+    then `if_then_else(...)`, not a buffer, and `RewriteTensorize` would fail on it (with a long
+    warning) and leave the convolution in scalar fp32. Placed before it."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.postproc import PyPostproc
+
+    @derived_object
+    class KeepPadding(PyPostproc):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pads: list[str] = []
+
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            sch = Schedule(context.mod)
+            names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
+            self.pads = [name for name in names if name.endswith("_pad")]
+
+        def apply(self, sch: Any) -> bool:
+            for name in self.pads:
+                try:
+                    sch.get_sblock(name)
+                except Exception:  # inlined
+                    return False
+            return True
+
+        def clone(self) -> Any:
+            other = KeepPadding()
+            other.pads = list(self.pads)
+            return other
+
+    return KeepPadding()
+
+
 def _import_kernel_postproc(kernel: _DotKernel) -> Any:
     """The post-processor that attaches `kernel`'s IR to the outermost loop."""
     from tvm.ir.utils import derived_object
@@ -270,7 +314,10 @@ def _import_kernel_postproc(kernel: _DotKernel) -> Any:
             pass
 
         def apply(self, sch: Any) -> bool:
-            for block in sch.get_child_blocks(sch.get_sblock("root")):
+            blocks = sch.get_child_blocks(sch.get_sblock("root"))
+            if not _all_tensorized(sch, blocks):
+                return False
+            for block in blocks:
                 loops = sch.get_loops(block)
                 if loops:
                     sch.annotate(loops[0], _IMPORT_KEY, kernel.ir())
@@ -315,6 +362,7 @@ def space_generator(mod: Any, target: Any) -> Any:
     postprocs = list(ms.Postproc.create("llvm"))
     at = next((i for i, p in enumerate(postprocs) if type(p).__name__ == "RewriteLayout"), len(postprocs))
     postprocs.insert(at, ms.postproc.RewriteTensorize(vectorize_init_loop=False))
+    postprocs.insert(at, _padding_kept_postproc())
     postprocs.append(_import_kernel_postproc(kernel))
     return ms.space_generator.PostOrderApply(
         sch_rules=rules, postprocs=postprocs, mutator_probs=ms.Mutator.create("llvm")
