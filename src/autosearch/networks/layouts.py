@@ -36,8 +36,8 @@ __all__ = [
     "channel_block",
     "clips_as_bounds",
     "legalize_map",
-    "pads_into_convolutions",
     "padded_window",
+    "pads_into_convolutions",
 ]
 
 CONV2D = "relax.nn.conv2d"

@@ -26,11 +26,10 @@ have no channel sum for the instruction to pair.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
-
-import re
 
 from autosearch.networks.layouts import padded_window
 from autosearch.networks.rewrite import rewrite_functions
@@ -139,7 +138,11 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
                 return call
             if _block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
                 return call
-            if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32" or str(a.out_dtype) not in ("", "void", "None", "float32"):
+            if (
+                str(x.ty.dtype) != "float32"
+                or str(w.ty.dtype) != "float32"
+                or str(a.out_dtype) not in ("", "void", "None", "float32")
+            ):
                 return call
             weight = w.value.numpy()
             if weight.shape[1] % in_block:
