@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         "--precision",
         default="fp32",
         choices=("fp32", "bf16"),
-        help="ours' dense layers (tune-model --precision); with bf16 the headline is OpenVINO's default "
+        help="ours' dense layers and convolutions (tune-model --precision); with bf16 the headline is OpenVINO's default "
         "precision (bf16 on a CPU with AVX512_BF16 or AMX) / ours",
     )
     ap.add_argument("--json", default=None, help="write the results here")

@@ -83,10 +83,16 @@ def test_tuning_warns_when_the_model_never_saw_the_device() -> None:
         warnings.simplefilter("always")
         assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}'))
         assert not warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"znver4","num-cores":2}'))
+        # another CPU of the class it saw (AVX-512): no warning; an AVX2 one is a class it never saw
+        assert not warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"znver5","num-cores":2}'))
+        assert not warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"sapphirerapids","num-cores":2}'))
+        assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"znver3","num-cores":2}'))
         assert warn_unknown_device(prior, parse_target('{"kind":"llvm","mcpu":"x86-64","num-cores":2}'), decision=True)
-    assert len(seen) == 2 and "znver4/2 cores" in str(seen[0].message) and "never saw" in str(seen[0].message)
+    assert len(seen) == 3 and "znver4/2 cores" in str(seen[0].message) and "never saw" in str(seen[0].message)
+    assert "x86-64-v1, 128-bit registers" in str(seen[0].message)
+    assert "znver3/2 cores (x86-64-v3, 256-bit registers)" in str(seen[1].message)
     assert "tune's default" in str(seen[0].message)  # the evolutionary search: controls are auto's choice
-    assert "decision search fine-tunes" in str(seen[1].message) and "tune's default" not in str(seen[1].message)
+    assert "decision search fine-tunes" in str(seen[2].message) and "tune's default" not in str(seen[2].message)
 
 
 def test_control_share_rises_when_the_model_orders_random_schedules_like_chance() -> None:

@@ -94,9 +94,9 @@ def tune_model(
     precision: str = typer.Option(
         "fp32",
         "--precision",
-        help="fp32, or bf16: every matmul by a constant weight (a transformer's dense layers) computes on bf16 "
-        "operands with fp32 sums (AVX512_BF16), the rest stays fp32; the output check's tolerance is then 2e-2 "
-        "of the output's scale (docs/networks.md).",
+        help="fp32, or bf16: every matmul by a constant weight (a transformer's dense layers) and every blocked "
+        "convolution of one group computes on bf16 operands with fp32 sums (AVX512_BF16), the rest stays fp32; "
+        "the output check's tolerance is then 2e-2 of the output's scale (docs/networks.md).",
     ),
     rpc_tracker: Optional[str] = typer.Option(
         None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: measurements go to its devices."
@@ -204,7 +204,7 @@ def _print_network(r: Any) -> None:
             "this run's measurements of the other tasks"
         )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
-    console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers in {r.precision}")
+    console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers and convolutions in {r.precision}")
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"
     if r.tuned_latency and r.torch_latency:
         line += f" -> x{r.torch_latency / r.tuned_latency:.2f} PyTorch's speed"

@@ -56,7 +56,7 @@ class NetworkTuneOptions:
     """How the network is built, timed and reported. fast_math: fast exp/erf/tanh where the output
     still passes the check (`graph.import_network`); blocked=False: convolutions in the layout
     they were imported in (what bench/network.py compares against); time_torch: time PyTorch
-    eager beside the build; precision: what the dense layers compute in (fp32, bf16); progress:
+    eager beside the build; precision: what the dense layers and convolutions compute in (fp32, bf16); progress:
     the live task bar; seed: the searches' and the example inputs'; out_dir: where the library is
     exported (None: not exported)."""
 
