@@ -126,7 +126,12 @@ def time_every_arm(
     )
     for label in exes:  # ours and TVM's: the latency and the check of the timing process
         arm = arms.get(label) or arms.get("timing process") or {}
-        rows[label].update(latency=arm.get("latency"), check=arm.get("check") or arm.get("error"), ok=arm.get("ok"))
+        rows[label].update(
+            latency=arm.get("latency"),
+            check=arm.get("check") or arm.get("error"),
+            ok=arm.get("ok"),
+            relative_err=arm.get("relative_err"),
+        )
         rows[label]["per_process"] = arm.get("per_process")
         rows[label]["threads"] = threads
     for label, arm in arms.items():
@@ -138,6 +143,7 @@ def time_every_arm(
             "tune_s": arm.get("setup_s") if label != EAGER else None,
             "ok": arm.get("ok"),
             "check": arm.get("check"),
+            "relative_err": arm.get("relative_err"),
             "error": arm.get("error"),
             "precision": arm.get("precision"),
             "exporter": arm.get("exporter"),
@@ -327,12 +333,19 @@ def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
     from autosearch.networks.runtimes import OPENVINO_DEFAULT
 
     ov = rows.get(OPENVINO_DEFAULT, {})
-    if ov.get("latency") and ov.get("ok"):
-        ours_ok = {k: rows[k]["latency"] for k in ours if rows[k].get("latency") and rows[k].get("ok")}
-        ratios = ", ".join(f"{k} {ov['latency'] / v:.2f}" for k, v in ours_ok.items()) or "no build of ours checked ok"
+    if ov.get("latency"):
+        # a low precision's goal is OpenVINO's speed at an error no larger than OpenVINO's: a
+        # random-weight convnet misses the bf16 tolerance in both (ResNet-50: 0.25 and 0.28)
+        ov_err = ov.get("relative_err")
+        parts = []
+        for k in ours:
+            v, err = rows[k].get("latency"), rows[k].get("relative_err")
+            if v and err is not None and ov_err is not None:
+                verdict = "ok" if rows[k].get("ok") else "no larger than OpenVINO's" if err <= ov_err else "LARGER"
+                parts.append(f"{k} {ov['latency'] / v:.2f} (error {err:.1e} vs OpenVINO's {ov_err:.1e}: {verdict})")
         print(
             f"DEFAULT-PRECISION {res['model']}: OpenVINO default ({ov.get('precision')}, {_ms(ov['latency'])} ms) "
-            f"/ ours: {ratios}"
+            f"/ ours: {', '.join(parts) or 'no build of ours with a compared output'}"
         )
 
 

@@ -214,6 +214,54 @@ def test_a_networks_blocked_convolutions_become_packed_bf16_convolutions() -> No
     assert packed[1, 1, 2, 0, 3, 5, 1] == weight[1, 16 + 2 * 3 + 1, 2, 0, 5]
 
 
+def _bf16_output_task() -> object:
+    """A task whose output is bf16: fp32 sums of products, rounded (a convolution with its cast)."""
+    from tvm import te
+
+    from autosearch.workloads.base import Workload
+
+    def build() -> object:
+        a = te.placeholder((8, 256), "float32", name="a")
+        b = te.placeholder((256, 16), "float32", name="b")
+        r = te.reduce_axis((0, 256), name="r")
+        c = te.compute((8, 16), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="c")
+        d = te.compute((8, 16), lambda i, j: c[i, j].astype("bfloat16"), name="d")
+        return te.create_prim_func([a, b, d])
+
+    return Workload(name="test/bf16_out", family="test", params={}, _builder=build)
+
+
+def test_a_bf16_output_one_rounding_step_away_passes_the_schedule_check_and_a_wrong_one_does_not() -> None:
+    """A bf16 output rounds each fp32 sum: a schedule that sums in another order lands some sums on
+    the neighbouring bf16 value (2^-8 of it). That passes, at the top of the output's scale too; a
+    wrong result does not."""
+    import ml_dtypes
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import verify
+
+    task = _bf16_output_task()
+    target = host_target()
+    reference = verify.built_matches(task, target, 0, lambda arrays: verify._run(task.mod(), target, arrays))
+    assert reference  # the unscheduled task against itself
+    _, want = verify._REFERENCES[(task.key, str(target), 0)]
+    assert want[2].dtype == ml_dtypes.bfloat16
+
+    def one_step_away(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        out = want[2].astype(np.float32)
+        top = np.unravel_index(np.argmax(np.abs(out)), out.shape)  # the largest: its step is the largest
+        bits = want[2].view(np.uint16).copy()
+        bits[top] += 1  # the next bf16 value away from zero
+        return [arrays[0], arrays[1], bits.view(ml_dtypes.bfloat16)]
+
+    def wrong(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [arrays[0], arrays[1], want[2][::-1].copy()]
+
+    assert verify.buffer_rtol(want[2].dtype) == verify.BF16_RTOL > verify.buffer_rtol(np.dtype("float32"))
+    assert verify.built_matches(task, target, 0, one_step_away)
+    assert not verify.built_matches(task, target, 0, wrong)
+
+
 def test_the_output_check_holds_each_precision_to_its_own_tolerance() -> None:
     from autosearch.networks.check import PRECISION_RTOL, compare_outputs
 

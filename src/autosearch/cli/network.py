@@ -204,7 +204,9 @@ def _print_network(r: Any) -> None:
             "this run's measurements of the other tasks"
         )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
-    console.print(f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers and convolutions in {r.precision}")
+    console.print(
+        f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers and convolutions in {r.precision}"
+    )
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"
     if r.tuned_latency and r.torch_latency:
         line += f" -> x{r.torch_latency / r.tuned_latency:.2f} PyTorch's speed"

@@ -98,7 +98,8 @@ class Arm:
     arm could not be set up: `error` says why, in one line); `check` is the output check against
     PyTorch, `ok` its verdict; `setup_s` the export and compile seconds; `precision` what the
     runtime computes in, where it chooses; `latency` the harness's median seconds a call;
-    `exporter` the ONNX exporter an ONNX-fed arm's model came from."""
+    `exporter` the ONNX exporter an ONNX-fed arm's model came from; `relative_err` the output's
+    largest error relative to its scale (low precisions are compared by it)."""
 
     name: str
     call: Callable[[], Any] | None = None
@@ -109,6 +110,7 @@ class Arm:
     precision: str | None = None
     latency: float | None = None
     exporter: str | None = None
+    relative_err: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -139,7 +141,7 @@ def build_arm(
         try:
             tol = rtol if rtol is not None else PRECISION_RTOL["bf16"] if precision == "bf16" else RTOL
             check = compare_outputs(flatten_outputs(out), list(expected), tol)
-            arm.check, arm.ok = check.describe(), check.ok
+            arm.check, arm.ok, arm.relative_err = check.describe(), check.ok, check.relative_err
         except Exception as exc:
             arm.check, arm.ok = f"cannot compare outputs: {one_line(exc)}", False
     return arm
