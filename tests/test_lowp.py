@@ -273,28 +273,36 @@ def test_the_output_check_holds_each_precision_to_its_own_tolerance() -> None:
     assert not compare_outputs([expected[0] + 0.1], expected, PRECISION_RTOL["bf16"]).ok
 
 
+def _tune_model_bf16(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, input_spec: str
+) -> tuple[dict, str]:
+    """`tune-model --trials 0 --precision bf16` on the model `make_model()` returns (`body`, its
+    code after `torch.manual_seed(0)`): the JSON summary and what it printed to stderr."""
+    import json
+
+    from autosearch.cli import main
+
+    (tmp_path / "net.py").write_text(f"import torch\ndef make_model():\n    torch.manual_seed(0)\n{body}")
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", input_spec, "--trials", "0"]
+    try:
+        main([*argv, "--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"])
+    except SystemExit as exc:
+        assert not exc.code, capsys.readouterr().err[-2000:]
+    captured = capsys.readouterr()
+    return json.loads(captured.out[captured.out.index("{") :]), captured.err
+
+
 @needs_bf16
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolerance(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    import json
-
-    from autosearch.cli import main
-
-    (tmp_path / "mlp.py").write_text(
-        "import torch\n"
-        "def make_model():\n"
-        "    torch.manual_seed(0)\n"
-        "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).eval()\n"
+    s, _ = _tune_model_bf16(
+        capsys,
+        tmp_path,
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).eval()\n",
+        "x:float32:16,64",
     )
-    argv = ["tune-model", f"{tmp_path / 'mlp.py'}:make_model", "--input", "x:float32:16,64", "--trials", "0"]
-    try:
-        main([*argv, "--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"])
-    except SystemExit as exc:
-        assert not exc.code, capsys.readouterr().err[-2000:]
-    out = capsys.readouterr().out
-    s = json.loads(out[out.index("{") :])
     assert s["precision"] == "bf16" and s["output_matches"], s
     assert sum("dense_packed_bf16" in t["name"] for t in s["tasks"]) == 2, [t["name"] for t in s["tasks"]]
     assert 0 < s["relative_err"] < 2e-2
@@ -305,28 +313,17 @@ def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolera
 def test_tune_model_builds_a_convnet_in_bf16_with_tensorized_convolutions_that_match_pytorch(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    import json
-
-    from autosearch.cli import main
-
-    (tmp_path / "convnet.py").write_text(
-        "import torch\n"
-        "def make_model():\n"
-        "    torch.manual_seed(0)\n"
+    s, err = _tune_model_bf16(
+        capsys,
+        tmp_path,
         "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),\n"
-        "                               torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU()).eval()\n"
+        "                               torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU()).eval()\n",
+        "x:float32:1,16,14,14",
     )
-    argv = ["tune-model", f"{tmp_path / 'convnet.py'}:make_model", "--input", "x:float32:1,16,14,14", "--trials", "0"]
-    try:
-        main([*argv, "--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"])
-    except SystemExit as exc:
-        assert not exc.code, capsys.readouterr().err[-2000:]
-    captured = capsys.readouterr()
-    s = json.loads(captured.out[captured.out.index("{") :])
     assert s["precision"] == "bf16" and s["output_matches"], s
     assert sum("conv2d_NCHWc_bf16" in t["name"] for t in s["tasks"]) == 2, [t["name"] for t in s["tasks"]]
     assert 0 < s["relative_err"] < 2e-2
-    assert "Tensorize failed" not in captured.err  # a schedule that inlined the padding is refused quietly
+    assert "Tensorize failed" not in err  # a schedule that inlined the padding is refused quietly
 
 
 def test_tune_refuses_a_precision_for_an_operator_it_does_not_cover(capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autosearch.networks.inputs import InputSpec
+from autosearch.networks.rewrite import rewrite_calls
 
 __all__ = ["CHECK_PREFIX", "ERROR_TEXT", "checked_ids", "guard_token_ids", "out_of_range"]
 
@@ -62,26 +63,14 @@ def _clip_takes(mod: Any) -> Any:
     """Every `take` with computed indices in `mode="clip"` (a constant index is as written)."""
     import tvm
     from tvm import relax
-    from tvm.relax import expr_functor
 
-    @expr_functor.mutator
-    class Clipped(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.take" or isinstance(call.args[1], tvm.ir.expr.Constant):
-                return call
-            if str(call.attrs.mode) == "clip":
-                return call
-            axis = call.attrs.axis
-            return relax.op.take(call.args[0], call.args[1], None if axis is None else int(axis), mode="clip")
+    def clipped(call: Any, builder: Any) -> Any:
+        if isinstance(call.args[1], tvm.ir.expr.Constant) or str(call.attrs.mode) == "clip":
+            return None
+        axis = call.attrs.axis
+        return relax.op.take(call.args[0], call.args[1], None if axis is None else int(axis), mode="clip")
 
-    rewriter = Clipped(mod)
-    for gv, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
-    out = rewriter.builder_.get()
-    assert isinstance(out, tvm.IRModule)
-    return out
+    return rewrite_calls(mod, "relax.take", clipped)
 
 
 def checked_ids(func: Any, specs: Sequence[InputSpec]) -> dict[str, tuple[Any, int]]:

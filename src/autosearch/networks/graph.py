@@ -36,7 +36,7 @@ from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
 from autosearch.networks.bounds import checked_ids, guard_token_ids
 from autosearch.networks.inputs import InputSpec
-from autosearch.networks.rewrite import rewrite_functions
+from autosearch.networks.rewrite import rewrite_calls, rewrite_functions
 
 __all__ = [
     "NetworkGraph",
@@ -273,32 +273,26 @@ def pad_matmul_rows(mod: Any) -> Any:
     matrix product in each schedule the search could write; padded to 208 the tiles are 2, 4, 8,
     13, 16, for 5.6% more arithmetic. The padded rows never reach an output."""
     from tvm import relax
-    from tvm.relax import expr_functor
 
-    @expr_functor.mutator
-    class PadRows(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.matmul":
-                return call
-            x = call.args[0]
-            shape = getattr(getattr(x, "ty", None), "shape", None)
-            dims = getattr(shape, "values", None)
-            if dims is None or len(dims) < 2 or not all(isinstance(d, tirx.IntImm) for d in dims):
-                return call
-            rank, m = len(dims), int(dims[-2])
-            up = padded_rows(m)
-            if up == m:
-                return call
-            width = [0] * (2 * rank)
-            width[2 * (rank - 2) + 1] = up - m
-            xp = self.builder_.emit(relax.op.nn.pad(x, width))
-            y = self.builder_.emit(relax.op.matmul(xp, call.args[1], out_dtype=call.attrs.out_dtype))
-            return relax.op.strided_slice(y, axes=[rank - 2], begin=[0], end=[m])
+    def padded(call: Any, builder: Any) -> Any:
+        x = call.args[0]
+        shape = getattr(getattr(x, "ty", None), "shape", None)
+        dims = getattr(shape, "values", None)
+        if dims is None or len(dims) < 2 or not all(isinstance(d, tirx.IntImm) for d in dims):
+            return None
+        rank, m = len(dims), int(dims[-2])
+        up = padded_rows(m)
+        if up == m:
+            return None
+        width = [0] * (2 * rank)
+        width[2 * (rank - 2) + 1] = up - m
+        xp = builder.emit(relax.op.nn.pad(x, width))
+        y = builder.emit(relax.op.matmul(xp, call.args[1], out_dtype=call.attrs.out_dtype))
+        return relax.op.strided_slice(y, axes=[rank - 2], begin=[0], end=[m])
 
     from tvm import tirx
 
-    return rewrite_functions(PadRows, mod)
+    return rewrite_calls(mod, "relax.matmul", padded)
 
 
 def power_as_products(mod: Any) -> Any:
@@ -309,27 +303,21 @@ def power_as_products(mod: Any) -> Any:
     y >= 3" on every build); GPT-2's GELU (`0.044715 * x ** 3`) is the common case: built from
     the prior it ran many times faster with products than with `pow` (bench/README.md "GPT-2")."""
     from tvm import relax
-    from tvm.relax import expr_functor
 
-    @expr_functor.mutator
-    class Products(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.power":
-                return call
-            value: Any = getattr(call.args[1], "value", None)  # a constant's tensor
-            values = value.numpy() if hasattr(value, "numpy") else None
-            if values is None or values.size != 1:
-                return call
-            exponent = float(values.reshape(()))
-            x = call.args[0]
-            dtype = getattr(getattr(x, "ty", None), "dtype", "")
-            if exponent not in (2.0, 3.0) or not str(dtype).startswith("float"):
-                return call
-            square = self.builder_.emit(relax.op.multiply(x, x))
-            return square if exponent == 2.0 else relax.op.multiply(square, x)
+    def products(call: Any, builder: Any) -> Any:
+        value: Any = getattr(call.args[1], "value", None)  # a constant's tensor
+        values = value.numpy() if hasattr(value, "numpy") else None
+        if values is None or values.size != 1:
+            return None
+        exponent = float(values.reshape(()))
+        x = call.args[0]
+        dtype = getattr(getattr(x, "ty", None), "dtype", "")
+        if exponent not in (2.0, 3.0) or not str(dtype).startswith("float"):
+            return None
+        square = builder.emit(relax.op.multiply(x, x))
+        return square if exponent == 2.0 else relax.op.multiply(square, x)
 
-    return rewrite_functions(Products, mod)
+    return rewrite_calls(mod, "relax.power", products)
 
 
 def whole_image_pools_as_means(mod: Any) -> Any:
@@ -341,35 +329,29 @@ def whole_image_pools_as_means(mod: Any) -> Any:
     the pool alone took seconds from the prior's schedule, and B0 built hundreds of times slower
     than PyTorch eager end to end, where it now runs close to it (bench/README.md "EfficientNet-B0")."""
     from tvm import relax
-    from tvm.relax import expr_functor
 
-    @expr_functor.mutator
-    class Means(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.nn.avg_pool2d":
-                return call
-            a = call.attrs
-            layout, x = str(a.layout), call.args[0]
-            shape = getattr(getattr(getattr(x, "ty", None), "shape", None), "values", None)
-            if layout not in ("NCHW", "NHWC") or str(a.out_layout) != layout or shape is None:
-                return call
-            h, w = layout.index("H"), layout.index("W")
-            if not all(isinstance(getattr(d, "value", None), int) for d in shape):
-                return call
-            size = (int(shape[h].value), int(shape[w].value))
-            window = [int(v) for v in a.pool_size]
-            if any(int(p) for p in a.padding) or any(int(d) != 1 for d in a.dilation):
-                return call
-            out = [
-                1 + -(-(n - k) // int(st)) if a.ceil_mode else 1 + (n - k) // int(st)
-                for n, k, st in zip(size, window, a.strides)
-            ]
-            if out != [1, 1] or any(k < n for k, n in zip(window, size)):
-                return call
-            return relax.op.mean(x, axis=[h, w], keepdims=True)
+    def mean(call: Any, builder: Any) -> Any:
+        a = call.attrs
+        layout, x = str(a.layout), call.args[0]
+        shape = getattr(getattr(getattr(x, "ty", None), "shape", None), "values", None)
+        if layout not in ("NCHW", "NHWC") or str(a.out_layout) != layout or shape is None:
+            return None
+        h, w = layout.index("H"), layout.index("W")
+        if not all(isinstance(getattr(d, "value", None), int) for d in shape):
+            return None
+        size = (int(shape[h].value), int(shape[w].value))
+        window = [int(v) for v in a.pool_size]
+        if any(int(p) for p in a.padding) or any(int(d) != 1 for d in a.dilation):
+            return None
+        out = [
+            1 + -(-(n - k) // int(st)) if a.ceil_mode else 1 + (n - k) // int(st)
+            for n, k, st in zip(size, window, a.strides)
+        ]
+        if out != [1, 1] or any(k < n for k, n in zip(window, size)):
+            return None
+        return relax.op.mean(x, axis=[h, w], keepdims=True)
 
-    return rewrite_functions(Means, mod)
+    return rewrite_calls(mod, "relax.nn.avg_pool2d", mean)
 
 
 def _graph_passes(

@@ -266,29 +266,23 @@ def clips_as_bounds(mod: Any) -> Any:
     TVM's layout inference carries (it has none for `clip`, so each ReLU6 after a blocked
     convolution converted the activations back to NCHW)."""
     from tvm import relax
-    from tvm.relax import expr_functor
 
-    from autosearch.networks.rewrite import rewrite_functions
+    from autosearch.networks.rewrite import rewrite_calls
 
-    @expr_functor.mutator
-    class Bounds(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.clip":
-                return call
-            x = call.args[0]
-            dtype = str(getattr(getattr(x, "ty", None), "dtype", ""))
-            lo, hi = (_scalar(a) for a in call.args[1:3])
-            if not dtype.startswith("float") or lo is None or hi is None:
-                return call
-            out = x
-            if math.isfinite(lo):
-                out = self.builder_.emit(relax.op.maximum(out, relax.const(lo, dtype)))
-            if math.isfinite(hi):
-                out = relax.op.minimum(out, relax.const(hi, dtype))
-            return out
+    def bounds(call: Any, builder: Any) -> Any:
+        x = call.args[0]
+        dtype = str(getattr(getattr(x, "ty", None), "dtype", ""))
+        lo, hi = (_scalar(a) for a in call.args[1:3])
+        if not dtype.startswith("float") or lo is None or hi is None:
+            return None
+        out = x
+        if math.isfinite(lo):
+            out = builder.emit(relax.op.maximum(out, relax.const(lo, dtype)))
+        if math.isfinite(hi):
+            out = relax.op.minimum(out, relax.const(hi, dtype))
+        return out
 
-    return rewrite_functions(Bounds, mod)
+    return rewrite_calls(mod, "relax.clip", bounds)
 
 
 def _scalar(arg: Any) -> float | None:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.networks.layouts import padded_window
-from autosearch.networks.rewrite import rewrite_functions
+from autosearch.networks.rewrite import rewrite_calls
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
 __all__ = ["bf16_convolutions", "bf16_dense_layers"]
@@ -68,36 +68,30 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
     """`mod` with every float32 matmul by a constant weight computed in bf16; and how many."""
     import tvm
     from tvm import relax
-    from tvm.relax import expr_functor
 
     count = [0]
 
-    @expr_functor.mutator
-    class Bf16Dense(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.matmul":
-                return call
-            x, w = call.args
-            if not isinstance(w, tvm.ir.expr.Constant):
-                return call
-            xdims, wdims = _static_dims(x), _static_dims(w)
-            if xdims is None or wdims is None or len(wdims) != 2 or len(xdims) < 2:
-                return call
-            if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
-                return call
-            k, n = wdims
-            if xdims[-1] != k or n % _LANES or k % _PAIRS:
-                return call
-            rows = int(np.prod(xdims[:-1]))
-            packed = relax.const(tvm.runtime.tensor(_packed_bf16(w.value.numpy())))
-            x2 = self.builder_.emit(relax.op.reshape(x, [rows, k]))
-            xb = self.builder_.emit(relax.op.astype(x2, "bfloat16"))
-            y = self.builder_.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")
-            count[0] += 1
-            return relax.op.reshape(y, [*xdims[:-1], n])
+    def bf16_dense(call: Any, builder: Any) -> Any:
+        x, w = call.args
+        if not isinstance(w, tvm.ir.expr.Constant):
+            return None
+        xdims, wdims = _static_dims(x), _static_dims(w)
+        if xdims is None or wdims is None or len(wdims) != 2 or len(xdims) < 2:
+            return None
+        if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
+            return None
+        k, n = wdims
+        if xdims[-1] != k or n % _LANES or k % _PAIRS:
+            return None
+        rows = int(np.prod(xdims[:-1]))
+        packed = relax.const(tvm.runtime.tensor(_packed_bf16(w.value.numpy())))
+        x2 = builder.emit(relax.op.reshape(x, [rows, k]))
+        xb = builder.emit(relax.op.astype(x2, "bfloat16"))
+        y = builder.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")
+        count[0] += 1
+        return relax.op.reshape(y, [*xdims[:-1], n])
 
-    out = rewrite_functions(Bf16Dense, mod)
+    out = rewrite_calls(mod, "relax.matmul", bf16_dense)
     return out, count[0]
 
 
@@ -119,45 +113,39 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
     import ml_dtypes
     import tvm
     from tvm import relax
-    from tvm.relax import expr_functor
 
     count = [0]
 
-    @expr_functor.mutator
-    class Bf16Conv(relax.PyExprMutator):
-        def visit_call_(self, call: Any) -> Any:
-            call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != "relax.nn.conv2d":
-                return call
-            x, w = call.args
-            a = call.attrs
-            if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
-                return call
-            in_block = _block(str(a.data_layout), "NCHW", "c")
-            if in_block is None or in_block % _PAIRS or _block(str(a.kernel_layout), "OIHW", "o") != _LANES:
-                return call
-            if _block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
-                return call
-            if (
-                str(x.ty.dtype) != "float32"
-                or str(w.ty.dtype) != "float32"
-                or str(a.out_dtype) not in ("", "void", "None", "float32")
-            ):
-                return call
-            weight = w.value.numpy()
-            if weight.shape[1] % in_block:
-                return call
-            packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
-            xb = self.builder_.emit(relax.op.astype(x, "bfloat16"))
-            geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
-            count[0] += 1
-            return self.builder_.emit_te(
-                _te_packed_conv,
-                xb,
-                relax.const(tvm.runtime.tensor(packed)),
-                *geometry,
-                primfunc_name_hint="conv2d_NCHWc_bf16",
-            )
+    def bf16_conv(call: Any, builder: Any) -> Any:
+        x, w = call.args
+        a = call.attrs
+        if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
+            return None
+        in_block = _block(str(a.data_layout), "NCHW", "c")
+        if in_block is None or in_block % _PAIRS or _block(str(a.kernel_layout), "OIHW", "o") != _LANES:
+            return None
+        if _block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
+            return None
+        if (
+            str(x.ty.dtype) != "float32"
+            or str(w.ty.dtype) != "float32"
+            or str(a.out_dtype) not in ("", "void", "None", "float32")
+        ):
+            return None
+        weight = w.value.numpy()
+        if weight.shape[1] % in_block:
+            return None
+        packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
+        xb = builder.emit(relax.op.astype(x, "bfloat16"))
+        geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+        count[0] += 1
+        return builder.emit_te(
+            _te_packed_conv,
+            xb,
+            relax.const(tvm.runtime.tensor(packed)),
+            *geometry,
+            primfunc_name_hint="conv2d_NCHWc_bf16",
+        )
 
-    out = rewrite_functions(Bf16Conv, mod)
+    out = rewrite_calls(mod, "relax.nn.conv2d", bf16_conv)
     return out, count[0]

@@ -1,11 +1,16 @@
-"""The one helper every Relax graph rewrite of a network uses (`graph`, `layouts`): its own module
-so that neither imports the other."""
+"""The helpers every Relax graph rewrite of a network uses (`graph`, `layouts`, `lowp`, `bounds`,
+`folding`): their own module so that none imports another."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["rewrite_functions"]
+__all__ = ["rewrite_calls", "rewrite_functions"]
+
+#: A call's replacement: (the call, its arguments rewritten; the block builder to emit into) ->
+#: the expression it becomes, or None to keep it.
+CallRewrite = Callable[[Any, Any], Any]
 
 
 def rewrite_functions(mutator: Any, mod: Any) -> Any:
@@ -17,3 +22,21 @@ def rewrite_functions(mutator: Any, mod: Any) -> Any:
         if isinstance(func, relax.Function):
             rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
     return rewriter.builder_.get()
+
+
+def rewrite_calls(mod: Any, op_name: str, rewrite: CallRewrite) -> Any:
+    """`mod` with every call of the Relax operator `op_name` (e.g. `relax.matmul`) replaced by
+    `rewrite(call, builder)` where that gives an expression, innermost calls first."""
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    @expr_functor.mutator
+    class Calls(relax.PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if str(getattr(call.op, "name", "")) != op_name:
+                return call
+            out = rewrite(call, self.builder_)
+            return call if out is None else out
+
+    return rewrite_functions(Calls, mod)
