@@ -41,6 +41,7 @@ from autosearch.networks.rewrite import rewrite_calls, rewrite_functions
 __all__ = [
     "NetworkGraph",
     "build_network",
+    "concatenations_flattened",
     "fast_math_module",
     "import_network",
     "index_bounds",
@@ -354,6 +355,39 @@ def whole_image_pools_as_means(mod: Any) -> Any:
     return rewrite_calls(mod, "relax.nn.avg_pool2d", mean)
 
 
+def concatenations_flattened(mod: Any) -> Any:
+    """Every `concat` whose input is itself a `concat` on the same axis given that concat's inputs
+    instead: `concat(concat(a, b), c)` becomes `concat(a, b, c)`.
+
+    Why: a dense block written as `cat([x, layer(x)])` layer after layer chains its concatenations,
+    and each one then has two readers (the next concatenation and the layer's BatchNorm + ReLU), so
+    TVM's fusion leaves it a task of its own that copies every earlier feature map again: each layer
+    wrote its whole input twice (the copy, then the normalised copy). Flat, as torchvision's
+    `cat(features)` writes it, each concatenation has one reader and fuses into it: the layer reads
+    the feature maps where their convolutions wrote them (bench/README.md "DenseNet-121's
+    concatenations flattened")."""
+    from tvm import relax
+
+    def spliced(field: Any, axis: int, builder: Any) -> list[Any]:
+        bound = builder.lookup_binding(field) if isinstance(field, relax.Var) else None
+        inner = getattr(bound, "op", None)
+        if str(getattr(inner, "name", "")) != "relax.concat" or int(bound.attrs.axis) != axis:
+            return [field]
+        fields = bound.args[0]
+        return list(fields.fields) if isinstance(fields, relax.Tuple) else [field]
+
+    def flat(call: Any, builder: Any) -> Any:
+        fields, axis = call.args[0], call.attrs.axis
+        if not isinstance(fields, relax.Tuple) or axis is None:
+            return None
+        inputs = [f for field in fields.fields for f in spliced(field, int(axis), builder)]
+        if len(inputs) == len(fields.fields):
+            return None
+        return relax.op.concat(inputs, axis=int(axis))
+
+    return relax.transform.DeadCodeElimination()(rewrite_calls(mod, "relax.concat", flat))
+
+
 def _graph_passes(
     mod: Any, params: dict[str, Any], *, fast_math: bool, register_bits: int = 0, precision: str = "fp32"
 ) -> Any:
@@ -375,7 +409,7 @@ def _graph_passes(
     if params:
         mod = t.BindParams("main", params)(mod)
     mod = power_as_products(mod)  # before FoldConstant, which lowers every `power` it meets (and warns)
-    mod = whole_image_pools_as_means(mod)
+    mod = concatenations_flattened(whole_image_pools_as_means(mod))
     # TVM lowers sort, scan and sampling operators (`cumsum`, `cumprod`, `sort`, `argsort`, `topk`,
     # `bucketize`, `multinomial_from_uniform`) in its library-dispatch passes, not in LegalizeOps
     # (they have no legalization): `relax.build` runs them first, and so must this pipeline, or a
