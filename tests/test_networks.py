@@ -459,6 +459,63 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
         m(ids - 1)
 
 
+DENSE_BLOCK = """
+import torch
+
+class Layer(torch.nn.Module):
+    def __init__(self, cin):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.BatchNorm2d(cin), torch.nn.ReLU(), torch.nn.Conv2d(cin, 16, 3, padding=1, bias=False)
+        )
+
+    def forward(self, x):
+        return torch.cat([x, self.body(x)], dim=1)
+
+def make_model():
+    torch.manual_seed(0)
+    stem = torch.nn.Conv2d(16, 16, 3, padding=1)  # the block's input blocked, as after a network's stem
+    net = torch.nn.Sequential(stem, Layer(16), Layer(32), torch.nn.BatchNorm2d(48), torch.nn.ReLU())
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    return net.eval()
+"""
+
+
+# integration: a tune-model run with measured rounds, then a rerun on its store (~40 s)
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tasks_with_timed_forms_get_no_round_and_are_built_from_their_timed_form(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`PriorPass.timed_here`: a dense block's concatenations with their BatchNorm + ReLU (no
+    reduction, the channel block one vector) are built from the form timed on this machine, not
+    measured in rounds: the rounds' trials go to the convolutions (and a layout conversion's one
+    evolutionary trial), and a rerun on the same
+    store builds them from the timed form again, not from a stored record."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.registers import simd_bits
+
+    if simd_bits(host_target()) < 256:
+        pytest.skip("the timed forms need a CPU with 8 float lanes or more")
+    (tmp_path / "net.py").write_text(DENSE_BLOCK)
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", "x:float32:1,16,8,8"]
+    argv += ["--db", str(tmp_path / "n.db"), "--json", "--trials-per-round", "4"]
+    s = _tune_json(capsys, [*argv, "--trials", "16"])
+    timed = [t for t in s["tasks"] if "concatenate" in t["name"]]
+    convs = [t for t in s["tasks"] if "conv2d" in t["name"]]
+    assert timed and convs and s["output_matches"], s["tasks"]
+    assert all(t["trials"] == 0 and t["built_with"] == "prior" for t in timed), timed
+    assert sum(t["trials"] for t in convs) >= 12 and s["trials_measured"] >= 16
+    again = _tune_json(capsys, [*argv, "--trials", "0"])
+    assert {t["built_with"] for t in again["tasks"] if "concatenate" in t["name"]} == {"prior"}
+    tuned = {c["name"] for c in convs if c["trials"]}
+    assert {t["built_with"] for t in again["tasks"] if t["name"] in tuned} == {"tuned (earlier run)"}
+    assert again["output_matches"]
+
+
 # integration: a budget-bound tune-model run (18 s and more)
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")
@@ -978,6 +1035,78 @@ def test_a_model_whose_layer_norm_the_blocked_layout_would_reach_keeps_its_layou
     built = graph_mod.build_network(graph, MemoryDatabase(), target)
     got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
     assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+
+
+def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm() -> None:
+    """`graph.concatenations_flattened` on a dense block written `cat([x, layer(x)])` layer after
+    layer: without it each concatenation is a task of its own (it has two readers, the next
+    concatenation and the BatchNorm); with it no concatenation is left a task alone, every one is
+    fused into the BatchNorm + ReLU that reads it, and the block built untuned computes PyTorch's
+    output."""
+    import re
+
+    import torch
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+
+    class Layer(torch.nn.Module):
+        def __init__(self, cin: int) -> None:
+            super().__init__()
+            self.body = torch.nn.Sequential(
+                torch.nn.BatchNorm2d(cin), torch.nn.ReLU(), torch.nn.Conv2d(cin, 16, 3, padding=1, bias=False)
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cat([x, self.body(x)], dim=1)
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(Layer(16), Layer(32), Layer(48), torch.nn.BatchNorm2d(64), torch.nn.ReLU())
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):  # running statistics away from 0 and 1
+            m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2)
+    net, target = net.eval(), host_target()
+    x = np.random.default_rng(0).random((1, 16, 8, 8), dtype=np.float32)
+    graph = graph_mod.import_network("dense", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
+    concats = [c for c in calls if "concatenate" in c]
+    assert len(concats) == 3 and all("relu" in c for c in concats), calls
+    dev, args = nt._on_device(target, [x])
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
+    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+
+
+def test_only_a_concatenation_on_the_same_axis_is_spliced_into_its_reader() -> None:
+    """`graph.concatenations_flattened` on its edges: an inner concatenation on another axis stays,
+    one on the same axis is spliced (and kept while something else reads it), three levels deep
+    become one flat concatenation, and the module stays well-formed."""
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.graph import concatenations_flattened
+
+    a, b, c = (relax.Var(n, relax.TensorType((1, 4, 2, 2), "float32")) for n in "abc")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [a, b, c]):
+        with bb.dataflow():
+            inner = bb.emit(relax.op.concat([a, b], axis=1))
+            deep = bb.emit(relax.op.concat([bb.emit(relax.op.concat([inner, c], axis=1)), a], axis=1))
+            wide = [bb.emit(relax.op.concat(pair, axis=2)) for pair in ([a, b], [c, c])]
+            other_axis = bb.emit(relax.op.concat(wide, axis=1))
+            also_read = bb.emit(relax.op.add(inner, inner))
+            out = bb.emit_output(relax.Tuple([deep, other_axis, also_read]))
+        bb.emit_func_output(out)
+    mod = concatenations_flattened(bb.get())
+    text = mod["main"].script()
+    assert "R.concat((a, b, c, a), axis=1)" in text, text
+    assert "R.concat((a, b), axis=1)" in text  # the add still reads it
+    assert "R.concat((a, b), axis=2)" in text and text.count("R.concat(") == 5, text
+    tvm.ir.assert_structural_equal(mod, relax.transform.Normalize()(mod))
 
 
 def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
