@@ -459,63 +459,6 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
         m(ids - 1)
 
 
-DENSE_BLOCK = """
-import torch
-
-class Layer(torch.nn.Module):
-    def __init__(self, cin):
-        super().__init__()
-        self.body = torch.nn.Sequential(
-            torch.nn.BatchNorm2d(cin), torch.nn.ReLU(), torch.nn.Conv2d(cin, 16, 3, padding=1, bias=False)
-        )
-
-    def forward(self, x):
-        return torch.cat([x, self.body(x)], dim=1)
-
-def make_model():
-    torch.manual_seed(0)
-    stem = torch.nn.Conv2d(16, 16, 3, padding=1)  # the block's input blocked, as after a network's stem
-    net = torch.nn.Sequential(stem, Layer(16), Layer(32), torch.nn.BatchNorm2d(48), torch.nn.ReLU())
-    for m in net.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-1, 1)
-            m.running_var.uniform_(0.5, 2)
-    return net.eval()
-"""
-
-
-# integration: a tune-model run with measured rounds, then a rerun on its store (~40 s)
-@pytest.mark.integration
-@pytest.mark.usefixtures("no_pytorch_timing")
-def test_tasks_with_timed_forms_get_no_round_and_are_built_from_their_timed_form(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    """`PriorPass.timed_here`: a dense block's concatenations with their BatchNorm + ReLU (no
-    reduction, the channel block one vector) are built from the form timed on this machine, not
-    measured in rounds: the rounds' trials go to the convolutions (and a layout conversion's one
-    evolutionary trial), and a rerun on the same
-    store builds them from the timed form again, not from a stored record."""
-    from autosearch.backends.tvm.target import host_target
-    from autosearch.search.registers import simd_bits
-
-    if simd_bits(host_target()) < 256:
-        pytest.skip("the timed forms need a CPU with 8 float lanes or more")
-    (tmp_path / "net.py").write_text(DENSE_BLOCK)
-    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", "x:float32:1,16,8,8"]
-    argv += ["--db", str(tmp_path / "n.db"), "--json", "--trials-per-round", "4"]
-    s = _tune_json(capsys, [*argv, "--trials", "16"])
-    timed = [t for t in s["tasks"] if "concatenate" in t["name"]]
-    convs = [t for t in s["tasks"] if "conv2d" in t["name"]]
-    assert timed and convs and s["output_matches"], s["tasks"]
-    assert all(t["trials"] == 0 and t["built_with"] == "prior" for t in timed), timed
-    assert sum(t["trials"] for t in convs) >= 12 and s["trials_measured"] >= 16
-    again = _tune_json(capsys, [*argv, "--trials", "0"])
-    assert {t["built_with"] for t in again["tasks"] if "concatenate" in t["name"]} == {"prior"}
-    tuned = {c["name"] for c in convs if c["trials"]}
-    assert {t["built_with"] for t in again["tasks"] if t["name"] in tuned} == {"tuned (earlier run)"}
-    assert again["output_matches"]
-
-
 # integration: a budget-bound tune-model run (18 s and more)
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")

@@ -91,7 +91,6 @@ class PriorPass:
         self.task_seconds: dict[int, float] = {}
         self.seconds = 0.0  # all the pass has taken, loading the priors included
         self._ranker: Any = None
-        self._timed_here: set[int] | None = None
 
     def estimate(self, i: int) -> float:
         """Seconds task `i` is expected to take: the measured mean of its kind (stretched by
@@ -106,20 +105,6 @@ class PriorPass:
             return MARGIN * sum(same) / len(same)
         return max([PRIOR_SECONDS_PER_TASK, *(MARGIN * sum(v) / len(v) for v in means.values())])
 
-    def timed_here(self) -> set[int]:
-        """The tasks with no reduction whose schedule the pass times on this machine
-        (`spatial.spatial_schedule`). Measured rounds are not given to them: on DenseNet-121 the
-        rounds' picks of its concatenations with their BatchNorm + ReLU (2 trials each, the design
-        space's vectors) ran 3-7x slower in the network than the timed forms, 7.7 ms of a 52-ms
-        build (bench/README.md "Tasks with no reduction left to their timed forms")."""
-        if self._timed_here is None:
-            from autosearch.networks.spatial import has_timed_forms
-            from autosearch.search.registers import simd_bits
-
-            bits = simd_bits(self.target) if self.enabled else 0
-            self._timed_here = {i for i, wl in enumerate(self.workloads) if has_timed_forms(wl, bits)}
-        return self._timed_here
-
     def reserve(self, todo: Sequence[int]) -> float:
         """Seconds the pass is expected to need for the tasks `todo` (0 on a GPU)."""
         if not self.enabled or not todo:
@@ -131,10 +116,13 @@ class PriorPass:
         priors rank (not the pooled one, which lives in this process), the tasks with a reduction
         go to worker processes first (`prior_workers`); the tasks timed here follow, alone."""
         from autosearch.networks.prior_workers import ranked_in_workers
+        from autosearch.networks.spatial import has_timed_forms
+        from autosearch.search.registers import simd_bits
 
         todo = [i for i in todo if i not in self.passed]
         if self.enabled and (self.learned is None or self.learned() is None):
-            ranked = [i for i in todo if i not in self.timed_here()]
+            bits = simd_bits(self.target)
+            ranked = [i for i in todo if not has_timed_forms(self.workloads[i], bits)]
 
             def done(i: int, trace: str | None, seconds: float) -> None:
                 self._record(i, trace, seconds)

@@ -379,6 +379,7 @@ def runtime_arms(
     if onnx_path is None:
         t0 = time.perf_counter()
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # a work folder not made yet
             exporter = export_onnx(net, arrays, path, [s.name for s in specs])
         except Exception as exc:
             reason = f"ONNX export failed: {type(exc).__name__}: {one_line(exc)}"

@@ -1,6 +1,6 @@
 """A zero-trial schedule for a task with no reduction (element-wise, concatenation, layout moves),
 chosen by timing: one loop nest, its innermost axis (a channel block) one vector, run serially or
-in parallel over the rest, whichever ran faster here.
+in parallel over the rest, whichever ran faster here with its inputs cold.
 
 Why: the prior's picks for such tasks fuse every axis into one loop, split it into 64-lane vectors
 and run them in parallel; the index arithmetic of the fused loop (a division and a remainder per
@@ -73,6 +73,19 @@ def _warm(lib: Any, name: str, args: list[Any]) -> float:
     return float(timer(*args).median)
 
 
+#: Cold timing of a form: calls, each after the inputs but the first are flushed from the caches.
+COLD_REPEAT = 12
+
+
+def _cold(lib: Any, name: str, args: list[Any]) -> float:
+    import tvm
+
+    timer = lib.time_evaluator(
+        name, tvm.cpu(), number=1, repeat=COLD_REPEAT, min_repeat_ms=0, f_preproc="cache_flush_cpu_non_first_arg"
+    )
+    return float(timer(*args).median)
+
+
 def warm_seconds(mod: Any, target: Any) -> float:
     """Median seconds of a call of the built schedule on random inputs, caches warm (as inside
     a network, where the producer has just written its input)."""
@@ -96,6 +109,13 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     not of this kind (a reduction, an axis no register divides), the forms do not build, or the
     faster computes something else.
 
+    Timed cold (`_cold`: the inputs flushed from the caches before each call), as the rounds time
+    a task: in a network a task often reads what was written many tasks before (DenseNet-121's
+    concatenations read every earlier feature map), and timed warm the serial form won where the
+    parallel one ran faster there: DenseNet-121 from the prior alone ran 1.4-6.6% faster in every
+    timing process with the forms timed cold (bench/README.md "DenseNet-121's tasks with no
+    reduction timed cold").
+
     Why one module: the forms and the unscheduled task are compiled and loaded together, and the
     check runs the form that was timed. Built one by one (two forms timed, then the pick and the
     reference compiled again for the check) DenseNet-121's 117 such tasks took 0.5 s each, nearly
@@ -114,7 +134,7 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
             tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()}), target=target
         ).jit()
         args = _random_args(funcs["reference"])
-        seconds, best = min((_warm(lib, f"form{i}", args), i) for i in range(len(forms)))
+        seconds, best = min((_cold(lib, f"form{i}", args), i) for i in range(len(forms)))
     except Exception:  # forms TVM does not build or run: the prior's design space decides
         interrupts.check()
         return None

@@ -28,7 +28,6 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,17 +193,16 @@ def _ranked_in_store(store: Any, workload: Any, target: Any) -> list[Any]:
 
 
 def _stored_bests(
-    store: Any, workloads: list[Any], target: Any, skip: AbstractSet[int]
+    store: Any, workloads: list[Any], target: Any, finished: dict[int, Any]
 ) -> dict[int, tuple[str, float]]:
     """The store's fastest schedule that computes what the task computes (up to `VERIFY_RANKS`
-    tried, as `_choose` does) of each task not in `skip` (those this run tuned, and those built
-    from their timed forms): a rerun that stops before reaching a task still builds it with what
-    an earlier run measured."""
+    tried, as `_choose` does) of each task this run did not tune: a rerun that stops before
+    reaching a task still builds it with what an earlier run measured."""
     from autosearch.networks.verify import schedule_matches
 
     out: dict[int, tuple[str, float]] = {}
     for i, wl in enumerate(workloads):
-        if i not in skip:
+        if i not in finished:
             for row in _ranked_in_store(store, wl, target):
                 if schedule_matches(wl, row.schedule, target):
                     out[i] = (row.schedule, row.median)
@@ -419,10 +417,7 @@ def _rounds_stage(
         kinds=[task_kind(t["name"]) for t in result.tasks],
         seed=job.settings.seed,
     )
-    timed_here = prior.timed_here()  # built from their timed forms: no round for them
-    for i in timed_here:
-        sched.record(i, 0, None, done=True)
-    stored = _tasks_in_store(job, workloads) - timed_here  # built from the store if no round reaches them
+    stored = _tasks_in_store(job, workloads)  # built from the store if no round reaches them
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
     try:
@@ -514,8 +509,7 @@ def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, 
             result.breakdown["tune"] = time.perf_counter() - t0 - prior.seconds
         if not result.interrupted:
             if job.store:  # tasks this run did not reach, built with an earlier run's best
-                skip = set(found.finished) | prior.timed_here()
-                found.earlier = _stored_bests(job.store, workloads, job.target, skip)
+                found.earlier = _stored_bests(job.store, workloads, job.target, found.finished)
             for i, (_trace, latency) in found.earlier.items():
                 result.tasks[i].update(built_with="tuned (earlier run)", best_latency_s=latency)
             done = set(found.finished) | set(found.earlier)  # the prior for the tasks left
