@@ -370,8 +370,9 @@ def concatenations_flattened(mod: Any) -> Any:
 
     def spliced(field: Any, axis: int, builder: Any) -> list[Any]:
         bound = builder.lookup_binding(field) if isinstance(field, relax.Var) else None
-        inner = getattr(bound, "op", None)
-        if str(getattr(inner, "name", "")) != "relax.concat" or int(bound.attrs.axis) != axis:
+        if bound is None or str(getattr(getattr(bound, "op", None), "name", "")) != "relax.concat":
+            return [field]
+        if int(bound.attrs.axis) != axis:
             return [field]
         fields = bound.args[0]
         return list(fields.fields) if isinstance(fields, relax.Tuple) else [field]
