@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -563,3 +564,43 @@ def test_a_default_that_timed_below_the_best_is_retimed_in_turns_beside_it(monke
     assert r.untuned_latency != lucky
     # a real ratio: 8 random schedules of a 128-cube matmul beside its unscheduled loops
     assert np.isfinite(r.untuned_latency / r.best_latency) and r.untuned_latency > 0
+
+
+def test_the_untuned_baseline_measured_after_a_round_is_not_measured_again_at_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tune-model times each task's untuned schedule right after its first measured round (so a
+    deadline sees those seconds), and `finish` keeps that figure instead of timing it again; before
+    a round has measured anything there is nothing to compare with, and nothing is timed."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search import tune as tune_mod
+    from autosearch.search.model_spec import make_scorer
+    from autosearch.search.strategies import EvolutionarySettings
+    from autosearch.workloads.registry import get_workload
+
+    timed: list[float] = []
+    real = tune_mod.measure_untuned
+
+    def counting(*a: Any) -> Any:
+        timed.append(1.0)
+        return real(*a)
+
+    monkeypatch.setattr(tune_mod, "measure_untuned", counting)
+    run = tune_mod.TuneRun(
+        get_workload("batch_matmul/1x128x128x128"),
+        host_target(),
+        EvolutionarySettings(population=16, genetic_num_iters=1),
+        make_scorer("random"),
+        tune_mod.TuneSettings(trials=8, trials_per_round=8),
+        evaluator=EvaluatorSettings(1, 2, 1),
+    )
+    run.measure_untuned()
+    assert not timed and run.result.untuned_latency is None  # no round yet
+    assert run.step()
+    run.measure_untuned()
+    first = run.result.untuned_latency
+    assert len(timed) == 1 and first is not None and first > 0
+    run.measure_untuned()
+    r = run.finish(reference=False)
+    assert len(timed) == 1 and r.untuned_latency == first

@@ -404,8 +404,8 @@ def _rounds_stage(
     time left (less `end_reserve`) no longer covers the prior pass of the tasks no round has
     reached (`PriorPass.reserve`, from what the pass has cost so far) and one more round as long
     as the last (MobileNetV2's last round overran its reserve by 23 s), the task the scheduler would
-    reach last is passed first, and the rounds go on with what is left. Each task's run and
-    TuneResult."""
+    reach last is passed first, and the rounds go on with what is left; a round is not begun where
+    less than half of what the task's last one took is left. Each task's run and TuneResult."""
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
     tasks = _TaskRuns(job, workloads, result)
@@ -420,6 +420,8 @@ def _rounds_stage(
     stored = _tasks_in_store(job, workloads)  # built from the store if no round reaches them
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
+    seconds_of: dict[int, float] = {}  # each task's last round: how far its next one will run
+    left = float("inf")
     try:
         while True:
             if job.trials is not None and result.trials >= job.trials:
@@ -439,17 +441,22 @@ def _rounds_stage(
                     bar.update(len(tasks.runs), n, f"prior {workloads[last].name[4:40]}")
                     continue
             j = sched.pick()
-            if j is None:
-                break
+            if j is None or left < seconds_of.get(j, round_s) / 2:
+                break  # a round expected to end past the reserve is not begun: ends within half a round
+            t_round = time.perf_counter()  # a task's first round sets its search up: counted
             run = tasks.get(j)
             if run is None:
                 sched.record(j, 0, None, done=True)
                 continue
-            before, t_round = run.result.trials, time.perf_counter()
+            before = run.result.trials
             advanced = run.step()
-            round_s = time.perf_counter() - t_round
             k = run.result.trials - before
             result.trials += k
+            run.measure_untuned()  # its seconds count with the rounds', not past the deadline
+            if run.result.interrupted:  # a Ctrl-C while it was timed: caught there
+                result.interrupted = True
+                break
+            round_s = seconds_of[j] = time.perf_counter() - t_round
             sched.record(j, k, run.result.best_latency, done=not advanced)
             bar.update(len(tasks.runs), n, f"{result.trials} trials | {run.workload.name[4:40]}")
     except BaseException as exc:
