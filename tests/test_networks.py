@@ -119,6 +119,17 @@ def test_scheduler_tries_every_task_then_follows_the_gradient() -> None:
     assert s.pick() is None
 
 
+def test_a_closed_task_is_never_picked_again_and_its_best_stands() -> None:
+    """`close`: a deadline that cannot hold a task's next round takes it out; the others go on."""
+    s = TaskScheduler([1.0, 4.0], eps=0.0)
+    s.record(1, 16, 5e-4)
+    s.record(0, 16, 1e-3)
+    s.close(1)
+    assert s.pick() == 0 and s.tasks[1].best == [5e-4]
+    s.close(0)
+    assert s.pick() is None
+
+
 def test_scheduler_prefers_a_task_that_has_no_working_schedule_yet() -> None:
     s = TaskScheduler([1.0, 1.0], eps=0.0)
     s.record(0, 16, 1e-3)

@@ -404,8 +404,9 @@ def _rounds_stage(
     time left (less `end_reserve`) no longer covers the prior pass of the tasks no round has
     reached (`PriorPass.reserve`, from what the pass has cost so far) and one more round as long
     as the last (MobileNetV2's last round overran its reserve by 23 s), the task the scheduler would
-    reach last is passed first, and the rounds go on with what is left; a round is not begun where
-    less than half of what the task's last one took is left. Each task's run and TuneResult."""
+    reach last is passed first, and the rounds go on with what is left; a task gets no more rounds
+    once less than half of what its last one took is left (the run ends within half a round of the
+    reserve, not a whole round past it). Each task's run and TuneResult."""
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
     tasks = _TaskRuns(job, workloads, result)
@@ -441,8 +442,11 @@ def _rounds_stage(
                     bar.update(len(tasks.runs), n, f"prior {workloads[last].name[4:40]}")
                     continue
             j = sched.pick()
-            if j is None or left < seconds_of.get(j, round_s) / 2:
-                break  # a round expected to end past the reserve is not begun: ends within half a round
+            if j is None:
+                break
+            if left < seconds_of.get(j, round_s) / 2:  # expected to end past the reserve: not begun
+                sched.close(j)  # another task's shorter round may still fit
+                continue
             t_round = time.perf_counter()  # a task's first round sets its search up: counted
             run = tasks.get(j)
             if run is None:

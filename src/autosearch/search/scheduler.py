@@ -96,6 +96,10 @@ class TaskScheduler:
         t.best.append(best if best is not None and math.isfinite(best) else math.inf)
         t.done = t.done or done
 
+    def close(self, i: int) -> None:
+        """No more rounds for task i (a deadline cannot hold its next one; a shorter may fit)."""
+        self.tasks[i].done = True
+
     def gradient(self, i: int) -> float:
         """Estimated change of the network's latency if task i gets the next round (negative = gain)."""
         t = self.tasks[i]
