@@ -421,7 +421,7 @@ def _rounds_stage(
     stored = _tasks_in_store(job, workloads)  # built from the store if no round reaches them
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
-    seconds_of: dict[int, float] = {}  # each task's last round: how far its next one will run
+    seconds_of: dict[int, float] = {}  # each task's last round (its search only): how far its next will run
     left = float("inf")
     try:
         while True:
@@ -452,15 +452,16 @@ def _rounds_stage(
             if run is None:
                 sched.record(j, 0, None, done=True)
                 continue
-            before = run.result.trials
+            before, t_step = run.result.trials, time.perf_counter()
             advanced = run.step()
+            seconds_of[j] = time.perf_counter() - t_step  # its next round: no setup, no baseline
             k = run.result.trials - before
             result.trials += k
             run.measure_untuned()  # its seconds count with the rounds', not past the deadline
             if run.result.interrupted:  # a Ctrl-C while it was timed: caught there
                 result.interrupted = True
                 break
-            round_s = seconds_of[j] = time.perf_counter() - t_round
+            round_s = time.perf_counter() - t_round
             sched.record(j, k, run.result.best_latency, done=not advanced)
             bar.update(len(tasks.runs), n, f"{result.trials} trials | {run.workload.name[4:40]}")
     except BaseException as exc:
