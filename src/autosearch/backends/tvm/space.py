@@ -13,7 +13,7 @@ from typing import Any
 from autosearch.errors import WorkloadError, one_line
 from autosearch.hashing import schedule_hash
 
-__all__ = ["NoDesignSpace", "TaskSpace", "replay_postprocessed", "to_plain_json", "trace_json"]
+__all__ = ["NoDesignSpace", "TaskSpace", "generate_spaces", "replay_postprocessed", "to_plain_json", "trace_json"]
 
 
 def trace_json(sch: Any) -> str:
@@ -57,6 +57,16 @@ class NoDesignSpace(WorkloadError):
     """MetaSchedule generated no design space for a workload: there is no schedule to draw."""
 
 
+def generate_spaces(context: Any) -> list[Any]:
+    """A TuneContext's design spaces, with TVM's warning for a pooling task's TOPI-only
+    `schedule_rule` kept off the screen (`native_log.TVM_NOISE`): MetaSchedule's default rules
+    apply, so the line told a user nothing, twice per pooling task of a network."""
+    from autosearch.native_log import dropped
+
+    with dropped():
+        return list(context.generate_design_space())
+
+
 class TaskSpace:
     """Design space of one workload on one target; `sample()` draws unseen random schedules."""
 
@@ -79,7 +89,7 @@ class TaskSpace:
             num_threads=num_threads,
         )
         try:
-            self.spaces = self.context.generate_design_space()
+            self.spaces = generate_spaces(self.context)
         except Exception as exc:
             raise WorkloadError(f"MetaSchedule cannot build a design space for {name}: {one_line(exc)}") from None
         if not self.spaces:

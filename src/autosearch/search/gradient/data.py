@@ -62,6 +62,7 @@ def _design_spaces(mod: Any, target: Any) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.backends.tvm.lowp import space_generator
+    from autosearch.backends.tvm.space import generate_spaces
 
     ctx = ms.TuneContext(
         mod=mod,
@@ -71,7 +72,7 @@ def _design_spaces(mod: Any, target: Any) -> list[Any]:
         task_name="gradient-data",
         num_threads=1,
     )
-    return list(ctx.generate_design_space())
+    return generate_spaces(ctx)
 
 
 def groups_from_store(

@@ -226,6 +226,7 @@ def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tu
 
     from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
     from autosearch.backends.tvm.lowp import space_generator
+    from autosearch.backends.tvm.space import generate_spaces
 
     register_tensor_intrinsics(target)
     mod = workload.mod()
@@ -239,7 +240,7 @@ def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tu
         num_threads=max(1, os.cpu_count() or 1),
     )
     try:
-        spaces = list(ctx.generate_design_space())
+        spaces = generate_spaces(ctx)
     except Exception as exc:
         raise WorkloadError(f"MetaSchedule cannot build a design space for {workload.name}: {one_line(exc)}") from None
     if not spaces or not (settings.fixed_spaces or any(len(sch.trace.decisions) > 0 for sch in spaces)):
