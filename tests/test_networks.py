@@ -655,10 +655,10 @@ def test_pytorch_network_reference_on_the_target_device(tmp_path: Path) -> None:
         torch_latency_isolated(spec, x, device="rocm")
 
 
-def test_fast_math_removes_the_exact_erf_exp_and_tanh_and_keeps_the_values() -> None:
-    """`--fast-math` rewrites GELU and tanh-GELU (which TVM's own FastMathTransform misses) and
-    softmax: no exact `erf`, `exp` or `tanh` call is left in the lowered functions, and the values
-    stay within 1e-5."""
+def test_fast_math_removes_the_exact_erf_exp_tanh_and_sigmoid_and_keeps_the_values() -> None:
+    """`--fast-math` rewrites GELU, tanh-GELU, sigmoid and SiLU (which TVM's own FastMathTransform
+    misses) and softmax: no exact `erf`, `exp`, `tanh` or `sigmoid` call is left in the lowered
+    functions, and the values stay within 1e-5."""
     import numpy as np
     import tvm
     from tvm import relax
@@ -670,14 +670,16 @@ def test_fast_math_removes_the_exact_erf_exp_and_tanh_and_keeps_the_values() -> 
     with bb.function("main", [x]):
         with bb.dataflow():
             soft = bb.emit(relax.op.nn.softmax(bb.emit(relax.op.nn.gelu(x)), axis=-1))
-            out = bb.emit_output(bb.emit(relax.op.add(soft, bb.emit(relax.op.nn.gelu_tanh(x)))))
+            gates = bb.emit(relax.op.add(bb.emit(relax.op.sigmoid(x)), bb.emit(relax.op.nn.silu(x))))
+            both = bb.emit(relax.op.add(soft, bb.emit(relax.op.nn.gelu_tanh(x))))
+            out = bb.emit_output(bb.emit(relax.op.add(both, gates)))
         bb.emit_func_output(out)
     exact = bb.get()
 
     def lowered(mod: tvm.IRModule) -> str:
         return relax.transform.LegalizeOps()(mod).script()
 
-    calls = ("T.erf(", "T.exp(", "T.tanh(")
+    calls = ("T.erf(", "T.exp(", "T.tanh(", "T.sigmoid(")
     before = lowered(exact)
     assert all(c in before for c in calls)  # what the rewrite must remove
     fast = fast_math_module(exact)
@@ -685,6 +687,7 @@ def test_fast_math_removes_the_exact_erf_exp_and_tanh_and_keeps_the_values() -> 
     assert not any(c in after for c in calls)
 
     data = np.random.default_rng(0).uniform(-6, 6, (8, 64)).astype("float32")
+    data[0, :4] = (-100.0, 100.0, -88.0, 88.0)  # past fast_exp's clamp both ways
 
     def run(mod: tvm.IRModule) -> np.ndarray:
         vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())

@@ -88,7 +88,8 @@ def tune_model(
     fast_math: bool = typer.Option(
         True,
         "--fast-math/--no-fast-math",
-        help="GELU, erf, exp, tanh and softmax as TVM's polynomial approximations (a BERT GELU 60x faster); "
+        help="GELU, sigmoid, SiLU, erf, exp, tanh and softmax as TVM's polynomial approximations (a BERT GELU 60x "
+        "faster, a SiLU 9x); "
         "where the output then fails the check, the network is rebuilt with the exact functions (docs/networks.md).",
     ),
     precision: str = typer.Option(
