@@ -1,8 +1,9 @@
 """How many measurements `data/` holds for each CPU: the count issue 71 asks data/README.md to state.
 
-Reads every committed store (`*.db.xz`, the sparse ones included) read-only from a temporary
-decompressed copy and groups its measurements by the CPU of the target they ran on (`mcpu`, or the
-target's own name when it has none) and by status. A record's CPU is its target's, since a store
+Reads every committed store (`*.db.xz`) read-only from a temporary decompressed copy and groups
+its measurements by the CPU of the target they ran on (`mcpu`, or the target's own name when it
+has none) and by status; the sparse co-search's stores (`data/sparse/`) are counted apart, since
+their records are sparse kernels' formats and schedules, not TVM tensor programs. A record's CPU is its target's, since a store
 made on one machine holds that machine's targets (data/README.md says which machine each came from).
 
     python data/count_records.py            # a Markdown table, and the totals
@@ -62,21 +63,25 @@ def main(argv: list[str] | None = None) -> int:
     per_cpu: dict[str, Counter[str]] = {}
     for path in stores:
         counts = count_store(path)
+        sparse = "sparse" in path.relative_to(HERE).parts
         for (cpu, ok), n in counts.items():
             c = per_cpu.setdefault(cpu, Counter())
             c["records"] += n
             c["ok"] += n if ok else 0
+            c["sparse"] += n if sparse else 0
         for cpu in {cpu for cpu, _ in counts}:
             per_cpu[cpu]["stores"] += 1
     if args.json:
         print(json.dumps({cpu: dict(c) for cpu, c in sorted(per_cpu.items())}, indent=1))
         return 0
-    print("| CPU (`mcpu`) | stores | records | ok |")
-    print("|---|---|---|---|")
+    print("| CPU (`mcpu`) | stores | records | ok | of them sparse kernels |")
+    print("|---|---|---|---|---|")
     for cpu, c in sorted(per_cpu.items(), key=lambda kv: -kv[1]["records"]):
-        print(f"| `{cpu}` | {c['stores']} | {c['records']:,} | {c['ok']:,} |")
+        print(f"| `{cpu}` | {c['stores']} | {c['records']:,} | {c['ok']:,} | {c['sparse']:,} |")
     total = sum(c["records"] for c in per_cpu.values())
-    print(f"\nTOTAL {total:,} records over {len(per_cpu)} CPUs in {len(stores)} stores")
+    sparse = sum(c["sparse"] for c in per_cpu.values())
+    print(f"\nTOTAL {total:,} records ({total - sparse:,} tensor programs, {sparse:,} sparse kernels)")
+    print(f"over {len(per_cpu)} CPU targets in {len(stores)} stores")
     return 0
 
 

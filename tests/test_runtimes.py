@@ -127,3 +127,19 @@ def test_the_median_is_of_rounds_at_least_min_round_s_long():
     assert med["a"] == pytest.approx(0.001)
     # 2 rounds of (1 untimed + >= 50 timed) calls
     assert 1000 - sum(1 for _ in per_call) >= 2 * 51
+
+
+def test_an_openvino_error_is_told_by_its_reason_not_by_the_source_line_that_raised_it(tmp_path) -> None:
+    """OpenVINO heads its messages with "Exception from <file>:<line>:" per level; the bench's
+    one-line reason showed only that (EfficientNet-B0's arm: "Exception from .../core.cpp:84:")."""
+    import openvino as ov
+
+    from autosearch.errors import one_line
+
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\x08not an onnx model")
+    with pytest.raises(Exception) as caught:
+        ov.Core().read_model(str(bad))
+    line = one_line(caught.value)
+    assert "Exception from" not in line and "Unable to read the model" in line
+    assert one_line(RuntimeError("compile failed:\n  the reason\n  backtrace")) == "compile failed: the reason"
