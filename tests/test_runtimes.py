@@ -143,3 +143,18 @@ def test_an_openvino_error_is_told_by_its_reason_not_by_the_source_line_that_rai
     line = one_line(caught.value)
     assert "Exception from" not in line and "Unable to read the model" in line
     assert one_line(RuntimeError("compile failed:\n  the reason\n  backtrace")) == "compile failed: the reason"
+
+
+def test_a_model_openvino_cannot_convert_names_the_operator_and_why(tmp_path) -> None:
+    """transformers' EfficientNet pools with an AvgPool2d whose kernel (its width, 1280) exceeds
+    the 7x7 map, which PyTorch takes with ceil_mode and OpenVINO's ONNX frontend refuses; the
+    arm's reason names the operator, not the source lines of OpenVINO that raised it."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.AvgPool2d(16, ceil_mode=True)).eval()
+    specs = parse_inputs(["x:float32:1,3,7,7"])
+    arrays = example_arrays(specs, 0)
+    with torch.no_grad():
+        expected = [net(torch.from_numpy(arrays[0])).numpy()]
+    out = {a.name: a for a in runtimes.runtime_arms(net, specs, arrays, expected, 1, tmp_path)}
+    assert out[runtimes.ONNXRUNTIME].ok, out[runtimes.ONNXRUNTIME].error  # the model itself runs
+    reason = out[runtimes.OPENVINO_F32].error or ""
+    assert "OpenVINO cannot convert AveragePool" in reason and "Exception from" not in reason, reason

@@ -300,6 +300,22 @@ def onnxruntime_arm(
     return build_arm(ONNXRUNTIME, setup, expected)
 
 
+
+def _openvino_conversion_failure(message: str) -> str | None:
+    """The operators OpenVINO's ONNX frontend could not convert and the last reason it gave, from
+    its conversion report (None for any other error). Why: the report's first lines are the source
+    lines that raised it; the operator ("Conversion is failed for: AveragePool-17") and the reason
+    (EfficientNet-B0's pooler is an AvgPool whose kernel, 1280, exceeds its 7x7 input, which PyTorch
+    accepts with ceil_mode) come last."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    failed = [line.split(":", 1)[1].strip() for line in lines if line.startswith("-- Conversion is failed for:")]
+    if not failed:
+        return None
+    summary = lines.index(next(line for line in lines if line.startswith("-- Conversion is failed for:")))
+    details = [line for line in lines[:summary] if not line.startswith(("Summary", "--", "While validating"))]
+    why = details[-1] if details else ""
+    return f"OpenVINO cannot convert {', '.join(failed)}" + (f": {why}" if why else "")
+
 def openvino_arm(
     onnx_path: str | Path,
     specs: Sequence[InputSpec],
@@ -320,7 +336,13 @@ def openvino_arm(
         if f32:
             config["INFERENCE_PRECISION_HINT"] = "f32"
         core = ov.Core()
-        compiled = core.compile_model(core.read_model(str(onnx_path)), "CPU", config)
+        try:
+            compiled = core.compile_model(core.read_model(str(onnx_path)), "CPU", config)
+        except RuntimeError as exc:
+            reason = _openvino_conversion_failure(str(exc))
+            if reason is None:
+                raise
+            raise RuntimeError(reason) from None
         precision = _ov_precision(compiled.get_property("INFERENCE_PRECISION_HINT"))
         request = compiled.create_infer_request()
         feeds = _feeds([p.get_any_name() for p in compiled.inputs], specs, arrays)
