@@ -300,7 +300,6 @@ def onnxruntime_arm(
     return build_arm(ONNXRUNTIME, setup, expected)
 
 
-
 def _openvino_conversion_failure(message: str) -> str | None:
     """The operators OpenVINO's ONNX frontend could not convert and the last reason it gave, from
     its conversion report (None for any other error). Why: the report's first lines are the source
@@ -315,6 +314,7 @@ def _openvino_conversion_failure(message: str) -> str | None:
     details = [line for line in lines[:summary] if not line.startswith(("Summary", "--", "While validating"))]
     why = details[-1] if details else ""
     return f"OpenVINO cannot convert {', '.join(failed)}" + (f": {why}" if why else "")
+
 
 def openvino_arm(
     onnx_path: str | Path,
