@@ -101,3 +101,35 @@ def test_the_prior_pass_builds_a_task_with_no_reduction_from_the_timed_form() ->
     # the channel block alone is the vector, serial (N, C, H, W, c) or parallel (one fused loop, c);
     # the design space's pick fused every axis into 64-lane vectors
     assert int(loops[-1].extent) == block_lanes and len(loops) in (2, 5)
+
+
+def test_an_innermost_axis_wider_than_a_vector_is_split_and_its_inner_part_vectorized() -> None:
+    """A transformer's element-wise task over 384 features (a GELU's shape): the forms vectorize a
+    64-lane inner part of the feature axis (384 = 6 x 64), and compute what the task computes."""
+    from tvm import te, tirx
+
+    from autosearch.networks.spatial import spatial_forms
+
+    x = te.placeholder((49, 384), "float32", name="x")
+    y = te.compute((49, 384), lambda i, j: tirx.max(x[i, j] * 2.0, 0.0), name="y")
+    mod = tvm.IRModule({"main": te.create_prim_func([x, y])})
+    forms = spatial_forms(mod, 16)
+    assert len(forms) == 2  # serial and parallel
+    data = np.random.default_rng(0).standard_normal((49, 384)).astype("float32")
+    for sch in forms:
+        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+        loops = [sch.get(lp) for lp in sch.get_loops(block)]
+        assert int(loops[-1].kind) == 2 and int(loops[-1].extent) == 64  # ForKind.VECTORIZED
+        lib = tvm.compile(sch.mod, target=host_target()).jit()
+        out = tvm.runtime.tensor(np.zeros((49, 384), "float32"))
+        lib["main"](tvm.runtime.tensor(data), out)
+        np.testing.assert_allclose(out.numpy(), np.maximum(data * 2.0, 0.0))
+    assert (
+        spatial_forms(
+            tvm.IRModule(
+                {"main": te.create_prim_func([x, te.compute((49, 385), lambda i, j: x[i, j % 384], name="z")])}
+            ),
+            16,
+        )
+        == []
+    )

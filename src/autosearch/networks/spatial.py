@@ -23,9 +23,18 @@ __all__ = ["has_timed_forms", "spatial_forms", "spatial_schedule", "warm_seconds
 MAX_VECTOR = 64
 
 
+def _vector_lanes(extent: int, register_lanes: int) -> int:
+    """The innermost axis's vector: the whole axis up to `MAX_VECTOR`, else its largest divisor
+    that is a whole number of registers and at most `MAX_VECTOR` (96 -> 48, 384 -> 64)."""
+    if extent <= MAX_VECTOR:
+        return extent
+    return max(v for v in range(register_lanes, MAX_VECTOR + 1, register_lanes) if extent % v == 0)
+
+
 def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     """The task's serial and parallel loop nests (schedules), or none where it has a reduction,
-    a block that does not inline into the last, or an innermost axis no whole register divides."""
+    a block that does not inline into the last, or an innermost axis no whole register divides;
+    an innermost axis longer than `MAX_VECTOR` is split, its inner part the vector."""
     from tvm import s_tir
     from tvm.s_tir import Schedule
 
@@ -42,8 +51,11 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
             return []
         loops = sch.get_loops(blocks[-1])
         extent = getattr(sch.get(loops[-1]).extent, "value", None) if loops else None
-        if not isinstance(extent, int) or extent % register_lanes or extent > MAX_VECTOR:
+        if not isinstance(extent, int) or extent % register_lanes:
             return []
+        vector = _vector_lanes(extent, register_lanes)
+        if vector < extent:  # a wide innermost axis (a transformer's 384 or 3072 features): a vector of it
+            loops = [*loops[:-1], *sch.split(loops[-1], [None, vector])]
         if parallel:
             if len(loops) < 2:
                 continue
