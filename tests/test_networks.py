@@ -420,6 +420,45 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
         assert len(list(st.measurements())) >= 16  # the first run's 8 and the interrupted round's
 
 
+SHUFFLE_NET = """
+import torch
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x.transpose(1, 2) * 2.0 + 1.0
+
+def make_model():
+    return Net()
+"""
+
+
+def test_a_layout_move_has_its_spatial_loop_nests_measured_beside_its_first_round(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A task with no reduction (a transpose with its arithmetic) gets, beside its first round, the
+    serial and parallel loop nests of `networks.spatial` measured by the same runner as trials of
+    that task, stored as such (`extra.form`), and the faster of everything measured is built."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.registers import simd_bits
+    from autosearch.store import Store
+
+    if simd_bits(host_target()) <= 0:
+        pytest.skip("no SIMD registers known on this CPU")
+    (tmp_path / "net.py").write_text(SHUFFLE_NET)
+    db = tmp_path / "n.db"
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "1,64,64", "--db", str(db), "--json"]
+    s = _tune_json(capsys, [*argv, "--trials", "4", "--trials-per-round", "4"])
+    (task,) = s["tasks"]
+    with Store(db, readonly=True) as st:
+        rows = list(st.measurements())
+    forms = [r for r in rows if r.extra.get("form") == "spatial"]
+    assert len(forms) == 2 and all(r.status == "ok" for r in forms)  # serial and parallel
+    assert s["trials_measured"] == len(rows) == task["trials"]
+    best = min((r for r in rows if r.status == "ok"), key=lambda r: r.median)
+    assert task["best_latency_s"] == pytest.approx(best.median)
+    assert s["output_matches"]
+
+
 # integration: a tune-model run with a measured round and an export (~20 s)
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")

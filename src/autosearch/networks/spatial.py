@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["has_timed_forms", "spatial_forms", "spatial_schedule", "warm_seconds"]
+__all__ = ["has_timed_forms", "register_lanes", "spatial_forms", "spatial_schedule", "warm_seconds"]
 
 #: Longest innermost axis made one vector (16 floats of AVX-512 times 4, as MetaSchedule's rule).
 MAX_VECTOR = 64
@@ -108,6 +108,14 @@ def warm_seconds(mod: Any, target: Any) -> float:
 
 def _lanes(register_bits: int) -> int:
     return max(1, register_bits // 32)  # float32 lanes; wider dtypes only divide it more often
+
+
+def register_lanes(target: Any) -> int:
+    """float32 lanes of the target's SIMD register; 0 where none is known (a GPU: no forms)."""
+    from autosearch.search.registers import simd_bits
+
+    bits = simd_bits(target)
+    return _lanes(bits) if bits > 0 else 0
 
 
 def has_timed_forms(workload: Any, register_bits: int) -> bool:

@@ -407,8 +407,10 @@ def _rounds_stage(
     reach last is passed first, and the rounds go on with what is left; a task gets no more rounds
     once less than half of what its last one took is left (the run ends within half a round of the
     reserve, not a whole round past it). Each task's run and TuneResult."""
+    from autosearch.networks.spatial import register_lanes, spatial_forms
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
+    lanes = register_lanes(job.target)
     tasks = _TaskRuns(job, workloads, result)
     n = len(workloads)
     weights = [float(t["weight"]) for t in result.tasks]
@@ -422,6 +424,7 @@ def _rounds_stage(
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
     seconds_of: dict[int, float] = {}  # each task's last round (its search only): how far its next will run
+    formed: set[int] = set()  # tasks whose `spatial` loop nests were measured (beside their first round)
     left = float("inf")
     try:
         while True:
@@ -455,6 +458,9 @@ def _rounds_stage(
             before, t_step = run.result.trials, time.perf_counter()
             advanced = run.step()
             seconds_of[j] = time.perf_counter() - t_step  # its next round: no setup, no baseline
+            if j not in formed and lanes:  # beside its first round: the loop nests `spatial` writes
+                formed.add(j)
+                run.measure_schedules(spatial_forms(run.workload.mod(), lanes), "spatial")
             k = run.result.trials - before
             result.trials += k
             run.measure_untuned()  # its seconds count with the rounds', not past the deadline

@@ -392,6 +392,26 @@ class TuneRun:
         self.untuned_measured = True
         _baselines(self, True, False)
 
+    def measure_schedules(self, schedules: list[Any], source: str) -> None:
+        """Measure schedules written outside the search (`source` names where from) as trials of
+        this run: built, run, stored and counted for the best like a round's, not taught to the
+        search or the model (they are not of its design space). Why: a network's layout moves and
+        element-wise tasks have one design-space form, and the loop nest `networks.spatial` writes
+        ran 5-10x faster than it on Swin-tiny's window partitions (bench/README.md); measured here
+        by the rounds' own runner, the faster is built."""
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        if not schedules or self.result.interrupted:
+            return
+        cands = [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)) for sch in schedules]
+        try:
+            _round(self, cands, [False] * len(cands), learn=False, source=source)
+        except BaseException as exc:
+            if not interrupts.handled(exc):
+                raise
+            self.result.interrupted = True
+
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted, or `measure_untuned` did)
         and the time breakdown."""
@@ -489,9 +509,10 @@ def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneRe
                 on_round(result)
 
 
-def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
+def _round(run: TuneRun, cands: list[Any], controls: list[bool], *, learn: bool = True, source: str = "") -> None:
     """Build, run, notify, featurize, update the model, store and account for one round
-    (`controls` marks the candidates drawn at random, not picked by the search)."""
+    (`controls` marks the candidates drawn at random, not picked by the search); `learn=False`
+    (schedules from outside the search, `source` naming where) skips notifying and updating."""
     from autosearch.backends.tvm.measure import adaptive_run_timeout
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
@@ -510,13 +531,15 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
     run.run_seconds += [r.seconds for r in measured if r.status == "ok" and r.seconds > 0]
     lats = [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured]
     strategy = run.strategy
-    with timer.section("search"):
-        strategy.notify(cands, measured)
+    if learn:
+        with timer.section("search"):
+            strategy.notify(cands, measured)
     # the store keeps PerStoreFeature; the model's cache of them already holds what the search scored
     with timer.section("features"), interrupts.deferred():
         feats = run.scorer.store_features(strategy.context, cands)
-    with timer.section("update"):
-        strategy.learn(run.group, cands, measured, feats, controls)
+    if learn:
+        with timer.section("update"):
+            strategy.learn(run.group, cands, measured, feats, controls)
     texts = [trace_json(c.sch) for c in cands]
     rnd = (result.history[-1]["round"] + 1) if result.history else 0
     if run.store is not None:
@@ -532,7 +555,9 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
                     latencies=r.latencies,
                     error=r.error,
                     source=f"tune:{run.scorer.label}:{result.run_id}",
-                    extra={"round": rnd, "control": True} if c else {"round": rnd},
+                    extra={"round": rnd, "control": True}
+                    if c
+                    else {"round": rnd, **({"form": source} if source else {})},
                 )
                 for t, r, c in zip(texts, measured, controls)
             ]
@@ -547,7 +572,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool]) -> None:
             result.ok += 1
             if result.best_latency is None or lat < result.best_latency:
                 result.best_latency, result.best_trace, result.best_trial = lat, t, result.trials
-        by = "control" if c else None
+        by = "control" if c else (source or None)
         result.history.append(_entry(result, rnd, lat, now, by, explore=explore, control=c, online_weight=online_w))
 
 
