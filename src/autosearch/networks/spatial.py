@@ -1,6 +1,9 @@
 """A zero-trial schedule for a task with no reduction (element-wise, concatenation, layout moves),
-chosen by timing: one loop nest, its innermost axis (a channel block) one vector, run serially or
-in parallel over the rest, whichever ran faster here with its inputs cold.
+chosen by timing: one loop nest, its innermost axis (a channel block, or 64 lanes of a wider axis)
+one vector, run serially or in parallel over the rest, whichever ran faster here with its inputs
+cold. A task a round reaches has the same loop nests measured beside its first round
+(`networks.tune`, `TuneRun.measure_schedules`): its design space holds one form of it, which ran
+5-10x slower than the loop nest on Swin-tiny's window partitions.
 
 Why: the prior's picks for such tasks fuse every axis into one loop, split it into 64-lane vectors
 and run them in parallel; the index arithmetic of the fused loop (a division and a remainder per
