@@ -248,17 +248,20 @@ def fast_math_module(mod: Any) -> Any:
     def silu(x: Any) -> Any:
         return x / (tirx.const(1.0, x.dtype) + topi.fast_exp(-x))
 
-    rewrites = {"relax.nn.gelu": gelu, "relax.nn.gelu_tanh": gelu_tanh, "relax.sigmoid": sigmoid, "relax.nn.silu": silu}
-    hints = {"relax.nn.gelu": "fast_gelu", "relax.nn.gelu_tanh": "fast_gelu", "relax.sigmoid": "fast_sigmoid"}
-    hints["relax.nn.silu"] = "fast_silu"
+    rewrites = {  # operator: (its fast form, the kernel's name)
+        "relax.nn.gelu": (gelu, "fast_gelu"),
+        "relax.nn.gelu_tanh": (gelu_tanh, "fast_gelu"),
+        "relax.sigmoid": (sigmoid, "fast_sigmoid"),
+        "relax.nn.silu": (silu, "fast_silu"),
+    }
 
     @expr_functor.mutator
     class FastActivations(relax.PyExprMutator):
         def visit_call_(self, call: Any) -> Any:
-            op = str(getattr(call.op, "name", ""))
-            fn = rewrites.get(op)
-            if fn is not None and getattr(getattr(call.args[0], "ty", None), "dtype", None) == "float32":
-                return self.builder_.call_te(fn, call.args[0], primfunc_name_hint=hints[op])
+            found = rewrites.get(str(getattr(call.op, "name", "")))
+            if found is not None and getattr(getattr(call.args[0], "ty", None), "dtype", None) == "float32":
+                fn, name = found
+                return self.builder_.call_te(fn, call.args[0], primfunc_name_hint=name)
             return super().visit_call_(call)
 
     return relax.transform.FastMathTransform()(rewrite_functions(FastActivations, mod))

@@ -306,12 +306,13 @@ def _openvino_conversion_failure(message: str) -> str | None:
     lines that raised it; the operator ("Conversion is failed for: AveragePool-17") and the reason
     (EfficientNet-B0's pooler is an AvgPool whose kernel, 1280, exceeds its 7x7 input, which PyTorch
     accepts with ceil_mode) come last."""
+    mark = "-- Conversion is failed for:"
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    failed = [line.split(":", 1)[1].strip() for line in lines if line.startswith("-- Conversion is failed for:")]
-    if not failed:
+    at = [i for i, line in enumerate(lines) if line.startswith(mark)]
+    if not at:
         return None
-    summary = lines.index(next(line for line in lines if line.startswith("-- Conversion is failed for:")))
-    details = [line for line in lines[:summary] if not line.startswith(("Summary", "--", "While validating"))]
+    failed = [lines[i][len(mark) :].strip() for i in at]
+    details = [line for line in lines[: at[0]] if not line.startswith(("Summary", "--", "While validating"))]
     why = details[-1] if details else ""
     return f"OpenVINO cannot convert {', '.join(failed)}" + (f": {why}" if why else "")
 
