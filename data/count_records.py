@@ -3,8 +3,9 @@
 Reads every committed store (`*.db.xz`) read-only from a temporary decompressed copy and groups
 its measurements by the CPU of the target they ran on (`mcpu`, or the target's own name when it
 has none) and by status; the sparse co-search's stores (`data/sparse/`) are counted apart, since
-their records are sparse kernels' formats and schedules, not TVM tensor programs. A record's CPU is its target's, since a store
-made on one machine holds that machine's targets (data/README.md says which machine each came from).
+their records are sparse kernels' formats and schedules, not TVM tensor programs. A record's CPU
+is its target's: a store made on one machine holds that machine's targets (data/README.md says
+which machine each came from).
 
     python data/count_records.py            # a Markdown table, and the totals
     python data/count_records.py --json

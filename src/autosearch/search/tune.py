@@ -406,7 +406,7 @@ class TuneRun:
             return
         cands = [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)) for sch in schedules]
         try:
-            _round(self, cands, [False] * len(cands), learn=False, source=source)
+            _round(self, cands, [False] * len(cands), source=source)
         except BaseException as exc:
             if not interrupts.handled(exc):
                 raise
@@ -509,10 +509,10 @@ def _loop(run: TuneRun, console: Any, progress: bool, on_round: Callable[[TuneRe
                 on_round(result)
 
 
-def _round(run: TuneRun, cands: list[Any], controls: list[bool], *, learn: bool = True, source: str = "") -> None:
+def _round(run: TuneRun, cands: list[Any], controls: list[bool], *, source: str = "") -> None:
     """Build, run, notify, featurize, update the model, store and account for one round
-    (`controls` marks the candidates drawn at random, not picked by the search); `learn=False`
-    (schedules from outside the search, `source` naming where) skips notifying and updating."""
+    (`controls` marks the candidates drawn at random, not picked by the search); schedules from
+    outside the search (`source` names where) are neither notified to it nor learned."""
     from autosearch.backends.tvm.measure import adaptive_run_timeout
     from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import device_fingerprint
@@ -531,6 +531,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool], *, learn: bool 
     run.run_seconds += [r.seconds for r in measured if r.status == "ok" and r.seconds > 0]
     lats = [float(np.median(r.latencies)) if r.status == "ok" else None for r in measured]
     strategy = run.strategy
+    learn = not source
     if learn:
         with timer.section("search"):
             strategy.notify(cands, measured)
