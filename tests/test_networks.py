@@ -459,6 +459,43 @@ def test_a_layout_move_has_its_spatial_loop_nests_measured_beside_its_first_roun
     assert s["output_matches"]
 
 
+LINEAR_NET = """
+import torch
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Linear(64, 64)
+"""
+
+
+def test_a_matmul_has_its_register_blocks_measured_beside_its_first_round(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A task with a tiled reduction (a linear layer's matmul and bias, 28 rows) gets, beside its
+    first round, the register-blocked schedules of `networks.register_blocks`, measured by the same
+    runner as trials of that task and stored as such (`extra.form`); the fastest is built."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.registers import simd_bits
+    from autosearch.store import Store
+
+    if simd_bits(host_target()) <= 0:
+        pytest.skip("no SIMD registers known on this CPU")
+    (tmp_path / "net.py").write_text(LINEAR_NET)
+    db = tmp_path / "n.db"
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "1,28,64", "--db", str(db), "--json"]
+    s = _tune_json(capsys, [*argv, "--trials", "4", "--trials-per-round", "4"])
+    (task,) = [t for t in s["tasks"] if "matmul" in t["name"]]
+    with Store(db, readonly=True) as st:
+        rows = list(st.measurements())
+    blocks = [r for r in rows if r.extra.get("form") == "register-block"]
+    assert blocks and all(r.status == "ok" for r in blocks)
+    assert not any(r.extra.get("form") == "spatial" for r in rows)
+    assert s["trials_measured"] == len(rows) == task["trials"]
+    best = min((r for r in rows if r.status == "ok"), key=lambda r: r.median)
+    assert task["best_latency_s"] == pytest.approx(best.median)
+    assert s["output_matches"]
+
+
 # integration: a tune-model run with a measured round and an export (~20 s)
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")

@@ -407,10 +407,11 @@ def _rounds_stage(
     reach last is passed first, and the rounds go on with what is left; a task gets no more rounds
     once less than half of what its last one took is left (the run ends within half a round of the
     reserve, not a whole round past it). Each task's run and TuneResult."""
+    from autosearch.networks.register_blocks import register_blocks, simd_registers
     from autosearch.networks.spatial import register_lanes, spatial_forms
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
-    lanes = register_lanes(job.target)
+    lanes, registers = register_lanes(job.target), simd_registers(job.target)
     tasks = _TaskRuns(job, workloads, result)
     n = len(workloads)
     weights = [float(t["weight"]) for t in result.tasks]
@@ -424,7 +425,7 @@ def _rounds_stage(
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
     seconds_of: dict[int, float] = {}  # each task's last round (its search only): how far its next will run
-    formed: set[int] = set()  # tasks whose `spatial` loop nests were measured (beside their first round)
+    formed: set[int] = set()  # tasks whose loop nests or register blocks were measured (beside their first round)
     left = float("inf")
     try:
         while True:
@@ -458,9 +459,13 @@ def _rounds_stage(
             before, t_step = run.result.trials, time.perf_counter()
             advanced = run.step()
             seconds_of[j] = time.perf_counter() - t_step  # its next round: no setup, no baseline
-            if j not in formed and lanes:  # beside its first round: the loop nests `spatial` writes
+            if j not in formed and lanes:  # beside its first round: the forms its design space lacks
                 formed.add(j)
-                run.measure_schedules(spatial_forms(run.workload.mod(), lanes), "spatial")
+                mod = run.workload.mod()
+                loop_nests = spatial_forms(mod, lanes)  # none where the task has a reduction
+                run.measure_schedules(loop_nests, "spatial")
+                if not loop_nests:
+                    run.measure_schedules(register_blocks(mod, job.target, lanes, registers), "register-block")
             k = run.result.trials - before
             result.trials += k
             run.measure_untuned()  # its seconds count with the rounds', not past the deadline

@@ -1,0 +1,137 @@
+"""Register-blocked schedules of a task's tiled reduction (a matmul, a convolution), measured beside
+its first round.
+
+A task's design-space sketch tiles its reduction block (`SSRSRS`: outer, middle and inner spatial
+tiles around two reduction levels). `register_blocks` takes that sketch and fixes its tiles to the
+form of a BLAS micro-kernel: the innermost tile one block of rows times whole SIMD registers of
+the vectorized axis (as many accumulators as the registers hold, less a few for the operands),
+the whole reduction as the loop around it, everything else outer and parallel, unrolled.
+
+Why: MetaSchedule's design space caps every innermost tile factor at 64, the reduction's too, and
+the micro-kernel form needs a long inner reduction. Swin-tiny's 49-row MLP matmul (49x3072 by
+3072x768, Zen 5, one process, timed side by side): the search's best after 48 trials ran 263
+GFLOP/s; the same sketch with 7 rows x 32 floats innermost ran 99 GFLOP/s with an inner reduction
+of 64, 342 with 256 and 397 with the whole 3072. On ViT-base's 208-row MLP matmul the 13 x 32
+form ran 471-473 GFLOP/s against the 700-trial best's 444-449. No sketch the search can write
+reaches it, so it is measured as a trial of the task (`TuneRun.measure_schedules`) and built
+where it is the fastest, as `networks.spatial`'s loop nests are.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["register_blocks", "simd_registers"]
+
+#: The tiling structure of MetaSchedule's CPU multi-level tiling: the sketches this module reads.
+STRUCTURE = "SSRSRS"
+#: Registers kept free of accumulators: the vector operand, the broadcast, the addresses' spill.
+SPARE_REGISTERS = 4
+
+
+def simd_registers(target: Any) -> int:
+    """Vector registers of the target's widest SIMD unit: 32 with AVX-512, else 16 (AVX2, NEON)."""
+    from autosearch.search.registers import simd_bits
+
+    return 32 if simd_bits(target) >= 512 else 16
+
+
+def register_blocks(mod: Any, target: Any, lanes: int, registers: int) -> list[Any]:
+    """Post-processed register-blocked schedules of `mod`'s `SSRSRS` sketches (see the module doc):
+    for the first sketch 2 and 4 registers wide, for each other one 2; none where the task has no
+    such sketch, its innermost spatial axis takes no 2 registers of `lanes` (a convolution's
+    16-channel block: 1-register-wide blocks of RegNet-Y's convolutions ran 15-50% slower than
+    their tuned schedules), or the post-processors refuse it."""
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.space import NoDesignSpace, TaskSpace, replay_postprocessed, trace_json
+    from autosearch.errors import WorkloadError
+
+    if lanes <= 0 or registers <= SPARE_REGISTERS:
+        return []
+    try:
+        space = TaskSpace(mod, target)
+    except (NoDesignSpace, WorkloadError):
+        return []
+    postprocs = space.context.space_generator.postprocs
+    out: list[Any] = []
+    seen: set[str] = set()
+    for sketch in space.spaces:
+        insts, decisions = json.loads(trace_json(sketch))
+        for width in ((2, 4) if not out else (2,)):
+            chosen = blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS)
+            if chosen is None or json.dumps(chosen) in seen:
+                continue
+            seen.add(json.dumps(chosen))
+            sch = replay_postprocessed(mod, postprocs, lambda s, d=chosen: Trace.apply_json_to_schedule([insts, d], s))
+            if sch is not None:
+                out.append(sch)
+    return out
+
+
+def blocked_decisions(
+    insts: list[Any], decisions: list[Any], lanes: int, width: int, accumulators: int
+) -> list[Any] | None:
+    """A sketch's decisions ([instruction, decision] pairs) with its first `SSRSRS` block tiled as
+    a micro-kernel `width` registers wide (`lanes` each) and as many rows as `accumulators` allow;
+    None where the sketch has no such block, the innermost spatial axis takes no such width, or
+    no other spatial axis gives 2 rows or more."""
+    start = next((i for i, ins in enumerate(insts) if _tiling(ins) == STRUCTURE), None)
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(insts)) if _tiling(insts[i]) is not None), len(insts))
+    by_inst = {int(i): d for i, d in decisions}
+    spatial, reduction = [], []
+    for i in range(start, end):
+        ins = insts[i]
+        if ins[0] == "SamplePerfectTile" and i in by_inst:
+            n = int(ins[2][0])
+            (spatial if n == 4 else reduction if n == 2 else []).append(i)
+    if len(spatial) < 2 or not reduction:
+        return None
+    extent = {i: _product(by_inst[i]) for i in spatial + reduction}
+    vector = spatial[-1]
+    v = width * lanes
+    if extent[vector] % v:
+        return None
+    rows = next((i for i in reversed(spatial[:-1]) if extent[i] > 1), None)
+    if rows is None:
+        return None
+    r = max((d for d in range(1, accumulators // width + 1) if extent[rows] % d == 0), default=1)
+    if r < 2:
+        return None
+    chosen = dict(by_inst)
+    for i in spatial:
+        inner = v if i == vector else r if i == rows else 1
+        chosen[i] = [extent[i] // inner, 1, 1, inner]
+    for i in reduction:
+        chosen[i] = [1, extent[i]]
+    for i in range(len(insts)):  # the most unrolling the sketch offers
+        if insts[i][0] == "SampleCategorical" and i in by_inst and _annotates_unroll(insts, i):
+            chosen[i] = len(insts[i][2][0]) - 1
+    return [[i, chosen[i]] for i in sorted(chosen)]
+
+
+def _tiling(ins: list[Any]) -> str | None:
+    """The tiling structure an `Annotate` instruction sets, else None."""
+    if ins[0] != "Annotate" or not ins[2] or ins[2][0] != "meta_schedule.tiling_structure":
+        return None
+    value = ins[1][1] if len(ins[1]) > 1 else None
+    return value.strip('"') if isinstance(value, str) else None
+
+
+def _annotates_unroll(insts: list[Any], i: int) -> bool:
+    """Whether the categorical sampled at `i` is the explicit-unroll annotation's value."""
+    out = insts[i][3][0] if insts[i][3] else None
+    return any(
+        ins[0] == "Annotate" and out in ins[1] and ins[2] and "unroll" in str(ins[2][0])
+        for ins in insts[i + 1 : i + 3]
+    )
+
+
+def _product(factors: Any) -> int:
+    p = 1
+    for f in factors:
+        p *= int(f)
+    return p

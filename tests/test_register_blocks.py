@@ -1,0 +1,87 @@
+"""Register-blocked schedules of a tiled reduction (`networks.register_blocks`): their tiles, and
+that they compute what the task computes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+
+def _matmul(m: int, k: int, n: int):  # type: ignore[no-untyped-def]
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="matmul")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("tirx.noalias", True)})
+
+
+def _tiles(sch) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    """The schedule's SamplePerfectTile decisions in trace order."""
+    from autosearch.backends.tvm.space import trace_json
+
+    insts, decisions = json.loads(trace_json(sch))
+    by_inst = {int(i): d for i, d in decisions}
+    return [by_inst[i] for i, ins in enumerate(insts) if ins[0] == "SamplePerfectTile" and i in by_inst]
+
+
+def test_a_matmul_gets_row_blocks_of_whole_registers_around_its_whole_reduction_and_computes_the_product() -> None:
+    """49 rows x 64 columns over 256: with 16 lanes and 28 accumulators, a 2-register block has
+    7 rows (49's largest divisor <= 14) and 32 columns innermost, a 4-register block 7 rows and
+    64 columns; the reduction is one inner loop of 256 (beyond the design space's cap of 64); each
+    schedule builds and computes A @ B."""
+    import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch.backends.tvm.build import fast_build
+    from autosearch.networks.register_blocks import SPARE_REGISTERS, register_blocks
+
+    mod = _matmul(49, 256, 64)
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "x86-64", "num-cores": 1})
+    scheds = register_blocks(mod, target, 16, 28 + SPARE_REGISTERS)
+    assert scheds
+    inner = {tuple(t[-1] for t in _tiles(s)) for s in scheds}
+    assert (7, 32, 256) in inner and (7, 64, 256) in inner
+    for s in scheds:
+        rows, cols, red = _tiles(s)
+        assert rows[1:3] == [1, 1] and cols[1:3] == [1, 1] and red == [1, 256]
+    rng = np.random.default_rng(0)
+    a, b = rng.random((49, 256), dtype=np.float32), rng.random((256, 64), dtype=np.float32)
+    dev = tvm.cpu()
+    for s in scheds:
+        lib = fast_build(s.mod, target, None)
+        shapes = [[int(d) for d in info.shape] for info in ArgInfo.from_entry_func(s.mod, remove_preproc=True)]
+        assert shapes == [[49, 256], [256, 64], [49, 64]]
+        out = tvm.runtime.tensor(np.zeros((49, 64), np.float32), dev)
+        lib[lib.entry_name](tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), out)
+        np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "why"),
+    [(49, 16, "16 columns take no 2 registers of 16 lanes"), (1, 64, "a single row has no row block")],
+)
+def test_no_register_block_where_the_columns_or_the_rows_do_not_allow_one(m: int, n: int, why: str) -> None:
+    import tvm
+
+    from autosearch.networks.register_blocks import register_blocks
+
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "x86-64", "num-cores": 1})
+    assert register_blocks(_matmul(m, 64, n), target, 16, 32) == [], why
+
+
+def test_a_task_with_no_reduction_has_no_register_block() -> None:
+    import tvm
+    from tvm import te
+
+    from autosearch.networks.register_blocks import register_blocks
+
+    a = te.placeholder((64, 64), name="A")
+    c = te.compute((64, 64), lambda i, j: a[j, i] * 2.0, name="T")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, c])})
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "x86-64", "num-cores": 1})
+    assert register_blocks(mod, target, 16, 32) == []
