@@ -376,7 +376,9 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "64,64", "--db", str(db), "--json"]
     s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8"])
     (task,) = [t for t in s["tasks"] if t["trials"]]
-    assert s["output_matches"] and s["trials_measured"] == 8 and "tune" in s["time_breakdown"]
+    with Store(db, readonly=True) as st:  # the round's 8, and the register blocks measured beside it
+        forms = sum(1 for r in st.measurements() if r.extra.get("form") == "register-block")
+    assert s["output_matches"] and s["trials_measured"] == 8 + forms and "tune" in s["time_breakdown"]
     assert task["built_with"] == "tuned" and task["best_latency_s"] > 0
     assert task["refused"] == "1 faster tuned schedule(s) compute a different result"
     tried = asked[task["name"]]
@@ -800,13 +802,14 @@ def test_a_schedule_that_computes_something_else_is_never_built() -> None:
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.graph import import_network
     from autosearch.networks.verify import schedule_matches
+    from autosearch.search.scheduler import task_kind
 
     case = json.loads((Path(__file__).parent / "data" / "miscompiled_pad_schedule.json").read_text())
     x = np.random.default_rng(0).random((1, 16, case["size"], case["size"]), dtype=np.float32)
     target = host_target()
     net, specs = PadNet.make(case["channels"]), [InputSpec("x", "float32", x.shape)]
     graph = import_network("pad", net, specs, [x], target, blocked=False)  # the layout the case was found in
-    (task,) = [w for w in graph.workloads if w.name == case["task"]]
+    (task,) = [w for w in graph.workloads if task_kind(w.name) == task_kind(case["task"])]  # Relax renumbers
     assert schedule_matches(task, json.dumps(case["right"]), target)
     assert not schedule_matches(task, json.dumps(case["wrong"]), target)
 

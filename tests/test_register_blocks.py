@@ -85,3 +85,28 @@ def test_a_task_with_no_reduction_has_no_register_block() -> None:
     mod = tvm.IRModule({"main": te.create_prim_func([a, c])})
     target = tvm.target.Target({"kind": "llvm", "mcpu": "x86-64", "num-cores": 1})
     assert register_blocks(mod, target, 16, 32) == []
+
+
+def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_one_computes_the_task() -> None:
+    """`timed_pick` with no prior pick returns one of the task's register blocks (its tiles the
+    micro-kernel's), checked against the unscheduled task; where the task has no register block it
+    returns the prior's trace as given."""
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.register_blocks import timed_pick
+    from autosearch.networks.spatial import register_lanes
+    from autosearch.networks.verify import schedule_matches
+    from autosearch.workloads.module import ModuleWorkload
+
+    target = host_target()
+    lanes = register_lanes(target)
+    if not lanes:
+        pytest.skip("no SIMD registers known on this CPU")
+    task = ModuleWorkload(name="net/matmul", ir_module=_matmul(28, 128, 4 * lanes))
+    trace = timed_pick(task, target, None)
+    assert trace is not None and schedule_matches(task, trace, target, 0)
+    insts, decisions = json.loads(trace)
+    by_inst = {int(i): d for i, d in decisions}
+    tiles = [by_inst[i] for i, ins in enumerate(insts) if ins[0] == "SamplePerfectTile"]
+    assert tiles[-1] == [1, 128] and tiles[0][1:3] == [1, 1] and tiles[1][1:3] == [1, 1]
+    narrow = ModuleWorkload(name="net/narrow", ir_module=_matmul(28, 64, lanes))
+    assert timed_pick(narrow, target, "given") == "given"

@@ -456,9 +456,12 @@ def _graph_passes(
             t.CanonicalizeBindings(),
             t.AnnotateTIROpPattern(),
             t.FoldConstant(),
-            t.AttachAttrLayoutFreeBuffers(),
             t.FuseOps(),
             t.FuseTIR(),
+            # after fusion, as TVM's own tuning pipeline: `FuseTIR` drops the attribute, and before
+            # it no fused task (a matmul with its bias, a convolution with its activation) had a
+            # weight `RewriteLayout` could pack
+            t.AttachAttrLayoutFreeBuffers(),
         ]
     )(mod)
 

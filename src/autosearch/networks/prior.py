@@ -116,15 +116,17 @@ def _prior(name: str, target: Any) -> ModelAdapter:
 def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
     """The trace (JSON text) of the task's zero-trial schedule: for a task with no reduction and a
     channel block innermost, its timed loop nest (`spatial.spatial_schedule`), else the best-ranked
-    pick of its design space (`ranked_schedule`); in both cases one that computes what the task
-    computes (`verify`). None: TVM builds the task untuned."""
+    pick of its design space (`ranked_schedule`) or one of its register blocks where one timed
+    faster (`register_blocks.timed_pick`); in every case one that computes what the task computes
+    (`verify`). None: TVM builds the task untuned."""
     from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.register_blocks import timed_pick
     from autosearch.networks.spatial import spatial_schedule
 
     found = spatial_schedule(workload, target, ranker.simd_bits, seed)
     if found is not None:
         return trace_json(found[0])
-    return ranked_schedule(workload, target, ranker, seed)
+    return timed_pick(workload, target, ranked_schedule(workload, target, ranker, seed), seed)
 
 
 def ranked_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:

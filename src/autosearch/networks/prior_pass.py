@@ -117,7 +117,8 @@ class PriorPass:
     def run_all(self, todo: Sequence[int], each: Callable[[int], None] | None = None) -> None:
         """`run` of every task in `todo` not yet passed, `each(i)` after each. Where the shipped
         priors rank (not the pooled one, which lives in this process), the tasks with a reduction
-        go to worker processes first (`prior_workers`); the tasks timed here follow, alone."""
+        go to worker processes first (`prior_workers`); the timing follows here, alone (their
+        register blocks, then the tasks with no reduction)."""
         from autosearch.networks.prior_workers import ranked_in_workers
         from autosearch.networks.spatial import has_timed_forms
         from autosearch.search.registers import simd_bits
@@ -134,6 +135,9 @@ class PriorPass:
 
             t0 = time.perf_counter()
             ranked_in_workers(self.workloads, ranked, self.target, self.seed, done)
+            for i in ranked:  # their register blocks are timed here, alone, as `prior_schedule` times them
+                if i in self.passed:
+                    self._timed_blocks(i)
             self.seconds += time.perf_counter() - t0
         for i in todo:
             if i not in self.passed:  # tasks timed here, and any a worker left
@@ -161,6 +165,17 @@ class PriorPass:
         t2 = time.perf_counter()
         self._record(i, trace, t2 - t1)
         self.seconds += t2 - t0
+
+    def _timed_blocks(self, i: int) -> None:
+        """Task `i`'s worker pick against its register blocks (`register_blocks.timed_pick`)."""
+        from autosearch.networks.register_blocks import timed_pick
+
+        t0 = time.perf_counter()
+        with interrupts.deferred():
+            trace = timed_pick(self.workloads[i], self.target, self.traces.get(i), self.seed)
+        if trace is not None:
+            self.traces[i] = trace
+        self.task_seconds[i] = self.task_seconds.get(i, 0.0) + time.perf_counter() - t0
 
     def _record(self, i: int, trace: str | None, seconds: float) -> None:
         """Task `i` passed in `seconds`, with its prior trace (None: built untuned)."""

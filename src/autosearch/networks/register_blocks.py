@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["register_blocks", "simd_registers"]
+__all__ = ["register_blocks", "simd_registers", "timed_pick"]
 
 #: The tiling structure of MetaSchedule's CPU multi-level tiling: the sketches this module reads.
 STRUCTURE = "SSRSRS"
@@ -68,6 +68,48 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int) -> list[A
             if sch is not None:
                 out.append(sch)
     return out
+
+
+def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> str | None:
+    """The trace of the fastest of a task's prior pick (`trace`; None: it has none) and its
+    register blocks, timed here with the inputs cold (`spatial._cold`, as the rounds time), that
+    computes what the task computes (`verify`); `trace` itself where the task has no register
+    block. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
+    the pass's worker processes: the timing needs the machine to itself)."""
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch import interrupts
+    from autosearch.backends.tvm.build import fast_build
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.spatial import _cold, _random_args, register_lanes
+    from autosearch.networks.verify import schedule_matches
+
+    mod = workload.mod()
+    blocks = register_blocks(mod, target, register_lanes(target), simd_registers(target))
+    if not blocks:
+        return trace
+    cands: list[tuple[Any, str | None]] = [(b, None) for b in blocks]
+    if trace is not None:
+        picked = Schedule(mod)
+        Trace.apply_json_to_schedule(json.loads(trace), picked)
+        cands.insert(0, (picked, trace))
+    timed: list[tuple[float, int]] = []
+    for k, (sch, _) in enumerate(cands):
+        try:
+            lib = fast_build(sch.mod, target, None)
+            timed.append((_cold(lib, lib.entry_name, _random_args(sch.mod["main"])), k))
+        except Exception:  # a block TVM does not build or run: the others decide
+            interrupts.check()
+    for _, k in sorted(timed):
+        sch, verified = cands[k]
+        if verified is not None:
+            return verified  # the prior pick, verified when it was chosen
+        text = trace_json(sch)
+        if schedule_matches(workload, text, target, seed):
+            return text
+    return trace
 
 
 def blocked_decisions(
