@@ -11,7 +11,7 @@ Pipeline (TVM 0.27):
    and `x ** 3` as products (`power_as_products`), `--fast-math`
    (`fast_math_module`), matmul rows padded to a multiple of 16 where they have no factor of 4
    (`pad_matmul_rows`: ViT's 197 tokens), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
-   FoldConstant, FuseOps, FuseTIR) with `AttachAttrLayoutFreeBuffers` before fusion, so that
+   FoldConstant, FuseOps, FuseTIR) and `AttachAttrLayoutFreeBuffers` after fusion, so that
    MetaSchedule's `RewriteLayout` post-processor may choose a packed weight layout per task.
    An operator still left without a kernel is refused there, in one line (`support.check_lowered`).
 3. Tasks: MetaSchedule's `extract_tasks` on that module, one per distinct fused function.

@@ -59,12 +59,14 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int) -> list[A
     seen: set[str] = set()
     for sketch in space.spaces:
         insts, decisions = json.loads(trace_json(sketch))
-        for width in ((2, 4) if not out else (2,)):
+        for width in (2, 4) if not out else (2,):
             chosen = blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS)
             if chosen is None or json.dumps(chosen) in seen:
                 continue
             seen.add(json.dumps(chosen))
-            sch = replay_postprocessed(mod, postprocs, lambda s, d=chosen: Trace.apply_json_to_schedule([insts, d], s))
+            sch = replay_postprocessed(
+                mod, postprocs, lambda s, d=chosen, i=insts: Trace.apply_json_to_schedule([i, d], s)
+            )
             if sch is not None:
                 out.append(sch)
     return out
@@ -76,7 +78,6 @@ def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> 
     computes what the task computes (`verify`); `trace` itself where the task has no register
     block. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
     the pass's worker processes: the timing needs the machine to itself)."""
-    import tvm
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
@@ -124,7 +125,8 @@ def blocked_decisions(
         return None
     end = next((i for i in range(start + 1, len(insts)) if _tiling(insts[i]) is not None), len(insts))
     by_inst = {int(i): d for i, d in decisions}
-    spatial, reduction = [], []
+    spatial: list[int] = []
+    reduction: list[int] = []
     for i in range(start, end):
         ins = insts[i]
         if ins[0] == "SamplePerfectTile" and i in by_inst:
@@ -167,8 +169,7 @@ def _annotates_unroll(insts: list[Any], i: int) -> bool:
     """Whether the categorical sampled at `i` is the explicit-unroll annotation's value."""
     out = insts[i][3][0] if insts[i][3] else None
     return any(
-        ins[0] == "Annotate" and out in ins[1] and ins[2] and "unroll" in str(ins[2][0])
-        for ins in insts[i + 1 : i + 3]
+        ins[0] == "Annotate" and out in ins[1] and ins[2] and "unroll" in str(ins[2][0]) for ins in insts[i + 1 : i + 3]
     )
 
 
