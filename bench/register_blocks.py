@@ -35,17 +35,15 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
 
-    import numpy as np
     import tvm
     import tvm.script
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Trace
 
     from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.space import replay_postprocessed
     from autosearch.networks.register_blocks import register_blocks, simd_registers
-    from autosearch.networks.spatial import register_lanes
+    from autosearch.networks.spatial import built_args, cold_seconds, register_lanes
 
     con = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
     print("| task | plain best | plain blocks | layout-free best | layout-free blocks |")
@@ -79,19 +77,7 @@ def main() -> None:
                 times = []
                 for sch in group:
                     lib = fast_build(sch.mod, target, None)
-                    arrays = [
-                        tvm.runtime.tensor(np.random.rand(*[int(d) for d in a.shape]).astype(a.dtype), tvm.cpu())
-                        for a in ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
-                    ]
-                    timer = lib.time_evaluator(
-                        lib.entry_name,
-                        tvm.cpu(),
-                        number=1,
-                        repeat=args.repeat,
-                        min_repeat_ms=0,
-                        f_preproc="cache_flush_cpu_non_first_arg",
-                    )
-                    times.append(float(np.median(timer(*arrays).results)))
+                    times.append(cold_seconds(lib, lib.entry_name, built_args(sch.mod), args.repeat))
                 seconds.append(min(times) if times else float("inf"))
                 cells.append(" / ".join(f"{flops / t / 1e9:.0f}" for t in times) or "-")
         plain_s += seconds[0]

@@ -87,10 +87,17 @@ def test_a_task_with_no_reduction_has_no_register_block() -> None:
     assert register_blocks(mod, target, 16, 32) == []
 
 
-def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_one_computes_the_task() -> None:
+@pytest.mark.parametrize("packed", [False, True], ids=["plain-weight", "weight-packed-by-RewriteLayout"])
+def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_one_computes_the_task(
+    packed: bool,
+) -> None:
     """`timed_pick` with no prior pick returns one of the task's register blocks (its tiles the
     micro-kernel's), checked against the unscheduled task; where the task has no register block it
-    returns the prior's trace as given."""
+    returns the prior's trace as given. A layout-free weight (a network's constant) is packed by
+    `RewriteLayout` in every block, and the blocks are timed with the packed argument they are
+    built for (timed with the plain one none ran, and none was picked)."""
+    import tvm
+
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.register_blocks import timed_pick
     from autosearch.networks.spatial import register_lanes
@@ -101,10 +108,14 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     lanes = register_lanes(target)
     if not lanes:
         pytest.skip("no SIMD registers known on this CPU")
-    task = ModuleWorkload(name="net/matmul", ir_module=_matmul(28, 128, 4 * lanes))
+    mod = _matmul(28, 128, 8 * lanes)  # two column blocks of every width: each block packs the weight
+    if packed:
+        mod = tvm.IRModule({"main": mod["main"].with_attr("layout_free_buffers", [1])})
+    task = ModuleWorkload(name="net/matmul", ir_module=mod)
     trace = timed_pick(task, target, None)
     assert trace is not None and schedule_matches(task, trace, target, 0)
     insts, decisions = json.loads(trace)
+    assert any(ins[0] == "TransformLayout" for ins in insts) == packed
     by_inst = {int(i): d for i, d in decisions}
     tiles = [by_inst[i] for i, ins in enumerate(insts) if ins[0] == "SamplePerfectTile"]
     assert tiles[-1] == [1, 128] and tiles[0][1:3] == [1, 1] and tiles[1][1:3] == [1, 1]

@@ -74,7 +74,8 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int) -> list[A
 
 def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> str | None:
     """The trace of the fastest of a task's prior pick (`trace`; None: it has none) and its
-    register blocks, timed here with the inputs cold (`spatial._cold`, as the rounds time), that
+    register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
+    a weight that `RewriteLayout` packs is timed packed, as the network builds it), that
     computes what the task computes (`verify`); `trace` itself where the task has no register
     block. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
     the pass's worker processes: the timing needs the machine to itself)."""
@@ -84,7 +85,7 @@ def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> 
     from autosearch import interrupts
     from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.space import trace_json
-    from autosearch.networks.spatial import _cold, _random_args, register_lanes
+    from autosearch.networks.spatial import built_args, cold_seconds, register_lanes
     from autosearch.networks.verify import schedule_matches
 
     mod = workload.mod()
@@ -100,7 +101,7 @@ def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> 
     for k, (sch, _) in enumerate(cands):
         try:
             lib = fast_build(sch.mod, target, None)
-            timed.append((_cold(lib, lib.entry_name, _random_args(sch.mod["main"])), k))
+            timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
         except Exception:  # a block TVM does not build or run: the others decide
             interrupts.check()
     for _, k in sorted(timed):

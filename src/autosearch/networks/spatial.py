@@ -20,7 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["has_timed_forms", "register_lanes", "spatial_forms", "spatial_schedule", "warm_seconds"]
+__all__ = [
+    "built_args",
+    "cold_seconds",
+    "has_timed_forms",
+    "register_lanes",
+    "spatial_forms",
+    "spatial_schedule",
+    "warm_seconds",
+]
 
 #: Longest innermost axis made one vector (16 floats of AVX-512 times 4, as MetaSchedule's rule).
 MAX_VECTOR = 64
@@ -92,13 +100,27 @@ def _warm(lib: Any, name: str, args: list[Any]) -> float:
 COLD_REPEAT = 12
 
 
-def _cold(lib: Any, name: str, args: list[Any]) -> float:
+def cold_seconds(lib: Any, name: str, args: list[Any], repeat: int = COLD_REPEAT) -> float:
+    """Median seconds of `repeat` calls of `lib[name]`, each after the inputs but the first are
+    flushed from the caches (as the rounds time a task)."""
     import tvm
 
     timer = lib.time_evaluator(
-        name, tvm.cpu(), number=1, repeat=COLD_REPEAT, min_repeat_ms=0, f_preproc="cache_flush_cpu_non_first_arg"
+        name, tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=0, f_preproc="cache_flush_cpu_non_first_arg"
     )
     return float(timer(*args).median)
+
+
+def built_args(mod: Any, seed: int = 0) -> list[Any]:
+    """Seeded inputs of `mod` as `build.fast_build` builds it: a weight that `RewriteLayout`
+    packed is an argument of the packed shape (the PrimFunc's own parameter keeps the plain one)."""
+    import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch.networks.verify import arrays_for
+
+    infos = ArgInfo.from_entry_func(mod, remove_preproc=True)
+    return [tvm.runtime.tensor(a, tvm.cpu()) for a in arrays_for(infos, seed)]
 
 
 def warm_seconds(mod: Any, target: Any) -> float:
@@ -132,7 +154,7 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     not of this kind (a reduction, an axis no register divides), the forms do not build, or the
     faster computes something else.
 
-    Timed cold (`_cold`: the inputs flushed from the caches before each call), as the rounds time
+    Timed cold (`cold_seconds`: the inputs flushed from the caches before each call), as the rounds time
     a task: in a network a task often reads what was written many tasks before (DenseNet-121's
     concatenations read every earlier feature map), and timed warm the serial form won where the
     parallel one ran faster there: DenseNet-121 from the prior alone ran 1.4-6.6% faster in every
@@ -157,7 +179,7 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
             tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()}), target=target
         ).jit()
         args = _random_args(funcs["reference"])
-        seconds, best = min((_cold(lib, f"form{i}", args), i) for i in range(len(forms)))
+        seconds, best = min((cold_seconds(lib, f"form{i}", args), i) for i in range(len(forms)))
     except Exception:  # forms TVM does not build or run: the prior's design space decides
         interrupts.check()
         return None

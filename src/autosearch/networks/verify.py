@@ -21,7 +21,7 @@ import numpy as np
 from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
 
-__all__ = ["BF16_RTOL", "buffer_rtol", "built_matches", "call", "random_arrays", "schedule_matches"]
+__all__ = ["BF16_RTOL", "arrays_for", "buffer_rtol", "built_matches", "call", "random_arrays", "schedule_matches"]
 
 #: A bf16 buffer's tolerance: 2^-7 of its scale, its last bit at the top of the scale. A schedule
 #: that sums in another order rounds some fp32 sums to the neighbouring bf16 value; every tuned
@@ -39,9 +39,15 @@ def random_arrays(func: Any, seed: int) -> list[np.ndarray]:
     """Seeded inputs for every buffer of a PrimFunc: normal floats, 0/1 booleans and indices."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+    return arrays_for(ArgInfo.from_prim_func(func), seed)
+
+
+def arrays_for(infos: Any, seed: int) -> list[np.ndarray]:
+    """Seeded arrays of the shapes and dtypes of `infos` (MetaSchedule `TensorInfo`s): a built
+    schedule's arguments where they differ from its PrimFunc's (a weight packed by `RewriteLayout`)."""
     rng = np.random.default_rng(seed)
     out = []
-    for a in ArgInfo.from_prim_func(func):
+    for a in infos:
         shape, dtype = tuple(int(x) for x in a.shape), str(a.dtype)
         if "float" in dtype:
             out.append(rng.standard_normal(shape).astype(dtype))
