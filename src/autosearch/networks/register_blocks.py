@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["register_blocks", "simd_registers", "timed_pick"]
+__all__ = ["register_blocks", "simd_registers", "timed_pick", "unroll_variants"]
 
 #: The tiling structure of MetaSchedule's CPU multi-level tiling: the sketches this module reads.
 STRUCTURE = "SSRSRS"
@@ -37,22 +37,21 @@ def simd_registers(target: Any) -> int:
     return 32 if simd_bits(target) >= 512 else 16
 
 
-def register_blocks(mod: Any, target: Any, lanes: int, registers: int) -> list[Any]:
+def register_blocks(mod: Any, target: Any, lanes: int, registers: int, space: Any = None) -> list[Any]:
     """Post-processed register-blocked schedules of `mod`'s `SSRSRS` sketches (see the module doc):
     for the first sketch 2 and 4 registers wide, for each other one 2; none where the task has no
     such sketch, its innermost spatial axis takes no 2 registers of `lanes` (a convolution's
     16-channel block: 1-register-wide blocks of RegNet-Y's convolutions ran 15-50% slower than
-    their tuned schedules), or the post-processors refuse it."""
+    their tuned schedules), or the post-processors refuse it. `space`: the task's `TaskSpace`, where
+    the caller has it."""
     from tvm.s_tir.schedule import Trace
 
-    from autosearch.backends.tvm.space import NoDesignSpace, TaskSpace, replay_postprocessed, trace_json
-    from autosearch.errors import WorkloadError
+    from autosearch.backends.tvm.space import replay_postprocessed, trace_json
 
     if lanes <= 0 or registers <= SPARE_REGISTERS:
         return []
-    try:
-        space = TaskSpace(mod, target)
-    except (NoDesignSpace, WorkloadError):
+    space = space or _task_space(mod, target)
+    if space is None:
         return []
     postprocs = space.context.space_generator.postprocs
     out: list[Any] = []
@@ -72,12 +71,51 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int) -> list[A
     return out
 
 
+def _task_space(mod: Any, target: Any) -> Any:
+    """The task's `TaskSpace`, None where MetaSchedule has none for it."""
+    from autosearch.backends.tvm.space import NoDesignSpace, TaskSpace
+    from autosearch.errors import WorkloadError
+
+    try:
+        return TaskSpace(mod, target)
+    except (NoDesignSpace, WorkloadError):
+        return None
+
+
+def unroll_variants(mod: Any, postprocs: Any, trace: str) -> list[Any]:
+    """Post-processed schedules of `trace` (a schedule of `mod`) with every other value of its
+    explicit-unroll decision, all else as it is.
+
+    Why: the shipped priors order schedules by their loop nests and barely by the unroll step;
+    on Swin-tiny's window-attention batch matmuls (192 x 49 x 49, reduction 32; Zen 5) the
+    prior's pick ran 2,075 us with unroll 16 and 428 us with 512, its tiles unchanged, and its
+    six best-ranked schedules all ran ~2,000 us (its 49-lane vectors unrolled or not)."""
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.space import replay_postprocessed
+
+    insts, decisions = json.loads(trace)
+    end = next((i for i, ins in enumerate(insts) if ins[0] == "EnterPostproc"), len(insts))
+    insts = insts[:end]
+    by_inst = {int(i): d for i, d in decisions if int(i) < end}
+    unrolls = [i for i in by_inst if insts[i][0] == "SampleCategorical" and _annotates_unroll(insts, i)]
+    out: list[Any] = []
+    for i in unrolls:
+        for value in range(len(insts[i][2][0])):
+            if value == by_inst[i]:
+                continue
+            chosen = [[k, value if k == i else d] for k, d in sorted(by_inst.items())]
+            sch = replay_postprocessed(mod, postprocs, lambda s, c=chosen: Trace.apply_json_to_schedule([insts, c], s))
+            if sch is not None:
+                out.append(sch)
+    return out
+
+
 def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> str | None:
-    """The trace of the fastest of a task's prior pick (`trace`; None: it has none) and its
-    register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
+    """The trace of the fastest of a task's prior pick (`trace`; None: it has none), the pick with
+    each other unroll step (`unroll_variants`) and the task's register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
     a weight that `RewriteLayout` packs is timed packed, as the network builds it), that
-    computes what the task computes (`verify`); `trace` itself where the task has no register
-    block. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
+    computes what the task computes (`verify`); `trace` itself where the task has neither. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
     the pass's worker processes: the timing needs the machine to itself)."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
@@ -89,7 +127,12 @@ def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> 
     from autosearch.networks.verify import schedule_matches
 
     mod = workload.mod()
-    blocks = register_blocks(mod, target, register_lanes(target), simd_registers(target))
+    space = _task_space(mod, target)
+    if space is None:
+        return trace
+    blocks = register_blocks(mod, target, register_lanes(target), simd_registers(target), space)
+    if trace is not None:
+        blocks += unroll_variants(mod, space.context.space_generator.postprocs, trace)
     if not blocks:
         return trace
     cands: list[tuple[Any, str | None]] = [(b, None) for b in blocks]
