@@ -92,8 +92,8 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     packed: bool,
 ) -> None:
     """`timed_pick` with no prior pick returns one of the task's register blocks (its tiles the
-    micro-kernel's), checked against the unscheduled task; where the task has no register block it
-    returns the prior's trace as given. A layout-free weight (a network's constant) is packed by
+    micro-kernel's), checked against the unscheduled task; where the task has no register block
+    and no pick, none. A layout-free weight (a network's constant) is packed by
     `RewriteLayout` in every block, and the blocks are timed with the packed argument they are
     built for (timed with the plain one none ran, and none was picked)."""
     import tvm
@@ -120,4 +120,59 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     tiles = [by_inst[i] for i, ins in enumerate(insts) if ins[0] == "SamplePerfectTile"]
     assert tiles[-1] == [1, 128] and tiles[0][1:3] == [1, 1] and tiles[1][1:3] == [1, 1]
     narrow = ModuleWorkload(name="net/narrow", ir_module=_matmul(28, 64, lanes))
-    assert timed_pick(narrow, target, "given") == "given"
+    assert timed_pick(narrow, target, None) is None
+
+
+def _batch_matmul(b: int, m: int, k: int, n: int):  # type: ignore[no-untyped-def]
+    import tvm
+    from tvm import te
+
+    x = te.placeholder((b, m, k), name="X")
+    y = te.placeholder((b, k, n), name="Y")
+    r = te.reduce_axis((0, k), name="k")
+    z = te.compute((b, m, n), lambda i, j, c: te.sum(x[i, j, r] * y[i, r, c], axis=r), name="matmul")
+    return tvm.IRModule({"main": te.create_prim_func([x, y, z]).with_attr("tirx.noalias", True)})
+
+
+def test_unroll_variants_change_only_the_unroll_step_and_timed_pick_returns_one_that_computes_the_task() -> None:
+    """A window-attention batch matmul (49 columns: no register block): `unroll_variants` of a
+    post-processed pick are the pick with each other value of its unroll decision and nothing
+    else changed; `timed_pick` returns the pick or one of them, checked against the task."""
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.space import TaskSpace, replay_postprocessed, trace_json
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.register_blocks import register_blocks, timed_pick, unroll_variants
+    from autosearch.networks.spatial import register_lanes
+    from autosearch.networks.verify import schedule_matches
+    from autosearch.workloads.module import ModuleWorkload
+
+    target = host_target()
+    mod = _batch_matmul(8, 49, 32, 49)
+    space = TaskSpace(mod, target)
+    postprocs = space.context.space_generator.postprocs
+    sketch = json.loads(trace_json(space.spaces[0]))
+    picked = replay_postprocessed(mod, postprocs, lambda s: Trace.apply_json_to_schedule(sketch, s))
+    assert picked is not None
+    pick = trace_json(picked)
+    assert register_blocks(mod, target, register_lanes(target), 32) == []
+
+    def decisions(trace: str) -> dict[int, object]:
+        insts, decs = json.loads(trace)
+        end = next(i for i, ins in enumerate(insts) if ins[0] == "EnterPostproc")
+        return {int(i): d for i, d in decs if int(i) < end}
+
+    insts = json.loads(pick)[0]
+    base = decisions(pick)
+    changed: list[tuple[int, object]] = []
+    for variant in unroll_variants(mod, postprocs, pick):
+        diff = [(i, d) for i, d in decisions(trace_json(variant)).items() if base.get(i) != d]
+        assert len(diff) == 1 and insts[diff[0][0]][0] == "SampleCategorical"
+        changed.append(diff[0])
+    (unroll,) = {i for i, _ in changed}
+    assert sorted(v for _, v in changed) == [v for v in range(len(insts[unroll][2][0])) if v != base[unroll]]
+
+    task = ModuleWorkload(name="net/attention", ir_module=mod)
+    chosen = timed_pick(task, target, pick)
+    assert chosen is not None and schedule_matches(task, chosen, target, 0)
+    assert {i: d for i, d in decisions(chosen).items() if i != unroll} == {i: d for i, d in base.items() if i != unroll}
