@@ -176,3 +176,29 @@ def test_unroll_variants_change_only_the_unroll_step_and_timed_pick_returns_one_
     chosen = timed_pick(task, target, pick)
     assert chosen is not None and schedule_matches(task, chosen, target, 0)
     assert {i: d for i, d in decisions(chosen).items() if i != unroll} == {i: d for i, d in base.items() if i != unroll}
+
+
+def test_timed_pick_chooses_among_the_priors_runners_up_and_checks_the_one_it_returns() -> None:
+    """The schedules the prior ordered after its pick are candidates too (`prior.ranked_schedules`):
+    with no pick and no register block (49 columns), `timed_pick` returns the runner-up given, as
+    checked against the task; a runner-up whose trace does not apply is passed over."""
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.space import TaskSpace, replay_postprocessed, trace_json
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.register_blocks import timed_pick
+    from autosearch.networks.verify import schedule_matches
+    from autosearch.workloads.module import ModuleWorkload
+
+    target = host_target()
+    mod = _batch_matmul(8, 49, 32, 49)
+    space = TaskSpace(mod, target)
+    sketch = json.loads(trace_json(space.spaces[0]))
+    runner = replay_postprocessed(
+        mod, space.context.space_generator.postprocs, lambda s: Trace.apply_json_to_schedule(sketch, s)
+    )
+    assert runner is not None
+    task = ModuleWorkload(name="net/attention", ir_module=mod)
+    chosen = timed_pick(task, target, None, 0, [trace_json(runner)])
+    assert chosen == trace_json(runner) and schedule_matches(task, chosen, target, 0)
+    assert timed_pick(task, target, None, 0, ["not a trace"]) is None

@@ -37,7 +37,7 @@ import numpy as np
 from autosearch.errors import WorkloadError
 from autosearch.search.adapter import ModelAdapter
 
-__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule", "ranked_schedule"]
+__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule", "ranked_schedule", "ranked_schedules"]
 
 #: The model that shortlists: it scores decision vectors, unbuilt, and carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
@@ -51,6 +51,8 @@ ORDER_MODEL = str(Path(__file__).resolve().parent.parent / "pretrained" / "order
 SHORTLIST = 32
 #: Best-ordered candidates tried in order until one computes what the unscheduled task computes.
 CANDIDATES = 4
+#: Best-ordered schedules after the pick, timed beside it (`register_blocks.timed_pick`).
+RUNNERS_UP = 2
 
 
 class PriorRanker:
@@ -116,8 +118,8 @@ def _prior(name: str, target: Any) -> ModelAdapter:
 def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
     """The trace (JSON text) of the task's zero-trial schedule: for a task with no reduction and a
     channel block innermost, its timed loop nest (`spatial.spatial_schedule`), else the best-ranked
-    pick of its design space (`ranked_schedule`) or one of its register blocks where one timed
-    faster (`register_blocks.timed_pick`); in every case one that computes what the task computes
+    pick of its design space (`ranked_schedules`) or, where one timed faster, a runner-up, an
+    unroll variant or a register block (`register_blocks.timed_pick`); in every case one that computes what the task computes
     (`verify`). None: TVM builds the task untuned."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.register_blocks import timed_pick
@@ -126,13 +128,24 @@ def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 
     found = spatial_schedule(workload, target, ranker.simd_bits, seed)
     if found is not None:
         return trace_json(found[0])
-    return timed_pick(workload, target, ranked_schedule(workload, target, ranker, seed), seed)
+    pick, runners_up = ranked_schedules(workload, target, ranker, seed)
+    return timed_pick(workload, target, pick, seed, runners_up)
 
 
 def ranked_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> str | None:
     """The trace of the task's best-ranked schedule that the post-processors accept and that
     computes what the task computes, or None where MetaSchedule offers no design space for it or
     none of the `CANDIDATES` best is right."""
+    return ranked_schedules(workload, target, ranker, seed)[0]
+
+
+def ranked_schedules(workload: Any, target: Any, ranker: PriorRanker, seed: int = 0) -> tuple[str | None, list[str]]:
+    """`ranked_schedule`'s pick and the traces of the `RUNNERS_UP` schedules ordered after it
+    (not checked: `register_blocks.timed_pick` checks the one it chooses).
+
+    Why: the orderer's first is often far from the shortlist's best on a CPU it never saw.
+    ConvNeXt-tiny's 7x7 depthwise convolution (96 x 56 x 56) was picked at 1.84 ms a call where
+    most of its first round's 16 schedules ran 0.29-0.49 ms (Zen 5)."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.verify import schedule_matches
     from autosearch.search.decision_search import DecisionSearch
@@ -143,15 +156,15 @@ def ranked_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int =
     try:
         ctx, spaces = design_space(workload, target, settings, None)
     except WorkloadError:
-        return None
+        return None, []
     draws = RandomDraws(ctx, spaces, seed)
     try:
         search = DecisionSearch(ctx, spaces, draws, ranker.shortlister, settings, DecisionSettings())
         picks = ranker.order(ctx, search.propose(SHORTLIST))
     except WorkloadError:  # nothing to decide (or no sketch it can read): the space's own schedule
         picks = draws.draw(1)
-    for pick in picks[:CANDIDATES]:
+    for k, pick in enumerate(picks[:CANDIDATES]):
         trace = trace_json(pick.sch)
         if schedule_matches(workload, trace, target, seed):
-            return trace
-    return None
+            return trace, [trace_json(p.sch) for p in picks[k + 1 : k + 1 + RUNNERS_UP]]
+    return None, []

@@ -89,6 +89,7 @@ class PriorPass:
         self.kinds = [task_kind(wl.name) for wl in self.workloads]
         self.enabled = not is_gpu(target)
         self.traces: dict[int, str] = {}  # task -> trace, where the prior had a right schedule
+        self.runners_up: dict[int, list[str]] = {}  # task -> a worker's runners-up, until timed
         self.passed: set[int] = set()  # tasks the pass has looked at (with or without a trace)
         self.pooled: set[int] = set()  # tasks ranked by the network's pooled prior, not the shipped ones
         self.task_seconds: dict[int, float] = {}
@@ -128,8 +129,9 @@ class PriorPass:
             bits = simd_bits(self.target)
             ranked = [i for i in todo if not has_timed_forms(self.workloads[i], bits)]
 
-            def done(i: int, trace: str | None, seconds: float) -> None:
-                self._record(i, trace, seconds)
+            def done(i: int, ranked: tuple[str | None, list[str]], seconds: float) -> None:
+                self._record(i, ranked[0], seconds)
+                self.runners_up[i] = ranked[1]
                 if each is not None:
                     each(i)
 
@@ -172,7 +174,9 @@ class PriorPass:
 
         t0 = time.perf_counter()
         with interrupts.deferred():
-            trace = timed_pick(self.workloads[i], self.target, self.traces.get(i), self.seed)
+            trace = timed_pick(
+                self.workloads[i], self.target, self.traces.get(i), self.seed, self.runners_up.pop(i, [])
+            )
         if trace is not None:
             self.traces[i] = trace
         self.task_seconds[i] = self.task_seconds.get(i, 0.0) + time.perf_counter() - t0

@@ -65,15 +65,15 @@ def _start(target: str, threads: int) -> None:
     _RANKER.shipped_shortlister.score_threads = threads
 
 
-def _ranked(name: str, module: str, seed: int) -> tuple[str | None, float]:
+def _ranked(name: str, module: str, seed: int) -> tuple[tuple[str | None, list[str]], float]:
     import tvm
 
-    from autosearch.networks.prior import ranked_schedule
+    from autosearch.networks.prior import ranked_schedules
     from autosearch.workloads.module import ModuleWorkload
 
     t0 = time.perf_counter()
     workload = ModuleWorkload(name=name, ir_module=tvm.ir.load_json(module), family="network")
-    return ranked_schedule(workload, _TARGET, _RANKER, seed), time.perf_counter() - t0
+    return ranked_schedules(workload, _TARGET, _RANKER, seed), time.perf_counter() - t0
 
 
 def ranked_in_workers(
@@ -81,11 +81,11 @@ def ranked_in_workers(
     todo: Sequence[int],
     target: Any,
     seed: int,
-    done: Callable[[int, str | None, float], None],
+    done: Callable[[int, tuple[str | None, list[str]], float], None],
     poll: float = 0.25,
 ) -> None:
-    """`prior.ranked_schedule` of each task in `todo`, in `worker_count` processes; `done(i, trace,
-    seconds)` as each finishes. A task a dead worker left is not reported: the caller's own."""
+    """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes; `done(i,
+    (pick, runners_up), seconds)` as each finishes. A task a dead worker left is not reported: the caller's own."""
     import tvm
 
     from autosearch.backends.tvm.space import to_plain_json
@@ -111,11 +111,11 @@ def ranked_in_workers(
             for f in finished:
                 i = futures[f]
                 try:
-                    trace, seconds = f.result()
+                    ranked, seconds = f.result()
                 except concurrent.futures.process.BrokenProcessPool:
                     continue  # the caller passes it itself
                 left.discard(i)
-                done(i, trace, seconds)
+                done(i, ranked, seconds)
     except concurrent.futures.process.BrokenProcessPool:
         pass
     finally:

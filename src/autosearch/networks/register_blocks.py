@@ -20,6 +20,7 @@ where it is the fastest, as `networks.spatial`'s loop nests are.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["register_blocks", "simd_registers", "timed_pick", "unroll_variants"]
@@ -111,9 +112,12 @@ def unroll_variants(mod: Any, postprocs: Any, trace: str) -> list[Any]:
     return out
 
 
-def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> str | None:
+def timed_pick(
+    workload: Any, target: Any, trace: str | None, seed: int = 0, runners_up: Sequence[str] = ()
+) -> str | None:
     """The trace of the fastest of a task's prior pick (`trace`; None: it has none), the pick with
-    each other unroll step (`unroll_variants`) and the task's register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
+    each other unroll step (`unroll_variants`), the schedules the prior ordered after it
+    (`runners_up`, `prior.ranked_schedules`) and the task's register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
     a weight that `RewriteLayout` packs is timed packed, as the network builds it), that
     computes what the task computes (`verify`); `trace` itself where the task has neither. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
     the pass's worker processes: the timing needs the machine to itself)."""
@@ -133,6 +137,14 @@ def timed_pick(workload: Any, target: Any, trace: str | None, seed: int = 0) -> 
     blocks = register_blocks(mod, target, register_lanes(target), simd_registers(target), space)
     if trace is not None:
         blocks += unroll_variants(mod, space.context.space_generator.postprocs, trace)
+    for text in runners_up:
+        runner = Schedule(mod)
+        try:
+            Trace.apply_json_to_schedule(json.loads(text), runner)
+        except Exception:  # a trace that does not apply: not a candidate
+            interrupts.check()
+            continue
+        blocks.append(runner)
     if not blocks:
         return trace
     cands: list[tuple[Any, str | None]] = [(b, None) for b in blocks]
