@@ -125,6 +125,7 @@ def timed_pick(
     from tvm.s_tir.schedule import Trace
 
     from autosearch import interrupts
+    from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.spatial import built_args, cold_seconds, register_lanes
     from autosearch.networks.verify import schedule_matches
@@ -152,12 +153,11 @@ def timed_pick(
         Trace.apply_json_to_schedule(json.loads(trace), picked)
         cands.insert(0, (picked, trace))
     timed: list[tuple[float, int]] = []
-    for k, lib in enumerate(_built([sch for sch, _ in cands], target)):
-        if lib is None:
-            continue
+    for k, (sch, _) in enumerate(cands):
         try:
-            timed.append((cold_seconds(lib, lib.entry_name, built_args(cands[k][0].mod, seed)), k))
-        except Exception:  # a candidate that does not run: the others decide
+            lib = fast_build(sch.mod, target, None)
+            timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
+        except Exception:  # a block TVM does not build or run: the others decide
             interrupts.check()
     for _, k in sorted(timed):
         sch, verified = cands[k]
@@ -167,29 +167,6 @@ def timed_pick(
         if schedule_matches(workload, text, target, seed):
             return text
     return trace
-
-
-def _built(schedules: Sequence[Any], target: Any) -> list[Any]:
-    """Each schedule built (`build.fast_build`; None where TVM does not build it), one thread a
-    core: the timing follows, alone. RegNet-Y's convolutions' five candidates each built in
-    0.12-0.37 s on two threads against 0.20-0.59 s on one (Zen 5); its prior-only compile took
-    183 s against 201 in another run (bench/README "From the prior alone")."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from autosearch import interrupts
-    from autosearch.backends.tvm.build import fast_build
-    from autosearch.backends.tvm.target import physical_cores
-
-    def build(sch: Any) -> Any:
-        try:
-            return fast_build(sch.mod, target, None)
-        except Exception:  # a candidate TVM does not build: the others decide
-            return None
-
-    with ThreadPoolExecutor(max(1, physical_cores())) as pool:
-        out = list(pool.map(build, schedules))
-    interrupts.check()
-    return out
 
 
 def blocked_decisions(
