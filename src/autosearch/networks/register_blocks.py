@@ -119,18 +119,24 @@ def timed_pick(
     each other unroll step (`unroll_variants`), the schedules the prior ordered after it
     (`runners_up`, `prior.ranked_schedules`) and the task's register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
     a weight that `RewriteLayout` packs is timed packed, as the network builds it), that
-    computes what the task computes (`verify`); `trace` itself where the task has neither. For a network built from the prior alone (`networks.prior.prior_schedule`, and after
+    computes what the task computes (`verify`); `trace` itself where the task has neither, and for
+    a bf16 or int8 task (its micro-kernel does not link in a build loaded here). For a network built from the prior alone (`networks.prior.prior_schedule`, and after
     the pass's worker processes: the timing needs the machine to itself)."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
     from autosearch import interrupts
     from autosearch.backends.tvm.build import fast_build
+    from autosearch.backends.tvm.lowp import module_precision
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.spatial import built_args, cold_seconds, register_lanes
     from autosearch.networks.verify import schedule_matches
 
     mod = workload.mod()
+    if module_precision(mod).name != "fp32":
+        # a bf16/int8 task's dot-product kernel is linked into its build as LLVM IR; a build here,
+        # loaded in this process, failed to resolve the kernel's symbol and crashed the process
+        return trace
     space = _task_space(mod, target)
     if space is None:
         return trace
