@@ -119,8 +119,8 @@ def prior_schedule(workload: Any, target: Any, ranker: PriorRanker, seed: int = 
     """The trace (JSON text) of the task's zero-trial schedule: for a task with no reduction and a
     channel block innermost, its timed loop nest (`spatial.spatial_schedule`), else the best-ranked
     pick of its design space (`ranked_schedules`) or, where one timed faster, a runner-up, an
-    unroll variant or a register block (`register_blocks.timed_pick`); in every case one that computes what the task computes
-    (`verify`). None: TVM builds the task untuned."""
+    unroll variant or a register block (`register_blocks.timed_pick`); in every case one that
+    computes what the task computes (`verify`). None: TVM builds the task untuned."""
     from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.register_blocks import timed_pick
     from autosearch.networks.spatial import spatial_schedule

@@ -85,7 +85,8 @@ def ranked_in_workers(
     poll: float = 0.25,
 ) -> None:
     """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes; `done(i,
-    (pick, runners_up), seconds)` as each finishes. A task a dead worker left is not reported: the caller's own."""
+    (pick, runners_up), seconds)` as each finishes. A task a dead worker left is not reported: the
+    caller's own."""
     import tvm
 
     from autosearch.backends.tvm.space import to_plain_json

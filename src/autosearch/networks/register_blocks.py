@@ -51,7 +51,8 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int, space: An
 
     if lanes <= 0 or registers <= SPARE_REGISTERS:
         return []
-    space = space or _task_space(mod, target)
+    if space is None:
+        space = _task_space(mod, target)
     if space is None:
         return []
     postprocs = space.context.space_generator.postprocs
@@ -117,14 +118,13 @@ def timed_pick(
 ) -> str | None:
     """The trace of the fastest of a task's prior pick (`trace`; None: it has none), the pick with
     each other unroll step (`unroll_variants`), the schedules the prior ordered after it
-    (`runners_up`, `prior.ranked_schedules`) and the task's register blocks, timed here with the inputs cold (`spatial.cold_seconds`, as the rounds time;
-    a weight that `RewriteLayout` packs is timed packed, as the network builds it), that
-    computes what the task computes (`verify`); `trace` itself where the task has neither, and for
-    a bf16 or int8 task (its micro-kernel does not link in a build loaded here). For a network built from the prior alone (`networks.prior.prior_schedule`, and after
-    the pass's worker processes: the timing needs the machine to itself)."""
-    from tvm.s_tir import Schedule
-    from tvm.s_tir.schedule import Trace
-
+    (`runners_up`, `prior.ranked_schedules`) and the task's register blocks, timed here with the
+    inputs cold (`spatial.cold_seconds`, as the rounds time; a weight that `RewriteLayout` packs is
+    timed packed, as the network builds it), that computes what the task computes (`verify`).
+    `trace` itself where the task has none of the others, and for a bf16 or int8 task (its
+    micro-kernel does not link in a build loaded here). For a network built from the prior alone
+    (`networks.prior.prior_schedule`, and after the pass's worker processes: the timing needs the
+    machine to itself)."""
     from autosearch import interrupts
     from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.lowp import module_precision
@@ -140,30 +140,22 @@ def timed_pick(
     space = _task_space(mod, target)
     if space is None:
         return trace
-    blocks = register_blocks(mod, target, register_lanes(target), simd_registers(target), space)
+    others = register_blocks(mod, target, register_lanes(target), simd_registers(target), space)
     if trace is not None:
-        blocks += unroll_variants(mod, space.context.space_generator.postprocs, trace)
-    for text in runners_up:
-        runner = Schedule(mod)
-        try:
-            Trace.apply_json_to_schedule(json.loads(text), runner)
-        except Exception:  # a trace that does not apply: not a candidate
-            interrupts.check()
-            continue
-        blocks.append(runner)
-    if not blocks:
+        others += unroll_variants(mod, space.context.space_generator.postprocs, trace)
+    others += [sch for sch in (_replayed(mod, text) for text in runners_up) if sch is not None]
+    if not others:
         return trace
-    cands: list[tuple[Any, str | None]] = [(b, None) for b in blocks]
-    if trace is not None:
-        picked = Schedule(mod)
-        Trace.apply_json_to_schedule(json.loads(trace), picked)
+    cands: list[tuple[Any, str | None]] = [(sch, None) for sch in others]
+    picked = _replayed(mod, trace) if trace is not None else None
+    if picked is not None:
         cands.insert(0, (picked, trace))
     timed: list[tuple[float, int]] = []
     for k, (sch, _) in enumerate(cands):
         try:
             lib = fast_build(sch.mod, target, None)
             timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
-        except Exception:  # a block TVM does not build or run: the others decide
+        except Exception:  # a candidate TVM does not build or run: the others decide
             interrupts.check()
     for _, k in sorted(timed):
         sch, verified = cands[k]
@@ -173,6 +165,22 @@ def timed_pick(
         if schedule_matches(workload, text, target, seed):
             return text
     return trace
+
+
+def _replayed(mod: Any, trace: str) -> Any:
+    """`mod` scheduled by a whole trace (post-processing included), None where it does not apply."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch import interrupts
+
+    sch = Schedule(mod)
+    try:
+        Trace.apply_json_to_schedule(json.loads(trace), sch)
+    except Exception:  # a trace that does not apply: not a candidate
+        interrupts.check()
+        return None
+    return sch
 
 
 def blocked_decisions(
