@@ -49,11 +49,13 @@ def graph_and_picks() -> tuple[Any, dict[int, str | None]]:
 
 
 def _untimed(mp: pytest.MonkeyPatch) -> None:
-    """The ranked pick kept as ranked: what `register_blocks.timed_pick` would choose among it,
-    its runners-up and variants is decided by timing, which a busy machine may decide either way."""
+    """The ranked pick kept as ranked: what `register_blocks.timed_pick` (`timed_built` of what a
+    worker built) would choose among it, its runners-up and variants is decided by timing, which
+    a busy machine may decide either way."""
     from autosearch.networks import register_blocks
 
     mp.setattr(register_blocks, "timed_pick", lambda workload, target, trace, seed=0, runners_up=(): trace)
+    mp.setattr(register_blocks, "timed_built", lambda workload, target, trace, built, seed=0: trace)
 
 
 def _ranked(graph: Any) -> list[int]:

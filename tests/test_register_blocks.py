@@ -4,6 +4,7 @@ that they compute what the task computes."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,19 +88,22 @@ def test_a_task_with_no_reduction_has_no_register_block() -> None:
     assert register_blocks(mod, target, 16, 32) == []
 
 
+@pytest.mark.parametrize("built", [False, True], ids=["built-here", "built-by-a-worker-and-loaded"])
 @pytest.mark.parametrize("packed", [False, True], ids=["plain-weight", "weight-packed-by-RewriteLayout"])
 def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_one_computes_the_task(
-    packed: bool,
+    packed: bool, built: bool, tmp_path: Path
 ) -> None:
     """`timed_pick` with no prior pick returns one of the task's register blocks (its tiles the
     micro-kernel's), checked against the unscheduled task; where the task has no register block
     and no pick, none. A layout-free weight (a network's constant) is packed by
     `RewriteLayout` in every block, and the blocks are timed with the packed argument they are
-    built for (timed with the plain one none ran, and none was picked)."""
+    built for (timed with the plain one none ran, and none was picked). The same where a prior
+    worker built and exported the blocks (`built_candidates`) and the pass loads and times them
+    (`timed_built`)."""
     import tvm
 
     from autosearch.backends.tvm.target import host_target
-    from autosearch.networks.register_blocks import timed_pick
+    from autosearch.networks.register_blocks import built_candidates, timed_built, timed_pick
     from autosearch.networks.spatial import register_lanes
     from autosearch.networks.verify import schedule_matches
     from autosearch.workloads.module import ModuleWorkload
@@ -112,7 +116,15 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     if packed:
         mod = tvm.IRModule({"main": mod["main"].with_attr("layout_free_buffers", [1])})
     task = ModuleWorkload(name="net/matmul", ir_module=mod)
-    trace = timed_pick(task, target, None)
+
+    def pick(task: ModuleWorkload) -> str | None:
+        if not built:
+            return timed_pick(task, target, None)
+        made = built_candidates(task, target, None, (), str(tmp_path))
+        assert all(Path(b.library).is_file() and not b.verified for b in made)
+        return timed_built(task, target, None, made)
+
+    trace = pick(task)
     assert trace is not None and schedule_matches(task, trace, target, 0)
     insts, decisions = json.loads(trace)
     assert any(ins[0] == "TransformLayout" for ins in insts) == packed
@@ -120,7 +132,7 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     tiles = [by_inst[i] for i, ins in enumerate(insts) if ins[0] == "SamplePerfectTile"]
     assert tiles[-1] == [1, 128] and tiles[0][1:3] == [1, 1] and tiles[1][1:3] == [1, 1]
     narrow = ModuleWorkload(name="net/narrow", ir_module=_matmul(28, 64, lanes))
-    assert timed_pick(narrow, target, None) is None
+    assert pick(narrow) is None
 
 
 def _batch_matmul(b: int, m: int, k: int, n: int):  # type: ignore[no-untyped-def]

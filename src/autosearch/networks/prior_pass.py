@@ -19,6 +19,7 @@ tasks with a reduction to worker processes (`prior_workers`).
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from autosearch import interrupts
 
 if TYPE_CHECKING:
+    from autosearch.networks.prior_workers import WorkerPick
+    from autosearch.networks.register_blocks import Built
     from autosearch.search.adapter import ModelAdapter
 
 __all__ = [
@@ -89,7 +92,7 @@ class PriorPass:
         self.kinds = [task_kind(wl.name) for wl in self.workloads]
         self.enabled = not is_gpu(target)
         self.traces: dict[int, str] = {}  # task -> trace, where the prior had a right schedule
-        self.runners_up: dict[int, list[str]] = {}  # task -> a worker's runners-up, until timed
+        self.built: dict[int, list[Built]] = {}  # task -> the candidates a worker built, until timed
         self.passed: set[int] = set()  # tasks the pass has looked at (with or without a trace)
         self.pooled: set[int] = set()  # tasks ranked by the network's pooled prior, not the shipped ones
         self.task_seconds: dict[int, float] = {}
@@ -118,8 +121,8 @@ class PriorPass:
     def run_all(self, todo: Sequence[int], each: Callable[[int], None] | None = None) -> None:
         """`run` of every task in `todo` not yet passed, `each(i)` after each. Where the shipped
         priors rank (not the pooled one, which lives in this process), the tasks with a reduction
-        go to worker processes first (`prior_workers`); the timing follows here, alone (their
-        register blocks, then the tasks with no reduction)."""
+        go to worker processes first (`prior_workers`), which also build the candidates timed beside
+        each pick; the timing follows here, alone (those candidates, then the tasks with no reduction)."""
         from autosearch.networks.prior_workers import ranked_in_workers
         from autosearch.networks.spatial import has_timed_forms
         from autosearch.search.registers import simd_bits
@@ -129,17 +132,18 @@ class PriorPass:
             bits = simd_bits(self.target)
             ranked = [i for i in todo if not has_timed_forms(self.workloads[i], bits)]
 
-            def done(i: int, ranked: tuple[str | None, list[str]], seconds: float) -> None:
-                self._record(i, ranked[0], seconds)
-                self.runners_up[i] = ranked[1]
+            def done(i: int, found: WorkerPick, seconds: float) -> None:
+                self._record(i, found.pick, seconds)
+                self.built[i] = found.built
                 if each is not None:
                     each(i)
 
             t0 = time.perf_counter()
-            ranked_in_workers(self.workloads, ranked, self.target, self.seed, done)
-            for i in ranked:  # their register blocks are timed here, alone, as `prior_schedule` times them
-                if i in self.passed:
-                    self._timed_blocks(i)
+            with tempfile.TemporaryDirectory(prefix="autosearch-prior-") as directory:
+                ranked_in_workers(self.workloads, ranked, self.target, self.seed, done, directory)
+                for i in ranked:  # the candidates they built are timed here, alone, as `prior_schedule` times them
+                    if i in self.passed:
+                        self._timed_built(i)
             self.seconds += time.perf_counter() - t0
         for i in todo:
             if i not in self.passed:  # tasks timed here, and any a worker left
@@ -168,15 +172,13 @@ class PriorPass:
         self._record(i, trace, t2 - t1)
         self.seconds += t2 - t0
 
-    def _timed_blocks(self, i: int) -> None:
-        """Task `i`'s worker pick against its register blocks (`register_blocks.timed_pick`)."""
-        from autosearch.networks.register_blocks import timed_pick
+    def _timed_built(self, i: int) -> None:
+        """Task `i`'s worker pick against the candidates the worker built (`register_blocks.timed_built`)."""
+        from autosearch.networks.register_blocks import timed_built
 
         t0 = time.perf_counter()
         with interrupts.deferred():
-            trace = timed_pick(
-                self.workloads[i], self.target, self.traces.get(i), self.seed, self.runners_up.pop(i, [])
-            )
+            trace = timed_built(self.workloads[i], self.target, self.traces.get(i), self.built.pop(i, []), self.seed)
         if trace is not None:
             self.traces[i] = trace
         self.task_seconds[i] = self.task_seconds.get(i, 0.0) + time.perf_counter() - t0

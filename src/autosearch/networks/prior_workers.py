@@ -6,7 +6,9 @@ with a reduction, each a few seconds of Python, LLVM compiles and scoring with s
 keep one core busy much better than two. Two processes, one torch thread each, ran 12 of its
 convolutions 1.3x faster than one process on both cores, with the same picks. The tasks timed on
 this machine (`spatial.spatial_schedule`) are not sent here: their timing needs the machine to
-itself, so the pass runs them after the workers are done.
+itself, so the pass runs them after the workers are done. For the same reason a worker builds the
+candidates the pass times beside its pick (`register_blocks.built_candidates`) and the pass times
+them when the workers are done (`register_blocks.timed_built`).
 
 A worker ignores Ctrl-C: the parent's wait wakes every `poll` s, and on a Ctrl-C it ends the
 workers at once. A worker that dies (a crash in TVM) leaves its tasks and those not started to
@@ -20,11 +22,12 @@ import json
 import multiprocessing
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from autosearch import interrupts
+from autosearch.networks.register_blocks import Built
 
-__all__ = ["MAX_WORKERS", "MIN_TASKS", "ranked_in_workers", "worker_count"]
+__all__ = ["MAX_WORKERS", "MIN_TASKS", "WorkerPick", "ranked_in_workers", "worker_count"]
 
 #: The most worker processes: each holds TVM, torch and both priors (~1 GB).
 MAX_WORKERS = 8
@@ -65,15 +68,26 @@ def _start(target: str, threads: int) -> None:
     _RANKER.shipped_shortlister.score_threads = threads
 
 
-def _ranked(name: str, module: str, seed: int) -> tuple[tuple[str | None, list[str]], float]:
+class WorkerPick(NamedTuple):
+    """A worker's answer for one task: the prior's pick and the `timed_pick` candidates it built
+    (`register_blocks.built_candidates`; none without a directory)."""
+
+    pick: str | None
+    built: list[Built]
+
+
+def _ranked(name: str, module: str, seed: int, directory: str | None) -> tuple[WorkerPick, float]:
     import tvm
 
     from autosearch.networks.prior import ranked_schedules
+    from autosearch.networks.register_blocks import built_candidates
     from autosearch.workloads.module import ModuleWorkload
 
     t0 = time.perf_counter()
     workload = ModuleWorkload(name=name, ir_module=tvm.ir.load_json(module), family="network")
-    return ranked_schedules(workload, _TARGET, _RANKER, seed), time.perf_counter() - t0
+    pick, runners_up = ranked_schedules(workload, _TARGET, _RANKER, seed)
+    built = built_candidates(workload, _TARGET, pick, runners_up, directory) if directory is not None else []
+    return WorkerPick(pick, built), time.perf_counter() - t0
 
 
 def ranked_in_workers(
@@ -81,11 +95,13 @@ def ranked_in_workers(
     todo: Sequence[int],
     target: Any,
     seed: int,
-    done: Callable[[int, tuple[str | None, list[str]], float], None],
+    done: Callable[[int, WorkerPick, float], None],
+    directory: str | None = None,
     poll: float = 0.25,
 ) -> None:
-    """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes; `done(i,
-    (pick, runners_up), seconds)` as each finishes. A task a dead worker left is not reported: the
+    """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes, and with a
+    `directory` the candidates `register_blocks.timed_pick` would build, built there; `done(i,
+    WorkerPick, seconds)` as each finishes. A task a dead worker left is not reported: the
     caller's own."""
     import tvm
 
@@ -104,7 +120,10 @@ def ranked_in_workers(
     )
     left = set(todo)
     try:
-        futures = {pool.submit(_ranked, workloads[i].name, tvm.ir.save_json(workloads[i].mod()), seed): i for i in todo}
+        futures = {
+            pool.submit(_ranked, workloads[i].name, tvm.ir.save_json(workloads[i].mod()), seed, directory): i
+            for i in todo
+        }
         pending = set(futures)
         while pending:
             interrupts.check()

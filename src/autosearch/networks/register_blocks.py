@@ -20,10 +20,22 @@ where it is the fastest, as `networks.spatial`'s loop nests are.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-__all__ = ["register_blocks", "simd_registers", "timed_pick", "unroll_variants"]
+from autosearch import interrupts
+
+__all__ = [
+    "ArgShape",
+    "Built",
+    "built_candidates",
+    "candidates",
+    "register_blocks",
+    "simd_registers",
+    "timed_built",
+    "timed_pick",
+    "unroll_variants",
+]
 
 #: The tiling structure of MetaSchedule's CPU multi-level tiling: the sketches this module reads.
 STRUCTURE = "SSRSRS"
@@ -113,43 +125,66 @@ def unroll_variants(mod: Any, postprocs: Any, trace: str) -> list[Any]:
     return out
 
 
-def timed_pick(
-    workload: Any, target: Any, trace: str | None, seed: int = 0, runners_up: Sequence[str] = ()
-) -> str | None:
-    """The trace of the fastest of a task's prior pick (`trace`; None: it has none), the pick with
-    each other unroll step (`unroll_variants`), the schedules the prior ordered after it
-    (`runners_up`, `prior.ranked_schedules`) and the task's register blocks, timed here with the
-    inputs cold (`spatial.cold_seconds`, as the rounds time; a weight that `RewriteLayout` packs is
-    timed packed, as the network builds it), that computes what the task computes (`verify`).
-    `trace` itself where the task has none of the others, and for a bf16 or int8 task (its
-    micro-kernel does not link in a build loaded here). For a network built from the prior alone
-    (`networks.prior.prior_schedule`, and after the pass's worker processes: the timing needs the
-    machine to itself)."""
-    from autosearch import interrupts
-    from autosearch.backends.tvm.build import fast_build
-    from autosearch.backends.tvm.lowp import module_precision
-    from autosearch.backends.tvm.space import trace_json
-    from autosearch.networks.spatial import built_args, cold_seconds, register_lanes
-    from autosearch.networks.verify import schedule_matches
+class ArgShape(NamedTuple):
+    """An argument of a built candidate as it takes it (`verify.arrays_for` reads these)."""
 
-    mod = workload.mod()
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class Built(NamedTuple):
+    """A candidate of `timed_pick` built and exported by a prior worker process (`built_candidates`),
+    timed in the run's own process (`timed_built`)."""
+
+    trace: str  # its whole trace
+    verified: bool  # the prior's pick, checked when it was chosen
+    library: str  # the exported shared library
+    args: list[ArgShape]  # as built: a weight that `RewriteLayout` packs, packed
+
+
+def candidates(mod: Any, target: Any, trace: str | None, runners_up: Sequence[str] = ()) -> list[tuple[Any, bool]]:
+    """What `timed_pick` times, as (schedule, whether it is the prior's checked pick): the pick
+    (`trace`; None: it has none) first, each other unroll step of it (`unroll_variants`), the
+    schedules the prior ordered after it (`runners_up`, `prior.ranked_schedules`) and the task's
+    register blocks. None (an empty list) where the task has none but the pick, and for a bf16
+    or int8 task (its micro-kernel does not link in a build loaded in the run's process)."""
+    from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.networks.spatial import register_lanes
+
     if module_precision(mod).name != "fp32":
         # a bf16/int8 task's dot-product kernel is linked into its build as LLVM IR; a build here,
         # loaded in this process, failed to resolve the kernel's symbol and crashed the process
-        return trace
+        return []
     space = _task_space(mod, target)
     if space is None:
-        return trace
+        return []
     others = register_blocks(mod, target, register_lanes(target), simd_registers(target), space)
     if trace is not None:
         others += unroll_variants(mod, space.context.space_generator.postprocs, trace)
     others += [sch for sch in (_replayed(mod, text) for text in runners_up) if sch is not None]
     if not others:
-        return trace
-    cands: list[tuple[Any, str | None]] = [(sch, None) for sch in others]
+        return []
+    out = [(sch, False) for sch in others]
     picked = _replayed(mod, trace) if trace is not None else None
     if picked is not None:
-        cands.insert(0, (picked, trace))
+        out.insert(0, (picked, True))
+    return out
+
+
+def timed_pick(
+    workload: Any, target: Any, trace: str | None, seed: int = 0, runners_up: Sequence[str] = ()
+) -> str | None:
+    """The trace of the fastest of the task's `candidates` (the prior's pick `trace`, its unroll
+    steps, `runners_up`, register blocks), built and timed here with the inputs cold
+    (`spatial.cold_seconds`, as the rounds time; a weight that `RewriteLayout` packs is timed
+    packed, as the network builds it), that computes what the task computes (`verify`); `trace`
+    where there is nothing to time. For a network built from the prior alone
+    (`networks.prior.prior_schedule`; the pass's worker processes build theirs: `timed_built`)."""
+    from autosearch.backends.tvm.build import fast_build
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.spatial import built_args, cold_seconds
+
+    cands = candidates(workload.mod(), target, trace, runners_up)
     timed: list[tuple[float, int]] = []
     for k, (sch, _) in enumerate(cands):
         try:
@@ -157,22 +192,86 @@ def timed_pick(
             timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
         except Exception:  # a candidate TVM does not build or run: the others decide
             interrupts.check()
+    texts = {k: trace if checked else None for k, (_, checked) in enumerate(cands)}
+    return _fastest_right(
+        workload, target, trace, timed, lambda k: (texts[k] or trace_json(cands[k][0]), cands[k][1]), seed
+    )
+
+
+def built_candidates(
+    workload: Any, target: Any, trace: str | None, runners_up: Sequence[str], directory: str
+) -> list[Built]:
+    """The task's `candidates`, each built and exported into its own file under `directory`: in a
+    prior worker process, so that the run's own process only times them (`timed_built`).
+
+    Why: building them was most of `timed_pick` (EfficientNet-B0's 360 candidates: 55 s of its
+    95, Zen 5), on one core while the other stood idle; the workers build while they rank."""
+    import os
+    import tempfile
+
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch.backends.tvm.build import fast_build
+    from autosearch.backends.tvm.space import trace_json
+
+    out: list[Built] = []
+    for sch, checked in candidates(workload.mod(), target, trace, runners_up):
+        try:
+            lib = fast_build(sch.mod, target, None)
+            fd, path = tempfile.mkstemp(suffix=".so", dir=directory)
+            os.close(fd)
+            lib.export_library(path)
+        except Exception:  # a candidate TVM does not build: the others decide
+            interrupts.check()
+            continue
+        infos = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
+        args = [ArgShape(tuple(int(x) for x in a.shape), str(a.dtype)) for a in infos]
+        out.append(Built(trace if checked and trace is not None else trace_json(sch), checked, path, args))
+    return out
+
+
+def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[Built], seed: int = 0) -> str | None:
+    """`timed_pick` of candidates a worker built (`built_candidates`): each loaded and timed here,
+    alone; the fastest that computes what the task computes, `trace` where none was built."""
+    import tvm
+
+    from autosearch.networks.spatial import cold_seconds
+    from autosearch.networks.verify import arrays_for
+
+    timed: list[tuple[float, int]] = []
+    for k, b in enumerate(built):
+        try:
+            lib = tvm.runtime.load_module(b.library)
+            args = [tvm.runtime.tensor(a, tvm.cpu()) for a in arrays_for(b.args, seed)]
+            timed.append((cold_seconds(lib, lib.entry_name, args), k))
+        except Exception:  # a library that does not load or run: the others decide
+            interrupts.check()
+    return _fastest_right(workload, target, trace, timed, lambda k: (built[k].trace, built[k].verified), seed)
+
+
+def _fastest_right(
+    workload: Any,
+    target: Any,
+    fallback: str | None,
+    timed: list[tuple[float, int]],
+    trace_of: Callable[[int], tuple[str, bool]],
+    seed: int,
+) -> str | None:
+    """The trace of the fastest of `timed` ((seconds, candidate)) that computes what the task
+    computes (a checked pick is not checked again), else `fallback`."""
+    from autosearch.networks.verify import schedule_matches
+
     for _, k in sorted(timed):
-        sch, verified = cands[k]
-        if verified is not None:
-            return verified  # the prior pick, verified when it was chosen
-        text = trace_json(sch)
-        if schedule_matches(workload, text, target, seed):
+        text, checked = trace_of(k)
+        if checked or schedule_matches(workload, text, target, seed):
             return text
-    return trace
+    return fallback
 
 
 def _replayed(mod: Any, trace: str) -> Any:
     """`mod` scheduled by a whole trace (post-processing included), None where it does not apply."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
-
-    from autosearch import interrupts
 
     sch = Schedule(mod)
     try:
