@@ -122,6 +122,7 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
             return timed_pick(task, target, None)
         made = built_candidates(task, target, None, (), str(tmp_path))
         assert all(Path(b.library).is_file() and not b.verified for b in made)
+        assert len({b.library for b in made}) <= 1  # the task's candidates share one library
         return timed_built(task, target, None, made)
 
     trace = pick(task)
@@ -214,3 +215,34 @@ def test_timed_pick_chooses_among_the_priors_runners_up_and_checks_the_one_it_re
     chosen = timed_pick(task, target, None, 0, [trace_json(runner)])
     assert chosen == trace_json(runner) and schedule_matches(task, chosen, target, 0)
     assert timed_pick(task, target, None, 0, ["not a trace"]) is None
+
+
+def test_candidates_a_multi_function_build_refuses_are_built_one_library_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the one library of a task's candidates does not build (TVM refuses one of them),
+    `built_candidates` builds each alone, and the pass times and checks those."""
+    from autosearch.backends.tvm import build
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.register_blocks import built_candidates, timed_built
+    from autosearch.networks.spatial import register_lanes
+    from autosearch.networks.verify import schedule_matches
+    from autosearch.workloads.module import ModuleWorkload
+
+    target = host_target()
+    lanes = register_lanes(target)
+    if not lanes:
+        pytest.skip("no SIMD registers known on this CPU")
+    real = build.fast_build
+
+    def one_function_only(mod, target, params):  # type: ignore[no-untyped-def]
+        if len(mod.functions) > 1:
+            raise RuntimeError("refused")
+        return real(mod, target, params)
+
+    monkeypatch.setattr(build, "fast_build", one_function_only)
+    task = ModuleWorkload(name="net/matmul", ir_module=_matmul(28, 128, 8 * lanes))
+    made = built_candidates(task, target, None, (), str(tmp_path))
+    assert len(made) >= 2 and len({b.library for b in made}) == len(made)
+    trace = timed_built(task, target, None, made)
+    assert trace in {b.trace for b in made} and schedule_matches(task, trace, target, 0)

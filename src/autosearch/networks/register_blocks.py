@@ -139,6 +139,7 @@ class Built(NamedTuple):
     trace: str  # its whole trace
     verified: bool  # the prior's pick, checked when it was chosen
     library: str  # the exported shared library
+    function: str  # its function in the library
     args: list[ArgShape]  # as built: a weight that `RewriteLayout` packs, packed
 
 
@@ -201,33 +202,65 @@ def timed_pick(
 def built_candidates(
     workload: Any, target: Any, trace: str | None, runners_up: Sequence[str], directory: str
 ) -> list[Built]:
-    """The task's `candidates`, each built and exported into its own file under `directory`: in a
-    prior worker process, so that the run's own process only times them (`timed_built`).
+    """The task's `candidates`, built and exported under `directory` (`_exported`): in a prior
+    worker process, so that the run's own process only times them (`timed_built`).
 
     Why: building them was most of `timed_pick` (EfficientNet-B0's 360 candidates: 55 s of its
     95, Zen 5), on one core while the other stood idle; the workers build while they rank."""
-    import os
-    import tempfile
-
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.space import trace_json
 
+    cands = candidates(workload.mod(), target, trace, runners_up)
+    libraries = _exported({k: sch.mod for k, (sch, _) in enumerate(cands)}, target, directory)
     out: list[Built] = []
-    for sch, checked in candidates(workload.mod(), target, trace, runners_up):
-        try:
-            lib = fast_build(sch.mod, target, None)
-            fd, path = tempfile.mkstemp(suffix=".so", dir=directory)
-            os.close(fd)
-            lib.export_library(path)
-        except Exception:  # a candidate TVM does not build: the others decide
-            interrupts.check()
+    for k, (sch, checked) in enumerate(cands):
+        if k not in libraries:  # a candidate TVM does not build: the others decide
             continue
         infos = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
         args = [ArgShape(tuple(int(x) for x in a.shape), str(a.dtype)) for a in infos]
-        out.append(Built(trace if checked and trace is not None else trace_json(sch), checked, path, args))
+        text = trace if checked and trace is not None else trace_json(sch)
+        out.append(Built(text, checked, *libraries[k], args))
     return out
+
+
+def _exported(mods: dict[int, Any], target: Any, directory: str) -> dict[int, tuple[str, str]]:
+    """(shared library, function) of each of `mods` built: one library holding every one as its
+    own function, or where TVM refuses one of them, one library each (those it builds).
+
+    Why one: linking a library is a compiler run (~0.08 s against a build's ~0.15 s on Zen 5); a
+    task's five or six candidates share one link."""
+    import tvm
+
+    from autosearch.backends.tvm.build import fast_build
+
+    if len(mods) > 1:
+        names = {k: f"candidate{k}" for k in mods}
+        together = tvm.IRModule({names[k]: m["main"].with_attr("global_symbol", names[k]) for k, m in mods.items()})
+        try:
+            path = _export(fast_build(together, target, None), directory)
+            return {k: (path, names[k]) for k in mods}
+        except Exception:  # one TVM refuses: each alone below
+            interrupts.check()
+    out: dict[int, tuple[str, str]] = {}
+    for k, m in mods.items():
+        try:
+            lib = fast_build(m, target, None)
+            out[k] = (_export(lib, directory), lib.entry_name)
+        except Exception:
+            interrupts.check()
+    return out
+
+
+def _export(lib: Any, directory: str) -> str:
+    """`lib` exported as a new shared library under `directory`: its path."""
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".so", dir=directory)
+    os.close(fd)
+    lib.export_library(path)
+    return path
 
 
 def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[Built], seed: int = 0) -> str | None:
@@ -238,12 +271,14 @@ def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[B
     from autosearch.networks.spatial import cold_seconds
     from autosearch.networks.verify import arrays_for
 
+    libraries: dict[str, Any] = {}
     timed: list[tuple[float, int]] = []
     for k, b in enumerate(built):
         try:
-            lib = tvm.runtime.load_module(b.library)
+            if b.library not in libraries:
+                libraries[b.library] = tvm.runtime.load_module(b.library)
             args = [tvm.runtime.tensor(a, tvm.cpu()) for a in arrays_for(b.args, seed)]
-            timed.append((cold_seconds(lib, lib.entry_name, args), k))
+            timed.append((cold_seconds(libraries[b.library], b.function, args), k))
         except Exception:  # a library that does not load or run: the others decide
             interrupts.check()
     return _fastest_right(workload, target, trace, timed, lambda k: (built[k].trace, built[k].verified), seed)
