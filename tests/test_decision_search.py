@@ -271,3 +271,13 @@ def test_each_distinct_vector_is_scored_once_a_round() -> None:
     search.policy, seen[:] = ControlExploration(), []
     search._score(s, pop)
     assert seen == [len(pop)]
+
+
+def test_a_task_of_many_sketches_shares_the_prior_passs_population_and_one_of_few_keeps_1024_a_sketch() -> None:
+    """`sketch_population`: alone, each sketch 1024 (or more where asked); shared (the prior
+    pass's 4,096), up to four sketches keep 1024 each, more split it, never below the floor."""
+    from autosearch.search.decision_search import MIN_SKETCH_POPULATION, sketch_population
+
+    assert sketch_population(23, 256) == 1024 and sketch_population(2, 2048) == 2048
+    assert [sketch_population(n, 256, 4096) for n in (1, 4, 5, 8, 23)] == [1024, 1024, 819, 512, 256]
+    assert sketch_population(100, 256, 4096) == MIN_SKETCH_POPULATION

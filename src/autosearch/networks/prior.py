@@ -7,7 +7,7 @@ untuned than tuned), so the network ran many times slower than PyTorch after six
 
 How (`PriorRanker`): the prefix prior (`pretrained-prefix`) scores decision vectors without
 building schedules (~20k a second), so the decision search's first round (1024 vectors a sketch,
-evolved three times) shortlists its `SHORTLIST` best-scored schedules; the feature prior
+evolved three times; a task of many sketches shares 4,096: `SHARED_POPULATION`) shortlists its `SHORTLIST` best-scored schedules; the feature prior
 (`ORDER_MODEL`: the `pretrained` recipe on every CPU's stores, PerStoreFeature of each built
 schedule: the loop nest as it will run) orders that shortlist. Each task's best-ordered schedule that computes what the task computes is its
 starting schedule. Why two models: the prefix prior's first pick was often much slower than the
@@ -37,7 +37,15 @@ import numpy as np
 from autosearch.errors import WorkloadError
 from autosearch.search.adapter import ModelAdapter
 
-__all__ = ["PRIOR_MODEL", "SHORTLIST", "PriorRanker", "prior_schedule", "ranked_schedule", "ranked_schedules"]
+__all__ = [
+    "PRIOR_MODEL",
+    "SHARED_POPULATION",
+    "SHORTLIST",
+    "PriorRanker",
+    "prior_schedule",
+    "ranked_schedule",
+    "ranked_schedules",
+]
 
 #: The model that shortlists: it scores decision vectors, unbuilt, and carries to unseen operators.
 PRIOR_MODEL = "pretrained-prefix"
@@ -49,6 +57,9 @@ PRIOR_MODEL = "pretrained-prefix"
 ORDER_MODEL = str(Path(__file__).resolve().parent.parent / "pretrained" / "order")
 #: Schedules the prefix prior passes to the feature prior.
 SHORTLIST = 32
+#: Vectors a generation of the first round holds over all of a task's sketches: a task of up to
+#: four keeps 1,024 a sketch, one of more shares these (`decision_search.sketch_population`).
+SHARED_POPULATION = 4096
 #: Best-ordered candidates tried in order until one computes what the unscheduled task computes.
 CANDIDATES = 4
 #: Best-ordered schedules after the pick, timed beside it (`register_blocks.timed_pick`).
@@ -159,7 +170,9 @@ def ranked_schedules(workload: Any, target: Any, ranker: PriorRanker, seed: int 
         return None, []
     draws = RandomDraws(ctx, spaces, seed)
     try:
-        search = DecisionSearch(ctx, spaces, draws, ranker.shortlister, settings, DecisionSettings())
+        search = DecisionSearch(
+            ctx, spaces, draws, ranker.shortlister, settings, DecisionSettings(), shared=SHARED_POPULATION
+        )
         picks = ranker.order(ctx, search.propose(SHORTLIST))
     except WorkloadError:  # nothing to decide (or no sketch it can read): the space's own schedule
         picks = draws.draw(1)
