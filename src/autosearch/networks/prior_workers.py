@@ -70,13 +70,13 @@ def _start(target: str, threads: int) -> None:
 
 class WorkerPick(NamedTuple):
     """A worker's answer for one task: the prior's pick and the `timed_pick` candidates it built
-    (`register_blocks.built_candidates`; none without a directory)."""
+    (`register_blocks.built_candidates`)."""
 
     pick: str | None
     built: list[Built]
 
 
-def _ranked(name: str, module: str, seed: int, directory: str | None) -> tuple[WorkerPick, float]:
+def _ranked(name: str, module: str, seed: int, directory: str) -> tuple[WorkerPick, float]:
     import tvm
 
     from autosearch.networks.prior import ranked_schedules
@@ -86,7 +86,7 @@ def _ranked(name: str, module: str, seed: int, directory: str | None) -> tuple[W
     t0 = time.perf_counter()
     workload = ModuleWorkload(name=name, ir_module=tvm.ir.load_json(module), family="network")
     pick, runners_up = ranked_schedules(workload, _TARGET, _RANKER, seed)
-    built = built_candidates(workload, _TARGET, pick, runners_up, directory) if directory is not None else []
+    built = built_candidates(workload, _TARGET, pick, runners_up, directory)
     return WorkerPick(pick, built), time.perf_counter() - t0
 
 
@@ -96,11 +96,11 @@ def ranked_in_workers(
     target: Any,
     seed: int,
     done: Callable[[int, WorkerPick, float], None],
-    directory: str | None = None,
+    directory: str,
     poll: float = 0.25,
 ) -> None:
-    """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes, and with a
-    `directory` the candidates `register_blocks.timed_pick` would build, built there; `done(i,
+    """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes, and the
+    candidates `register_blocks.timed_pick` would build, built under `directory`; `done(i,
     WorkerPick, seconds)` as each finishes. A task a dead worker left is not reported: the
     caller's own."""
     import tvm

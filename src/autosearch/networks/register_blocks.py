@@ -182,7 +182,6 @@ def timed_pick(
     where there is nothing to time. For a network built from the prior alone
     (`networks.prior.prior_schedule`; the pass's worker processes build theirs: `timed_built`)."""
     from autosearch.backends.tvm.build import fast_build
-    from autosearch.backends.tvm.space import trace_json
     from autosearch.networks.spatial import built_args, cold_seconds
 
     cands = candidates(workload.mod(), target, trace, runners_up)
@@ -193,10 +192,7 @@ def timed_pick(
             timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
         except Exception:  # a candidate TVM does not build or run: the others decide
             interrupts.check()
-    texts = {k: trace if checked else None for k, (_, checked) in enumerate(cands)}
-    return _fastest_right(
-        workload, target, trace, timed, lambda k: (texts[k] or trace_json(cands[k][0]), cands[k][1]), seed
-    )
+    return _fastest_right(workload, target, trace, timed, lambda k: (_text(*cands[k], trace), cands[k][1]), seed)
 
 
 def built_candidates(
@@ -209,8 +205,6 @@ def built_candidates(
     95, Zen 5), on one core while the other stood idle; the workers build while they rank."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
-    from autosearch.backends.tvm.space import trace_json
-
     cands = candidates(workload.mod(), target, trace, runners_up)
     libraries = _exported({k: sch.mod for k, (sch, _) in enumerate(cands)}, target, directory)
     out: list[Built] = []
@@ -219,8 +213,7 @@ def built_candidates(
             continue
         infos = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
         args = [ArgShape(tuple(int(x) for x in a.shape), str(a.dtype)) for a in infos]
-        text = trace if checked and trace is not None else trace_json(sch)
-        out.append(Built(text, checked, *libraries[k], args))
+        out.append(Built(_text(sch, checked, trace), checked, *libraries[k], args))
     return out
 
 
@@ -268,8 +261,7 @@ def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[B
     alone; the fastest that computes what the task computes, `trace` where none was built."""
     import tvm
 
-    from autosearch.networks.spatial import cold_seconds
-    from autosearch.networks.verify import arrays_for
+    from autosearch.networks.spatial import cold_seconds, seeded_tensors
 
     libraries: dict[str, Any] = {}
     timed: list[tuple[float, int]] = []
@@ -277,11 +269,17 @@ def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[B
         try:
             if b.library not in libraries:
                 libraries[b.library] = tvm.runtime.load_module(b.library)
-            args = [tvm.runtime.tensor(a, tvm.cpu()) for a in arrays_for(b.args, seed)]
-            timed.append((cold_seconds(libraries[b.library], b.function, args), k))
+            timed.append((cold_seconds(libraries[b.library], b.function, seeded_tensors(b.args, seed)), k))
         except Exception:  # a library that does not load or run: the others decide
             interrupts.check()
     return _fastest_right(workload, target, trace, timed, lambda k: (built[k].trace, built[k].verified), seed)
+
+
+def _text(sch: Any, checked: bool, trace: str | None) -> str:
+    """A candidate's trace: the prior's pick's own text (`trace`), else the schedule's."""
+    from autosearch.backends.tvm.space import trace_json
+
+    return trace if checked and trace is not None else trace_json(sch)
 
 
 def _fastest_right(

@@ -25,6 +25,7 @@ __all__ = [
     "cold_seconds",
     "has_timed_forms",
     "register_lanes",
+    "seeded_tensors",
     "spatial_forms",
     "spatial_schedule",
     "warm_seconds",
@@ -114,12 +115,17 @@ def cold_seconds(lib: Any, name: str, args: list[Any], repeat: int = COLD_REPEAT
 def built_args(mod: Any, seed: int = 0) -> list[Any]:
     """Seeded inputs of `mod` as `build.fast_build` builds it: a weight that `RewriteLayout`
     packed is an argument of the packed shape (the PrimFunc's own parameter keeps the plain one)."""
-    import tvm
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    return seeded_tensors(ArgInfo.from_entry_func(mod, remove_preproc=True), seed)
+
+
+def seeded_tensors(infos: Any, seed: int = 0) -> list[Any]:
+    """`verify.arrays_for(infos, seed)` as tensors on the CPU: a built function's timing inputs."""
+    import tvm
 
     from autosearch.networks.verify import arrays_for
 
-    infos = ArgInfo.from_entry_func(mod, remove_preproc=True)
     return [tvm.runtime.tensor(a, tvm.cpu()) for a in arrays_for(infos, seed)]
 
 
