@@ -145,3 +145,65 @@ def test_a_batch_norm_after_no_convolution_becomes_one_multiply_add_with_the_sam
     got = vm["main"](tvm.runtime.tensor(x))[0].numpy()
     want = net(torch.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_exporters_zero_attention_bias_and_safe_softmax_zeros_are_dropped_but_a_zero_weight_is_kept() -> None:
+    """A torch attention with a mask that masks nothing, built from `arange` as transformers builds
+    it (`scaled_dot_product_attention`, which `torch.export` writes as the math kernel: the mask as
+    a zero bias, and `_safe_softmax`'s `zeros_like`) and a
+    linear layer whose bias is zeros: after `exporter_zeros_dropped` no `add` of the bias built
+    from `arange` is left and each `where` branch is a scalar, the linear layer's zero bias is
+    still added, and the imported network computes what PyTorch does."""
+    torch = pytest.importorskip("torch")
+    from autosearch.networks.check import compare_outputs
+    from autosearch.networks.folding import exporter_zeros_dropped
+    from autosearch.networks.graph import _from_torch, build_network, import_network
+    from autosearch.networks.inputs import InputSpec
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+            torch.nn.init.zeros_(self.proj.bias)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = x.view(1, 5, 2, 4).transpose(1, 2)
+            mask = (torch.arange(5) >= 0)[None, None, :, None].expand(1, 1, 5, 5)
+            attention = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+            return self.proj(attention.transpose(1, 2).reshape(1, 5, 8))
+
+    torch.manual_seed(0)
+    net = Attention().eval()
+    x = np.random.default_rng(0).standard_normal((1, 5, 8)).astype("float32")
+    mod, _ = _from_torch(net, [x], "attention")
+    before = mod["main"].script()
+    after = exporter_zeros_dropped(fold_in_numpy(mod))
+
+    def calls(module: object, op: str) -> list[object]:
+        found: list[object] = []
+        for block in module["main"].body.blocks:  # type: ignore[index]
+            for binding in block.bindings:
+                if str(getattr(getattr(binding.value, "op", None), "name", "")) == op:
+                    found.append(binding.value)
+        return found
+
+    assert "R.arange" in before and len(calls(mod, "relax.add")) > len(calls(after, "relax.add"))
+    used = after["main"].script()
+    assert "bias" in used and any(
+        "bias" in str(a) for c in calls(after, "relax.add") for a in c.args
+    )  # the weight kept
+    wheres = calls(after, "relax.where")
+    assert wheres and all(any(int(np.prod(_shape(a))) == 1 for a in w.args[1:]) for w in wheres)
+    graph = import_network("attention", net, [InputSpec("x", "float32", x.shape)], [x], host_target())
+    from tvm.s_tir import meta_schedule as ms
+
+    lib = build_network(graph, ms.database.MemoryDatabase(), host_target())
+    vm = relax.VirtualMachine(lib, tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(x))[0].numpy()
+    with torch.no_grad():
+        expected = net(torch.from_numpy(x)).numpy()
+    assert compare_outputs([out], [expected]).ok
+
+
+def _shape(expr: object) -> tuple[int, ...]:
+    return tuple(int(d) for d in expr.ty.shape.values)  # type: ignore[attr-defined]

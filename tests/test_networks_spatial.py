@@ -124,12 +124,29 @@ def test_an_innermost_axis_wider_than_a_vector_is_split_and_its_inner_part_vecto
         out = tvm.runtime.tensor(np.zeros((49, 384), "float32"))
         lib["main"](tvm.runtime.tensor(data), out)
         np.testing.assert_allclose(out.numpy(), np.maximum(data * 2.0, 0.0))
-    assert (
-        spatial_forms(
-            tvm.IRModule(
-                {"main": te.create_prim_func([x, te.compute((49, 385), lambda i, j: x[i, j % 384], name="z")])}
-            ),
-            16,
-        )
-        == []
-    )
+    short = te.compute((49, 384, 7), lambda i, j, k: x[i, j] * 2.0, name="s")
+    assert spatial_forms(tvm.IRModule({"main": te.create_prim_func([x, short])}), 16) == []  # 7 < 16 lanes
+
+
+def test_an_innermost_axis_no_register_divides_gets_loop_nests_left_to_llvm_to_vectorize() -> None:
+    """ViT-base's attention scores padded from 197 to 200 rows (197, prime, the innermost axis):
+    a serial and a parallel nest, nothing fused into the innermost axis and no explicit vector
+    (LLVM's loop vectorizer takes it), computing what the task computes."""
+    from tvm import te, tirx
+
+    from autosearch.networks.spatial import spatial_forms
+
+    x = te.placeholder((3, 197, 197), "float32", name="x")
+    y = te.compute((3, 200, 197), lambda h, i, j: tirx.if_then_else(i < 197, x[h, tirx.min(i, 196), j], 0.0), name="y")
+    forms = spatial_forms(tvm.IRModule({"main": te.create_prim_func([x, y])}), 16)
+    assert len(forms) == 2
+    data = np.random.default_rng(0).standard_normal((3, 197, 197)).astype("float32")
+    expected = np.pad(data, ((0, 0), (0, 3), (0, 0)))
+    for sch in forms:
+        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+        loops = [sch.get(lp) for lp in sch.get_loops(block)]
+        assert int(loops[-1].extent) == 197 and all(int(lp.kind) != 2 for lp in loops)  # none VECTORIZED
+        lib = tvm.compile(sch.mod, target=host_target()).jit()
+        out = tvm.runtime.tensor(np.zeros((3, 200, 197), "float32"))
+        lib["main"](tvm.runtime.tensor(data), out)
+        np.testing.assert_array_equal(out.numpy(), expected)

@@ -19,7 +19,7 @@ import numpy as np
 
 from autosearch.networks.rewrite import rewrite_functions
 
-__all__ = ["batch_norms_as_scale_shift", "fold_in_numpy"]
+__all__ = ["batch_norms_as_scale_shift", "exporter_zeros_dropped", "fold_in_numpy"]
 
 _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "relax.add": np.add,
@@ -29,6 +29,19 @@ _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "relax.minimum": np.minimum,
 }
 _FLOAT_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"relax.divide": np.divide}
+#: Comparisons and logic, exact on any dtype (a mask built from `arange` by the exporter).
+_PREDICATES: dict[str, Callable[..., np.ndarray]] = {
+    "relax.equal": np.equal,
+    "relax.not_equal": np.not_equal,
+    "relax.greater": np.greater,
+    "relax.greater_equal": np.greater_equal,
+    "relax.less": np.less,
+    "relax.less_equal": np.less_equal,
+    "relax.logical_not": np.logical_not,
+    "relax.logical_and": np.logical_and,
+    "relax.logical_or": np.logical_or,
+    "relax.where": np.where,
+}
 _FLOAT_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "relax.sqrt": np.sqrt,
     "relax.rsqrt": lambda x: np.divide(np.ones((), x.dtype), np.sqrt(x)),
@@ -102,6 +115,10 @@ def _evaluate(name: str, call: Any, args: list[Any]) -> np.ndarray | None:
         return _FLOAT_BINARY[name](x, args[1])
     if name in _FLOAT_UNARY and floating:
         return _FLOAT_UNARY[name](x)
+    if name in _PREDICATES:
+        return _PREDICATES[name](*args)
+    if name == "relax.arange" and all(np.ndim(v) == 0 for v in args):
+        return np.arange(*args, dtype=str(a.dtype))
     if name == "relax.astype":
         return x.astype(str(a.dtype))
     if name == "relax.expand_dims":
@@ -127,7 +144,7 @@ def fold_in_numpy(mod: Any) -> Any:
     from tvm import relax
     from tvm.relax import expr_functor
 
-    names = {*_BINARY, *_FLOAT_BINARY, *_FLOAT_UNARY}
+    names = {*_BINARY, *_FLOAT_BINARY, *_FLOAT_UNARY, *_PREDICATES, "relax.arange"}
     names |= {"relax.astype", "relax.expand_dims", "relax.squeeze", "relax.permute_dims", "relax.reshape"}
     names |= {"relax.broadcast_to", "relax.concat", "relax.layout_transform"}
     constant = tvm.ir.expr.Constant
@@ -146,6 +163,9 @@ def fold_in_numpy(mod: Any) -> Any:
                 dtype = str(getattr(getattr(expr, "ty", None), "dtype", ""))
                 return np.asarray(value, dtype) if isinstance(value, (int, float)) and dtype else None
             kind = type(expr).__name__
+            if kind == "PrimValue":  # `arange`'s bounds
+                v = getattr(expr.value, "value", None)
+                return np.asarray(v) if isinstance(v, (int, float)) else None
             if kind == "ShapeExpr":
                 return _ints(expr.values)
             if kind == "Tuple":
@@ -229,3 +249,76 @@ def batch_norms_as_scale_shift(mod: Any) -> Any:
             return relax.op.add(relax.op.multiply(x, relax.const(scale)), relax.const(shift))
 
     return rewrite_functions(ScaleShift, mod)
+
+
+def _static_shape(expr: Any) -> tuple[int, ...] | None:
+    shape = getattr(getattr(expr, "ty", None), "shape", None)
+    dims = _ints(getattr(shape, "values", None))
+    return None if dims is None else tuple(dims)
+
+
+def exporter_zeros_dropped(mod: Any) -> Any:
+    """Before the weights are bound: `x + 0` where the zeros are a constant the graph computed
+    (not a weight) and leave `x`'s shape, as `x`; a `where` branch that is a uniform constant or
+    `full_like(_, c)` as the scalar `c`. The same numbers (`x + 0.0` is `x` but for the sign of
+    a zero).
+
+    Why: `torch.export` writes scaled-dot-product attention as the math kernel, which adds a bias
+    built from `arange` even with no mask (zeros, ViT-base's 12 x [1, 12, 197, 197] adds, a task
+    each), and `_safe_softmax` as `where(all -inf row, zeros_like(out), out)`, which read a
+    1.9 MB zero tensor a layer inside ViT-base's softmax task. Before binding, so a weight that
+    happens to be zero (a bias a model initialised to zeros) is left as the model has it."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import expr_functor
+
+    constant = tvm.ir.expr.Constant
+
+    @expr_functor.mutator
+    class Zeros(relax.PyExprMutator):
+        def _bound(self, expr: Any) -> Any:
+            while isinstance(expr, relax.Var):
+                bound = self.lookup_binding(expr)
+                if bound is None:
+                    return expr
+                expr = bound
+            return expr
+
+        def _uniform(self, expr: Any) -> np.ndarray | None:
+            """The one value of a constant all of whose elements are equal (or of `full_like`)."""
+            e = self._bound(expr)
+            if str(getattr(getattr(e, "op", None), "name", "")) == "relax.full_like":
+                e = self._bound(e.args[1])
+            value: Any = getattr(e, "value", None) if isinstance(e, constant) else None
+            if not hasattr(value, "numpy"):
+                return None
+            v = value.numpy()
+            return v.reshape(-1)[:1].reshape(()) if v.size and np.all(v == v.reshape(-1)[0]) else None
+
+        def visit_call_(self, call: Any) -> Any:
+            new = super().visit_call_(call)
+            name = str(getattr(new.op, "name", ""))
+            out = _static_shape(call)
+            if out is None:
+                return new
+            if name == "relax.add":
+                a, b = new.args
+                for x, other in ((a, b), (b, a)):
+                    zero = self._uniform(other)
+                    computed = isinstance(self._bound(other), constant)  # not `full_like` of a tensor
+                    if computed and zero is not None and zero == 0 and _static_shape(x) == out:
+                        return x
+            if name == "relax.where" and len(new.args) == 3:
+                args = list(new.args)
+                for i in (1, 2):
+                    c = self._uniform(args[i])
+                    dtype = str(getattr(getattr(args[i], "ty", None), "dtype", ""))
+                    if c is not None and dtype and _static_shape(args[i]) != ():
+                        args[i] = relax.const(c.astype(dtype), dtype)
+                shapes = [_static_shape(a) for a in args]
+                changed = any(x is not y for x, y in zip(args, new.args))
+                if changed and None not in shapes and tuple(np.broadcast_shapes(*shapes)) == out:  # type: ignore[arg-type]
+                    return relax.op.where(*args)
+            return new
+
+    return rewrite_functions(Zeros, mod)

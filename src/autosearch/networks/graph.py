@@ -417,7 +417,7 @@ def _graph_passes(
     import tvm
     from tvm import relax
 
-    from autosearch.networks.folding import batch_norms_as_scale_shift, fold_in_numpy
+    from autosearch.networks.folding import batch_norms_as_scale_shift, exporter_zeros_dropped, fold_in_numpy
     from autosearch.networks.layouts import (
         blocked_convolutions,
         clips_as_bounds,
@@ -426,6 +426,7 @@ def _graph_passes(
     )
 
     t = relax.transform
+    mod = exporter_zeros_dropped(fold_in_numpy(mod))  # before binding: no weight is taken for such a zero
     if params:
         mod = t.BindParams("main", params)(mod)
     mod = power_as_products(mod)  # before FoldConstant, which lowers every `power` it meets (and warns)
