@@ -153,9 +153,7 @@ def fold_in_numpy(mod: Any) -> Any:
     class NumPyFold(relax.PyExprMutator):
         def _value(self, expr: Any) -> Any:
             """An argument as NumPy (arrays, int lists, lists of arrays), or None if not constant."""
-            if isinstance(expr, relax.Var):
-                bound = self.lookup_binding(expr)
-                return None if bound is None else self._value(bound)
+            expr = _bound(self, expr)  # an unbound variable: no case below, None
             if isinstance(expr, constant):  # a tensor, or a scalar (`x + eps` of a BatchNorm)
                 value = expr.value
                 if hasattr(value, "numpy"):
@@ -194,6 +192,27 @@ def fold_in_numpy(mod: Any) -> Any:
     return rewrite_functions(NumPyFold, mod)
 
 
+def _bound(mutator: Any, expr: Any) -> Any:
+    """What a variable is bound to in `mutator`'s function, followed through variables to a call
+    or a constant (`expr` itself where it is no bound variable)."""
+    from tvm import relax
+
+    while isinstance(expr, relax.Var):
+        bound = mutator.lookup_binding(expr)
+        if bound is None:
+            return expr
+        expr = bound
+    return expr
+
+
+def _array(expr: Any) -> np.ndarray | None:
+    """A tensor constant's value as NumPy; None for anything else."""
+    import tvm
+
+    value: Any = getattr(expr, "value", None) if isinstance(expr, tvm.ir.expr.Constant) else None
+    return value.numpy() if hasattr(value, "numpy") else None
+
+
 def batch_norms_as_scale_shift(mod: Any) -> Any:
     """Every inference BatchNorm left after `FoldBatchnormToConv2D`, which Relax's
     `DecomposeOpsForInference` writes as `(x - mean) / sqrt(var + eps) * gamma + beta`, as
@@ -205,34 +224,22 @@ def batch_norms_as_scale_shift(mod: Any) -> Any:
     before each layer, 120 of them) stays in the graph, and each became a task of four
     operations a pass, a division among them, where ONNX Runtime and OpenVINO run one multiply-add
     per element. The same numbers within float32 rounding (a few ulp of the output)."""
-    import tvm
     from tvm import relax
     from tvm.relax import expr_functor
 
-    constant = tvm.ir.expr.Constant
     chain = ("relax.add", "relax.multiply", "relax.divide", "relax.subtract")
 
     @expr_functor.mutator
     class ScaleShift(relax.PyExprMutator):
-        def _bound(self, expr: Any) -> Any:
-            while isinstance(expr, relax.Var):
-                bound = self.lookup_binding(expr)
-                if bound is None:
-                    return expr
-                expr = bound
-            return expr
-
         def _tensor(self, expr: Any) -> np.ndarray | None:
-            expr = self._bound(expr)
-            value: Any = getattr(expr, "value", None) if isinstance(expr, constant) else None
-            return value.numpy() if hasattr(value, "numpy") else None
+            return _array(_bound(self, expr))
 
         def visit_call_(self, call: Any) -> Any:
             new = super().visit_call_(call)
             x: Any = new
             consts = []
             for name in chain:  # walk back from the add to the subtract
-                x = self._bound(x)
+                x = _bound(self, x)
                 if str(getattr(getattr(x, "op", None), "name", "")) != name or len(x.args) != 2:
                     return new
                 c = self._tensor(x.args[1])
@@ -276,23 +283,14 @@ def exporter_zeros_dropped(mod: Any) -> Any:
 
     @expr_functor.mutator
     class Zeros(relax.PyExprMutator):
-        def _bound(self, expr: Any) -> Any:
-            while isinstance(expr, relax.Var):
-                bound = self.lookup_binding(expr)
-                if bound is None:
-                    return expr
-                expr = bound
-            return expr
-
         def _uniform(self, expr: Any) -> np.ndarray | None:
             """The one value of a constant all of whose elements are equal (or of `full_like`)."""
-            e = self._bound(expr)
+            e = _bound(self, expr)
             if str(getattr(getattr(e, "op", None), "name", "")) == "relax.full_like":
-                e = self._bound(e.args[1])
-            value: Any = getattr(e, "value", None) if isinstance(e, constant) else None
-            if not hasattr(value, "numpy"):
+                e = _bound(self, e.args[1])
+            v = _array(e)
+            if v is None:
                 return None
-            v = value.numpy()
             return v.reshape(-1)[:1].reshape(()) if v.size and np.all(v == v.reshape(-1)[0]) else None
 
         def visit_call_(self, call: Any) -> Any:
@@ -305,7 +303,7 @@ def exporter_zeros_dropped(mod: Any) -> Any:
                 a, b = new.args
                 for x, other in ((a, b), (b, a)):
                     zero = self._uniform(other)
-                    computed = isinstance(self._bound(other), constant)  # not `full_like` of a tensor
+                    computed = isinstance(_bound(self, other), constant)  # not `full_like` of a tensor
                     if computed and zero is not None and zero == 0 and _static_shape(x) == out:
                         return x
             if name == "relax.where" and len(new.args) == 3:

@@ -72,8 +72,9 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
         if not isinstance(extent, int) or extent < register_lanes:
             return []
         ragged = extent % register_lanes != 0  # ViT's 197 tokens: left to LLVM's loop vectorizer
-        if not ragged and _vector_lanes(extent, register_lanes) < extent:  # a transformer's 384 or 3072 features
-            loops = [*loops[:-1], *sch.split(loops[-1], [None, _vector_lanes(extent, register_lanes)])]
+        vector = extent if ragged else _vector_lanes(extent, register_lanes)
+        if vector < extent:  # a wide innermost axis (a transformer's 384 or 3072 features): a vector of it
+            loops = [*loops[:-1], *sch.split(loops[-1], [None, vector])]
         if parallel:
             if len(loops) < 2:
                 continue
