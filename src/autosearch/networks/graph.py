@@ -450,6 +450,10 @@ def _graph_passes(
 
         mod, _ = bf16_dense_layers(mod)
         mod, _ = bf16_convolutions(mod)
+    if register_bits > 0:
+        from autosearch.networks.winograd import winograd_convolutions
+
+        mod, _ = winograd_convolutions(mod)  # the float32 3x3 ones left
     return tvm.transform.Sequential(
         [
             t.DecomposeOpsForInference(),

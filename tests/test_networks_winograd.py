@@ -1,0 +1,79 @@
+"""`networks.winograd`: blocked 3x3 convolutions computed by F(m x m, 3 x 3) match PyTorch, and
+each transform stays its own task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tvm = pytest.importorskip("tvm")
+torch = pytest.importorskip("torch")
+
+from autosearch.backends.tvm.target import host_target  # noqa: E402
+from autosearch.networks.check import compare_outputs  # noqa: E402
+from autosearch.networks.graph import build_network, import_network  # noqa: E402
+from autosearch.networks.inputs import InputSpec  # noqa: E402
+from autosearch.networks.winograd import transform_matrices, weight_transform, winograd_tile  # noqa: E402
+from autosearch.search.registers import simd_bits  # noqa: E402
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_one_tile_through_the_transforms_is_the_direct_convolution(m: int) -> None:
+    """A^T [(G g G^T) * (B^T d B)] A of one (m+2)^2 tile equals the 3x3 correlation of it, in
+    float64, for TVM's matrices and the weight transform's OIHW{b}o indexing."""
+    a, b, _ = transform_matrices(m)
+    rng = np.random.default_rng(m)
+    block, in_channels = 4, 3
+    weight = rng.standard_normal((2, in_channels, 3, 3, block))  # OIHW4o: 8 outputs
+    d = rng.standard_normal((in_channels, m + 2, m + 2))
+    u = weight_transform(weight, m).astype(np.float64)  # (e, v, ci, co)
+    v = np.einsum("re,sv,crs->evc", b, b, d)
+    y = np.einsum("ei,vj,evc,evco->oij", a, a, v, u)
+    g = weight.transpose(0, 4, 1, 2, 3).reshape(2 * block, in_channels, 3, 3)
+    direct = np.array(
+        [[[np.sum(d[:, i : i + 3, j : j + 3] * g[o]) for j in range(m)] for i in range(m)] for o in range(2 * block)]
+    )
+    np.testing.assert_allclose(y, direct, rtol=1e-5, atol=1e-5)
+
+
+def test_the_tile_is_4_where_it_divides_the_map_else_2() -> None:
+    assert winograd_tile(56, 56) == 4 and winograd_tile(14, 14) == 2 and winograd_tile(7, 7) == 2
+
+
+@pytest.mark.parametrize("size", [12, 7])
+def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: int) -> None:
+    """Three padded 3x3 convolutions (bias, ReLU, a residual add) on a 12x12 map (4x4 tiles) and a
+    7x7 one (2x2 tiles, the last row and column padded): the build has the transforms and their
+    batched product as tasks, no direct 3x3 convolution, the input transform fused with nothing
+    before it, and its output matches PyTorch."""
+    if simd_bits(host_target()) <= 0:
+        pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = (torch.nn.Conv2d(32, 32, 3, padding=1) for _ in range(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.a(x))
+            return torch.relu(self.c(torch.relu(self.b(y))) + y)
+
+    torch.manual_seed(0)
+    net = Block().eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, size, size), dtype=np.float32)
+    target = host_target()
+    graph = import_network("block", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    names = [w.name for w in graph.workloads]  # type: ignore[attr-defined]
+    assert any("winograd_output" in n for n in names), names
+    assert any(n.split("/")[-1].startswith("winograd_input") for n in names), names  # unfused
+    assert any("matmul" in n for n in names) and not any("conv2d" in n for n in names), names
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    vm = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), target), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(x))
+    got = (out if hasattr(out, "numpy") else out[0]).numpy()
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    check = compare_outputs([got], [want])
+    assert check.ok and check.relative_err < 1e-5, check
