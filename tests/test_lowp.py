@@ -310,18 +310,21 @@ def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolera
 
 @needs_bf16
 @pytest.mark.usefixtures("no_pytorch_timing")
-def test_tune_model_builds_a_convnet_in_bf16_with_tensorized_convolutions_that_match_pytorch(
+def test_tune_model_builds_a_convnet_in_bf16_with_tensorized_convolutions_and_winograd_that_match_pytorch(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     s, err = _tune_model_bf16(
         capsys,
         tmp_path,
-        "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),\n"
-        "                               torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU()).eval()\n",
+        "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, stride=2), torch.nn.ReLU(),\n"
+        "                               torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU(),\n"
+        "                               torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU()).eval()\n",
         "x:float32:1,16,14,14",
     )
     assert s["precision"] == "bf16" and s["output_matches"], s
-    assert sum("conv2d_NCHWc_bf16" in t["name"] for t in s["tasks"]) == 2, [t["name"] for t in s["tasks"]]
+    names = [t["name"] for t in s["tasks"]]
+    assert sum("conv2d_NCHWc_bf16" in n for n in names) == 2, names  # the strided 3x3 and the 1x1
+    assert any("winograd_output" in n for n in names), names  # the stride-1 3x3: float32 Winograd
     assert 0 < s["relative_err"] < 2e-2
     assert "Tensorize failed" not in err  # a schedule that inlined the padding is refused quietly
 

@@ -445,15 +445,18 @@ def _graph_passes(
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
+    if register_bits > 0:
+        from autosearch.networks.winograd import winograd_convolutions
+
+        # before bf16: a float32 F(4x4, 3x3) does a quarter of the multiplies a bf16 direct 3x3
+        # convolution does at twice the rate (ResNet-50 in bf16 from the prior alone, bench/README
+        # "3x3 convolutions by Winograd's minimal filtering")
+        mod, _ = winograd_convolutions(mod)
     if precision == "bf16":
         from autosearch.networks.lowp import bf16_convolutions, bf16_dense_layers
 
         mod, _ = bf16_dense_layers(mod)
         mod, _ = bf16_convolutions(mod)
-    if register_bits > 0:
-        from autosearch.networks.winograd import winograd_convolutions
-
-        mod, _ = winograd_convolutions(mod)  # the float32 3x3 ones left
     return tvm.transform.Sequential(
         [
             t.DecomposeOpsForInference(),

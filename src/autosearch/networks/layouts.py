@@ -28,6 +28,7 @@ feeds (as ONNX Runtime's and OpenVINO's pad fusion do) and drops pads of width z
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "blocked_layouts",
     "channel_block",
     "clips_as_bounds",
+    "layout_block",
     "legalize_map",
     "padded_window",
     "pads_into_convolutions",
@@ -79,6 +81,12 @@ def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
     if not in_block:
         return ["NCHW", *out] if groups == 1 else None
     return [f"NCHW{in_block}c", *out]
+
+
+def layout_block(layout: str, prefix: str, suffix: str) -> int | None:
+    """The block of a blocked layout (`NCHW16c` -> 16 for prefix NCHW, suffix c), None for any other."""
+    match = re.fullmatch(rf"{prefix}(\d+){suffix}", layout)
+    return int(match.group(1)) if match else None
 
 
 def channel_block(channels: int, lanes: int) -> int:

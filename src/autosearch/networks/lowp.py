@@ -26,12 +26,11 @@ have no channel sum for the instruction to pair.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
-from autosearch.networks.layouts import padded_window
+from autosearch.networks.layouts import layout_block, padded_window
 from autosearch.networks.rewrite import rewrite_calls
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
@@ -101,12 +100,6 @@ def _te_packed_conv(data: Any, weight: Any, strides: list[int], padding: list[in
     return packed_conv2d_nchwc(padded, weight, (oh, ow), strides, dilation, "float32")
 
 
-def _block(layout: str, prefix: str, suffix: str) -> int | None:
-    """The block of a blocked layout (`NCHW16c` -> 16), None for any other."""
-    match = re.fullmatch(rf"{prefix}(\d+){suffix}", layout)
-    return int(match.group(1)) if match else None
-
-
 def bf16_convolutions(mod: Any) -> tuple[Any, int]:
     """`mod` with every blocked float32 `conv2d` (one group, NCHW{b}c in, NCHW16c out, a constant
     OIHW16o weight) computed in bf16 by the packed convolution; and how many."""
@@ -121,10 +114,10 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
         a = call.attrs
         if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
             return None
-        in_block = _block(str(a.data_layout), "NCHW", "c")
-        if in_block is None or in_block % _PAIRS or _block(str(a.kernel_layout), "OIHW", "o") != _LANES:
+        in_block = layout_block(str(a.data_layout), "NCHW", "c")
+        if in_block is None or in_block % _PAIRS or layout_block(str(a.kernel_layout), "OIHW", "o") != _LANES:
             return None
-        if _block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
+        if layout_block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
             return None
         if (
             str(x.ty.dtype) != "float32"

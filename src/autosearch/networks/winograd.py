@@ -9,30 +9,39 @@ only way left to be faster; TVM's own x86 and ARM schedules (`conv2d_winograd_nh
 
 How: after `layouts` blocked it, a `conv2d` (NCHW{b}c data, a constant OIHW{b}o weight, stride 1,
 dilation 1, one group, 3x3, float32) becomes
-  V = the input transform  B^T d B of each (m+2)x(m+2) input tile (padding fused; `call_te`),
+  V = the input transform B^T d B of each (m+2)x(m+2) input tile (zero padding inside it): a
+      hand-written TIR function, one block a (tile, channel) with B's constants folded in
+      (`input_transform_script`), marked so that FuseOps fuses no injective producer into it,
   M = relax `matmul(V, U)`: (m+2)^2 products of (tiles x C_in) by (C_in x C_out), U = G g G^T the
-      weight's transform, computed once in NumPy (so it is a constant the weight packing reaches),
-  Y = the output transform A^T M A of each tile, into NCHW16c (`call_te`; the bias, activation and
-      residual add after it fuse into it as after the direct convolution).
-Both transforms are injective (explicit sums, no reduction axis), so each is a task with no
-reduction and timed loop nests (`spatial`). The transform matrices are TVM's
-(`topi.nn.winograd_util`: Cook-Toom points 0, +-1, 1/2, -2 for F(4,3)). The tile `m` is 4 where it
-divides the output's height and width, else 2 (less padded waste on 14x14 and 7x7 maps).
+      weight's transform, computed once in NumPy (a constant the weight packing reaches),
+  Y = the output transform A^T M A of each tile into NCHW{b}c (`call_te`, injective: the bias,
+      activation and residual add after it fuse into it as after the direct convolution).
+Each transform is a task with no reduction and gets the timed loop nests of `spatial`. The
+matrices are TVM's (`topi.nn.winograd_util`: Cook-Toom points 0, +-1, 1/2, -2 for F(4,3)). The
+tile `m` is 4 where it divides the output's height and width, else 2 (less padded waste on
+14x14 and 7x7 maps; F(4x4) on those not measured).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
+from autosearch.networks.layouts import layout_block
 from autosearch.networks.rewrite import rewrite_calls
 
-__all__ = ["transform_matrices", "winograd_convolutions", "winograd_tile"]
+__all__ = [
+    "input_transform_script",
+    "transform_matrices",
+    "weight_transform",
+    "winograd_convolutions",
+    "winograd_tile",
+]
 
-#: Input channels below which the transforms cost more than the product saves (the GEMM's inner
-#: extent is the channel count; below a register's lanes the product is mostly transform).
+#: Fewest input channels a convolution goes to Winograd with: the product's inner extent is the
+#: channel count, and below a register's lanes it would be mostly transform (not measured below
+#: the 128 of DenseNet-121's 3x3 layers).
 _MIN_CHANNELS = 16
 
 
@@ -53,11 +62,6 @@ def winograd_tile(out_h: int, out_w: int) -> int:
     """The output tile `m` of F(m x m, 3 x 3) for an `out_h` x `out_w` map: 4 where it divides both,
     else 2 (a 14x14 map in 4x4 tiles would compute 16x16, 31% waste)."""
     return 4 if out_h % 4 == 0 and out_w % 4 == 0 else 2
-
-
-def _block(layout: str, prefix: str, suffix: str) -> int | None:
-    match = re.fullmatch(rf"{prefix}(\d+){suffix}", layout)
-    return int(match.group(1)) if match else None
 
 
 def _coefficient(matrix: np.ndarray, row: int, col: Any) -> Any:
@@ -170,9 +174,9 @@ def winograd_convolutions(mod: Any) -> tuple[Any, int]:
             return None
         if [int(v) for v in a.strides] != [1, 1] or [int(v) for v in a.dilation] != [1, 1]:
             return None
-        in_block = _block(str(a.data_layout), "NCHW", "c")
-        out_block = _block(str(a.out_layout or a.data_layout), "NCHW", "c")
-        if in_block is None or out_block is None or _block(str(a.kernel_layout), "OIHW", "o") != out_block:
+        in_block = layout_block(str(a.data_layout), "NCHW", "c")
+        out_block = layout_block(str(a.out_layout or a.data_layout), "NCHW", "c")
+        if in_block is None or out_block is None or layout_block(str(a.kernel_layout), "OIHW", "o") != out_block:
             return None
         if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
             return None
@@ -181,7 +185,10 @@ def winograd_convolutions(mod: Any) -> tuple[Any, int]:
         weight = w.value.numpy()
         if weight.shape[2:4] != (3, 3) or weight.shape[1] < _MIN_CHANNELS:
             return None
-        n, chunks, height, width, _ = (int(v) for v in x.ty.shape.values)
+        try:
+            n, chunks, height, width, _ = (int(v) for v in x.ty.shape.values)
+        except (TypeError, ValueError):  # a symbolic batch or image size
+            return None
         padding = [int(v) for v in a.padding]
         top, left, bottom, right = padding if len(padding) == 4 else padding * 2
         out_h, out_w = height + top + bottom - 2, width + left + right - 2
