@@ -33,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "blocked_convolutions",
+    "blocked_float_conv",
     "blocked_layouts",
     "channel_block",
     "clips_as_bounds",
@@ -87,6 +88,25 @@ def layout_block(layout: str, prefix: str, suffix: str) -> int | None:
     """The block of a blocked layout (`NCHW16c` -> 16 for prefix NCHW, suffix c), None for any other."""
     match = re.fullmatch(rf"{prefix}(\d+){suffix}", layout)
     return int(match.group(1)) if match else None
+
+
+def blocked_float_conv(call: Any) -> tuple[int, int] | None:
+    """(input block, output block) of a float32 one-group `conv2d` by a constant weight with
+    NCHW{b}c input, NCHW{b}c output and OIHW{b}o weights (the output's block), else None: the
+    convolutions `lowp` and `winograd` rewrite."""
+    import tvm
+
+    x, w = call.args
+    a = call.attrs
+    if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
+        return None
+    in_block = layout_block(str(a.data_layout), "NCHW", "c")
+    out_block = layout_block(str(a.out_layout or a.data_layout), "NCHW", "c")
+    if in_block is None or out_block is None or layout_block(str(a.kernel_layout), "OIHW", "o") != out_block:
+        return None
+    if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
+        return None
+    return (in_block, out_block) if str(a.out_dtype) in ("", "void", "None", "float32") else None
 
 
 def channel_block(channels: int, lanes: int) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.layouts import layout_block, padded_window
+from autosearch.networks.layouts import blocked_float_conv, padded_window
 from autosearch.networks.rewrite import rewrite_calls
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
@@ -112,19 +112,10 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
     def bf16_conv(call: Any, builder: Any) -> Any:
         x, w = call.args
         a = call.attrs
-        if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
+        blocks = blocked_float_conv(call)
+        if blocks is None or blocks[0] % _PAIRS or blocks[1] != _LANES:
             return None
-        in_block = layout_block(str(a.data_layout), "NCHW", "c")
-        if in_block is None or in_block % _PAIRS or layout_block(str(a.kernel_layout), "OIHW", "o") != _LANES:
-            return None
-        if layout_block(str(a.out_layout or a.data_layout), "NCHW", "c") != _LANES:
-            return None
-        if (
-            str(x.ty.dtype) != "float32"
-            or str(w.ty.dtype) != "float32"
-            or str(a.out_dtype) not in ("", "void", "None", "float32")
-        ):
-            return None
+        in_block = blocks[0]
         weight = w.value.numpy()
         if weight.shape[1] % in_block:
             return None

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.layouts import layout_block
+from autosearch.networks.layouts import blocked_float_conv
 from autosearch.networks.rewrite import rewrite_calls
 
 __all__ = [
@@ -170,18 +170,12 @@ def winograd_convolutions(mod: Any) -> tuple[Any, int]:
     def winograd(call: Any, builder: Any) -> Any:
         x, w = call.args
         a = call.attrs
-        if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
+        blocks = blocked_float_conv(call)
+        if blocks is None:
             return None
         if [int(v) for v in a.strides] != [1, 1] or [int(v) for v in a.dilation] != [1, 1]:
             return None
-        in_block = layout_block(str(a.data_layout), "NCHW", "c")
-        out_block = layout_block(str(a.out_layout or a.data_layout), "NCHW", "c")
-        if in_block is None or out_block is None or layout_block(str(a.kernel_layout), "OIHW", "o") != out_block:
-            return None
-        if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
-            return None
-        if str(a.out_dtype) not in ("", "void", "None", "float32"):
-            return None
+        in_block, out_block = blocks
         weight = w.value.numpy()
         if weight.shape[2:4] != (3, 3) or weight.shape[1] < _MIN_CHANNELS:
             return None
