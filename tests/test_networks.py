@@ -1316,7 +1316,7 @@ import torch
 
 def make_model():
     torch.manual_seed(0)
-    return torch.nn.Conv2d(16, 32, 3, padding=1, bias=False).eval()
+    return torch.nn.Conv2d(16, 32, 3, padding=1, stride=2, bias=False).eval()  # strided: no Winograd
 """
 
 
@@ -1327,7 +1327,8 @@ def test_a_kernel_whose_weight_layout_was_rewritten_counts_as_its_task_not_outsi
 ) -> None:
     """A convolution with no epilogue gets a schedule that rewrites its weight's layout, and the
     build renames its kernel `..._prepacked`. That kernel is the task's time: counted outside
-    every task, DenseNet-121's 3x3 convolutions showed as 20 of its 42 ms "outside the tasks"."""
+    every task, DenseNet-121's 3x3 convolutions showed as 20 of its 42 ms "outside the tasks"
+    (a strided one here: a stride-1 3x3 convolution goes to Winograd)."""
     (tmp_path / "conv.py").write_text(BARE_CONV)
     s = _tune_json(
         capsys,
