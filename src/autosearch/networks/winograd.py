@@ -18,8 +18,7 @@ dilation 1, one group, 3x3, float32) becomes
       activation and residual add after it fuse into it as after the direct convolution).
 Each transform is a task with no reduction and gets the timed loop nests of `spatial`. The
 matrices are TVM's (`topi.nn.winograd_util`: Cook-Toom points 0, +-1, 1/2, -2 for F(4,3)). The
-tile `m` is 4 where it divides the output's height and width, else 2 (less padded waste on
-14x14 and 7x7 maps; F(4x4) on those not measured).
+tile `m` is 4 where it divides the output's height and width, else 2 (`winograd_tile`).
 """
 
 from __future__ import annotations
@@ -60,7 +59,10 @@ def transform_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def winograd_tile(out_h: int, out_w: int) -> int:
     """The output tile `m` of F(m x m, 3 x 3) for an `out_h` x `out_w` map: 4 where it divides both,
-    else 2 (a 14x14 map in 4x4 tiles would compute 16x16, 31% waste)."""
+    else 2. F(4x4) on ResNet-50's 14x14 and 7x7 maps has fewer multiplies (16 tiles of 36 against
+    49 of 16; 4 of 36 against 16 of 16) but 16 and 4 rows a product and padded waste: the network
+    from the prior alone ran 3.8% slower with it in each of three timing processes (bench/README.md
+    "3x3 convolutions by Winograd's minimal filtering")."""
     return 4 if out_h % 4 == 0 and out_w % 4 == 0 else 2
 
 
