@@ -23,6 +23,7 @@ tile `m` is 4 where it divides the output's height and width, else 2 (`winograd_
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -133,6 +134,19 @@ def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "
 """
 
 
+@functools.cache
+def _input_transform(shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int) -> Any:
+    """`input_transform_script` parsed, once per geometry: parsing an F(4x4) transform takes ~1.2 s
+    and a network repeats its geometries (DenseNet-121: 18 such convolutions, 2 geometries). No
+    symbol of its own, as the other kernels: the build names it, and the profile finds its task by
+    a hash of the function under the symbol "main"."""
+    import tvm
+    from tvm.script import tirx as tirx_script
+
+    script = input_transform_script(shape, padding, m, tiles_h, tiles_w)
+    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+
+
 def _output_transform(product: Any, shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int) -> Any:
     """Y[n, k, y, x, o] = sum_ev A[e, y%m] A[v, x%m] M[e, v, p(n, y/m, x/m), k*b + o] into NCHW{b}c."""
     from tvm import te
@@ -165,7 +179,6 @@ def winograd_convolutions(mod: Any) -> tuple[Any, int]:
     """`mod` with every eligible blocked 3x3 convolution computed by F(m x m, 3 x 3); and how many."""
     import tvm
     from tvm import relax
-    from tvm.script import tirx as tirx_script
 
     count = [0]
 
@@ -192,10 +205,7 @@ def winograd_convolutions(mod: Any) -> tuple[Any, int]:
             return None
         m = winograd_tile(out_h, out_w)
         tiles_h, tiles_w = -(-out_h // m), -(-out_w // m)
-        script = input_transform_script((n, chunks, height, width, in_block), (top, left), m, tiles_h, tiles_w)
-        # no symbol of its own, as the other kernels: the build names it, and the profile finds its
-        # task by a hash of the function under the symbol "main"
-        transform = tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+        transform = _input_transform((n, chunks, height, width, in_block), (top, left), m, tiles_h, tiles_w)
         gv = builder.add_func(transform, "winograd_input")
         v_shape = relax.TensorType([m + 2, m + 2, n * tiles_h * tiles_w, chunks * in_block], "float32")
         v = builder.emit(relax.call_tir(gv, relax.Tuple([x]), v_shape))
