@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.rewrite import rewrite_functions
+from autosearch.networks.rewrite import rewrite_functions, static_shape
 
 __all__ = ["batch_norms_as_scale_shift", "exporter_zeros_dropped", "fold_in_numpy"]
 
@@ -258,12 +258,6 @@ def batch_norms_as_scale_shift(mod: Any) -> Any:
     return rewrite_functions(ScaleShift, mod)
 
 
-def _static_shape(expr: Any) -> tuple[int, ...] | None:
-    shape = getattr(getattr(expr, "ty", None), "shape", None)
-    dims = _ints(getattr(shape, "values", None))
-    return None if dims is None else tuple(dims)
-
-
 def exporter_zeros_dropped(mod: Any) -> Any:
     """Before the weights are bound: `x + 0` where the zeros are a constant the graph computed
     (not a weight) and leave `x`'s shape, as `x`; a `where` branch that is a uniform constant or
@@ -296,7 +290,7 @@ def exporter_zeros_dropped(mod: Any) -> Any:
         def visit_call_(self, call: Any) -> Any:
             new = super().visit_call_(call)
             name = str(getattr(new.op, "name", ""))
-            out = _static_shape(call)
+            out = static_shape(call)
             if out is None:
                 return new
             if name == "relax.add":
@@ -304,16 +298,16 @@ def exporter_zeros_dropped(mod: Any) -> Any:
                 for x, other in ((a, b), (b, a)):
                     zero = self._uniform(other)
                     computed = isinstance(_bound(self, other), constant)  # not `full_like` of a tensor
-                    if computed and zero is not None and zero == 0 and _static_shape(x) == out:
+                    if computed and zero is not None and zero == 0 and static_shape(x) == out:
                         return x
             if name == "relax.where" and len(new.args) == 3:
                 args = list(new.args)
                 for i in (1, 2):
                     c = self._uniform(args[i])
                     dtype = str(getattr(getattr(args[i], "ty", None), "dtype", ""))
-                    if c is not None and dtype and _static_shape(args[i]) != ():
+                    if c is not None and dtype and static_shape(args[i]) != ():
                         args[i] = relax.const(c.astype(dtype), dtype)
-                shapes = [_static_shape(a) for a in args]
+                shapes = [static_shape(a) for a in args]
                 changed = any(x is not y for x, y in zip(args, new.args))
                 if changed and None not in shapes and tuple(np.broadcast_shapes(*shapes)) == out:  # type: ignore[arg-type]
                     return relax.op.where(*args)

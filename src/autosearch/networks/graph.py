@@ -36,7 +36,7 @@ from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
 from autosearch.networks.bounds import checked_ids, guard_token_ids
 from autosearch.networks.inputs import InputSpec
-from autosearch.networks.rewrite import rewrite_calls, rewrite_functions
+from autosearch.networks.rewrite import rewrite_calls, rewrite_functions, static_shape
 
 __all__ = [
     "NetworkGraph",
@@ -296,11 +296,10 @@ def pad_matmul_rows(mod: Any) -> Any:
 
     def padded(call: Any, builder: Any) -> Any:
         x = call.args[0]
-        shape = getattr(getattr(x, "ty", None), "shape", None)
-        dims = getattr(shape, "values", None)
-        if dims is None or len(dims) < 2 or not all(isinstance(d, tirx.IntImm) for d in dims):
+        dims = static_shape(x)
+        if dims is None or len(dims) < 2:
             return None
-        rank, m = len(dims), int(dims[-2])
+        rank, m = len(dims), dims[-2]
         up = padded_rows(m)
         if up == m:
             return None
@@ -309,8 +308,6 @@ def pad_matmul_rows(mod: Any) -> Any:
         xp = builder.emit(relax.op.nn.pad(x, width))
         y = builder.emit(relax.op.matmul(xp, call.args[1], out_dtype=call.attrs.out_dtype))
         return relax.op.strided_slice(y, axes=[rank - 2], begin=[0], end=[m])
-
-    from tvm import tirx
 
     return rewrite_calls(mod, "relax.matmul", padded)
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.networks.layouts import blocked_float_conv, padded_window
-from autosearch.networks.rewrite import rewrite_calls
+from autosearch.networks.rewrite import rewrite_calls, static_shape
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
 __all__ = ["bf16_convolutions", "bf16_dense_layers"]
@@ -52,17 +52,6 @@ def _te_packed_dense(data: Any, weight: Any) -> Any:
     return packed_dense(data, weight, "float32")
 
 
-def _static_dims(expr: Any) -> list[int] | None:
-    shape = getattr(getattr(expr, "ty", None), "shape", None)
-    dims = getattr(shape, "values", None)
-    if dims is None:
-        return None
-    try:
-        return [int(d) for d in dims]
-    except (TypeError, ValueError):
-        return None  # a symbolic extent
-
-
 def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
     """`mod` with every float32 matmul by a constant weight computed in bf16; and how many."""
     import tvm
@@ -74,7 +63,7 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
         x, w = call.args
         if not isinstance(w, tvm.ir.expr.Constant):
             return None
-        xdims, wdims = _static_dims(x), _static_dims(w)
+        xdims, wdims = static_shape(x), static_shape(w)
         if xdims is None or wdims is None or len(wdims) != 2 or len(xdims) < 2:
             return None
         if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":

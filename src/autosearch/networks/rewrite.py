@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["rewrite_calls", "rewrite_functions"]
+__all__ = ["rewrite_calls", "rewrite_functions", "static_shape"]
 
 #: A call's replacement: (the call, its arguments rewritten; the block builder to emit into) ->
 #: the expression it becomes, or None to keep it.
@@ -40,3 +40,13 @@ def rewrite_calls(mod: Any, op_name: str, rewrite: CallRewrite) -> Any:
             return call if out is None else out
 
     return rewrite_functions(Calls, mod)
+
+
+def static_shape(expr: Any) -> tuple[int, ...] | None:
+    """An expression's tensor shape as ints; None where it has no known shape or an extent is
+    symbolic (a batch or sequence length left to run time)."""
+    dims = getattr(getattr(getattr(expr, "ty", None), "shape", None), "values", None)
+    if dims is None:
+        return None
+    values = [getattr(d, "value", None) for d in dims]
+    return tuple(values) if all(isinstance(v, int) for v in values) else None  # type: ignore[arg-type]

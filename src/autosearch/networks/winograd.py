@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from autosearch.networks.layouts import blocked_float_conv
-from autosearch.networks.rewrite import rewrite_calls
+from autosearch.networks.rewrite import rewrite_calls, static_shape
 
 __all__ = [
     "input_transform_script",
@@ -194,10 +194,10 @@ def winograd_convolutions(mod: Any) -> tuple[Any, int]:
         weight = w.value.numpy()
         if weight.shape[2:4] != (3, 3) or weight.shape[1] < _MIN_CHANNELS:
             return None
-        try:
-            n, chunks, height, width, _ = (int(v) for v in x.ty.shape.values)
-        except (TypeError, ValueError):  # a symbolic batch or image size
+        shape = static_shape(x)
+        if shape is None:  # a symbolic batch or image size
             return None
+        n, chunks, height, width, _ = shape
         padding = [int(v) for v in a.padding]
         top, left, bottom, right = padding if len(padding) == 4 else padding * 2
         out_h, out_w = height + top + bottom - 2, width + left + right - 2
