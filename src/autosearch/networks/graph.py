@@ -448,7 +448,7 @@ def _graph_passes(
         # before bf16: a float32 F(4x4, 3x3) does a quarter of the multiplies a bf16 direct 3x3
         # convolution does at twice the rate (ResNet-50 in bf16 from the prior alone, bench/README
         # "3x3 convolutions by Winograd's minimal filtering")
-        mod, _ = winograd_convolutions(mod)
+        mod = winograd_convolutions(mod)
     if precision == "bf16":
         from autosearch.networks.lowp import bf16_convolutions, bf16_dense_layers
 
