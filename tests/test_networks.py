@@ -694,6 +694,33 @@ def test_a_cube_and_a_square_are_built_as_products_and_still_match(
 
 
 @pytest.mark.usefixtures("no_pytorch_timing")
+def test_a_gelu_between_a_4d_linears_reshapes_fuses_into_the_matmul_and_still_matches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """ConvNeXt's MLP: a `Linear` on an NHWC map is exported as reshape -> addmm -> reshape, so the
+    GELU between two such layers sat between reshapes and was a task of its own; moved before the
+    reshape (`graph.activations_before_reshapes`) it fuses into the first matmul with its bias,
+    and the output still matches."""
+    (tmp_path / "mlp.py").write_text(
+        "import torch\n"
+        "class Mlp(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.up, self.down = torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)\n"
+        "    def forward(self, x):\n"
+        "        return self.down(torch.nn.functional.gelu(self.up(x)))\n"
+        "def make_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return Mlp()\n"
+    )
+    s = _prior_only(capsys, tmp_path, "mlp.py", "x:float32:1,4,8,16")
+    assert s["output_matches"], s
+    names = [t["name"] for t in s["tasks"]]
+    assert any("matmul" in n and "gelu" in n for n in names), names
+    assert not any("gelu" in n and "matmul" not in n for n in names), names
+
+
+@pytest.mark.usefixtures("no_pytorch_timing")
 def test_a_pool_whose_window_covers_the_image_is_built_as_a_mean_and_still_matches(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -1043,10 +1070,41 @@ def test_a_pad_is_folded_only_where_the_convolution_alone_reads_it_as_zeros() ->
     tvm.ir.assert_structural_equal(mod, relax.transform.Normalize()(mod))  # well-formed
 
 
-def test_a_model_whose_layer_norm_the_blocked_layout_would_reach_keeps_its_layouts() -> None:
-    """ConvNext's case: a blocked convolution's output pooled and normalised (`mean` over the
-    image, then `layer_norm` over the channels) fails TVM's layout inference, so the model is
-    built as imported, and right."""
+def _layer_norm_nets() -> dict[str, Any]:
+    """Two models whose `layer_norm` a blocked layout reaches: a convolution's output pooled and
+    normalised (`mean` over the image, then `layer_norm` over the channels), and ConvNeXt's block
+    (a depthwise 7x7 convolution, NCHW -> NHWC, LayerNorm over the channels, two dense layers with
+    a GELU, NHWC -> NCHW, a residual add)."""
+    import torch
+
+    class PooledNorm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.norm = torch.nn.Conv2d(16, 32, 2, stride=2), torch.nn.LayerNorm(32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.norm(self.conv(x).mean((2, 3)))
+
+    class ConvNextBlock(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dw = torch.nn.Conv2d(16, 16, 7, padding=3, groups=16)
+            self.norm = torch.nn.LayerNorm(16)
+            self.up, self.down = torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+            return x + self.down(torch.nn.functional.gelu(self.up(y))).permute(0, 3, 1, 2)
+
+    return {"pooled": PooledNorm, "convnext": ConvNextBlock}
+
+
+@pytest.mark.parametrize("case", ["pooled", "convnext"])
+def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matches(case: str) -> None:
+    """ConvNeXt's case: TVM's layout inference carries the blocked layout into a `layer_norm` over
+    the channels and fails its gamma check, which left the whole model as imported (its depthwise
+    convolutions in NCHW); with the layer norms legalized first (`layouts.layer_norms_legalized`)
+    the convolutions are blocked and the build computes PyTorch's output."""
     import torch
     from tvm import relax
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
@@ -1055,20 +1113,17 @@ def test_a_model_whose_layer_norm_the_blocked_layout_would_reach_keeps_its_layou
     from autosearch.networks import graph as graph_mod
     from autosearch.networks import tune as nt
     from autosearch.networks.check import flatten_outputs
+    from autosearch.search.registers import simd_bits
 
-    class Net(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv, self.norm = torch.nn.Conv2d(16, 32, 2, stride=2), torch.nn.LayerNorm(32)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.norm(self.conv(x).mean((2, 3)))
-
+    target = host_target()
+    if simd_bits(target) <= 0:
+        pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
     torch.manual_seed(0)
-    net, target = Net().eval(), host_target()
+    net = _layer_norm_nets()[case]().eval()
     x = np.random.default_rng(0).random((1, 16, 8, 8), dtype=np.float32)
     graph = graph_mod.import_network("ln", net, [InputSpec("x", "float32", x.shape)], [x], target)
-    assert not any("NCHWc" in w.name for w in graph.workloads)
+    names = [w.name for w in graph.workloads]
+    assert any("NCHWc" in n for n in names) and any(n.startswith("net/layer_norm") for n in names), names
     dev, args = nt._on_device(target, [x])
     built = graph_mod.build_network(graph, MemoryDatabase(), target)
     got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))

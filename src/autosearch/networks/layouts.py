@@ -37,6 +37,7 @@ __all__ = [
     "blocked_layouts",
     "channel_block",
     "clips_as_bounds",
+    "layer_norms_legalized",
     "layout_block",
     "legalize_map",
     "padded_window",
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 CONV2D = "relax.nn.conv2d"
+LAYER_NORM = "relax.nn.layer_norm"
+LAYOUT_TRANSFORM = "relax.layout_transform"
 
 
 def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
@@ -145,12 +148,35 @@ def blocked_convolutions(mod: Any, register_bits: int) -> Any:
         a = call.attrs  # stays as imported (with no layout asked, it would follow a blocked input)
         return {CONV2D: [a.data_layout, a.kernel_layout, a.out_layout or a.data_layout]}
 
-    passes = [relax.transform.ConvertLayout({}, layout_cb=layouts), relax.transform.Normalize()]
+    passes = tvm.transform.Sequential(
+        [relax.transform.ConvertLayout({}, layout_cb=layouts), relax.transform.Normalize()]
+    )
     try:
-        converted = tvm.transform.Sequential(passes)(mod)
-    except Exception:  # TVM's layout inference refused the model (ConvNext: its `layer_norm`
-        return mod  # after a blocked convolution fails TVM 0.27's gamma shape check): as imported
+        converted = passes(mod)
+    except Exception:  # TVM's layout inference refused an operator the blocked layout reaches
+        try:
+            converted = passes(layer_norms_legalized(mod))
+        except Exception:
+            return mod  # as imported
     return relax.transform.FoldConstant()(fold_in_numpy(converted))  # the weights' transforms, in NumPy
+
+
+def layer_norms_legalized(mod: Any) -> Any:
+    """`mod` with every `layer_norm` already its TIR kernel (`call_tir`), which `ConvertLayout`
+    does not see through: it gives the kernel its input in the imported layout.
+
+    Why: TVM 0.27's layout inference carries a blocked layout through a `permute_dims` into a
+    `layer_norm` over the channels and then fails the gamma's shape check (ConvNeXt's
+    NCHW -> NHWC -> LayerNorm blocks: 48 blocks against 768 channels), and the whole model stayed
+    as imported, its depthwise 7x7 convolutions in NCHW. With the kernels legalized first the
+    layout converts at each permute instead. Only where the first conversion failed, so every
+    model that converted before keeps its graph."""
+    import tvm
+
+    from autosearch.networks.rewrite import rewrite_calls
+
+    legalize = tvm.ir.Op.get(LAYER_NORM).get_attr("FLegalize")
+    return rewrite_calls(mod, LAYER_NORM, lambda call, builder: legalize(builder, call))
 
 
 def _legalize_conv2d(bb: Any, call: Any) -> Any:
@@ -374,6 +400,32 @@ def pads_into_convolutions(mod: Any) -> Any:
     return t.DeadCodeElimination()(t.CanonicalizeBindings()(rewrite_functions(Fold, mod)))
 
 
+def _legalize_layout_transform(bb: Any, call: Any) -> Any:
+    """A `layout_transform` that pads nothing as a gather (each output element reads the input
+    element the index map's inverse names), which `AnnotateTIROpPattern` marks injective; one that
+    pads, with Relax's own legalization.
+
+    Why: Relax's own writes each input element to where the map sends it, a scatter its pattern
+    annotation marks opaque, so no conversion ever fused with its neighbours: ConvNeXt's
+    NCHW16c -> NCHW conversion before each NCHW -> NHWC `permute_dims` was a task and a pass over
+    the activations of its own, and the conversion back before each residual add another."""
+    import tvm
+    from tvm import te
+
+    index_map = call.attrs.index_map
+    shape = call.args[0].ty.shape
+    _, padding = index_map.non_surjective_inverse(shape)
+    if call.attrs.pad_value is not None or not isinstance(padding, tvm.tirx.expr.IntImm) or int(padding):
+        return tvm.ir.Op.get(LAYOUT_TRANSFORM).get_attr("FLegalize")(bb, call)
+    inverse = index_map.inverse(shape)
+    out_shape = index_map.map_shape(list(shape))
+
+    def gather(data: Any) -> Any:
+        return te.compute(out_shape, lambda *i: data(*inverse.map_indices(list(i))), name="layout_transform")
+
+    return bb.call_te(gather, call.args[0], primfunc_name_hint="layout_transform")
+
+
 def legalize_map() -> dict[str, Any]:
     """The custom legalizations `LegalizeOps` needs after `blocked_convolutions`."""
-    return {CONV2D: _legalize_conv2d}
+    return {CONV2D: _legalize_conv2d, LAYOUT_TRANSFORM: _legalize_layout_transform}
