@@ -337,3 +337,39 @@ def test_tune_refuses_a_precision_for_an_operator_it_does_not_cover(capsys: pyte
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "covers dense layers" in err[0]
+
+
+def test_every_sampled_schedule_of_a_networks_bf16_1x1_convolution_links_its_micro_kernel() -> None:
+    """A network's 1x1 convolution in bf16 has no padding block, so the first block of its
+    schedules is the weight's layout rewrite, which the builder removes
+    (`RemoveWeightLayoutRewriteBlock`): the micro-kernel's IR, attached there, went with it, the
+    library called an undefined `autosearch_dpbf16_16x2`, and loading it killed the runner's worker
+    (154 of a 10-minute ResNet-50 run's 666 measurements). Every sampled schedule, built as the
+    builder builds it, now runs the instruction with no call left to the kernel's symbol."""
+    import torch
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    from autosearch.backends.tvm.lowp import module_precision, space_generator
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
+
+    target = _target(ZNVER4)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).random((1, 32, 14, 14), dtype=np.float32)
+    graph = import_network("c1", net, [InputSpec("x", "float32", x.shape)], [x], target, precision="bf16")
+    (task,) = [w for w in graph.workloads if module_precision(w.mod()).name == "bf16"]
+    mod = task.mod()
+    ctx = ms.TuneContext(
+        mod=mod, target=target, space_generator=space_generator(mod, target), search_strategy="replay-trace"
+    )
+    spaces = ctx.generate_design_space()
+    ctx.pre_tuning(max_trials=12, num_trials_per_iter=12, design_spaces=spaces)
+    schedules = [c.sch for c in ctx.generate_measure_candidates()]
+    built = [RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod) for sch in schedules]
+    assert built and all("pragma_import_llvm" in m.script() for m in built)  # the kernel's IR kept
+    lib = tvm.compile(built[0], target=target).mod
+    asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+    assert "vdpbf16ps" in asm and "autosearch_dpbf16_16x2" not in asm  # inlined, no call left
