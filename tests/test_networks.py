@@ -1104,7 +1104,8 @@ def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matc
     """ConvNeXt's case: TVM's layout inference carries the blocked layout into a `layer_norm` over
     the channels and fails its gamma check, which left the whole model as imported (its depthwise
     convolutions in NCHW); with the layer norms legalized first (`layouts.layer_norms_legalized`)
-    the convolutions are blocked and the build computes PyTorch's output."""
+    the convolutions are blocked, ConvNeXt's layout conversion (a gather, `layouts.legalize_map`)
+    fuses with the permute beside it, and the build computes PyTorch's output."""
     import torch
     from tvm import relax
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
@@ -1124,6 +1125,9 @@ def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matc
     graph = graph_mod.import_network("ln", net, [InputSpec("x", "float32", x.shape)], [x], target)
     names = [w.name for w in graph.workloads]
     assert any("NCHWc" in n for n in names) and any(n.startswith("net/layer_norm") for n in names), names
+    if case == "convnext":  # the conversion back to NCHW is a gather fused with the permute after it
+        assert any("layout_transform" in n and "transpose" in n for n in names), names
+        assert not any("te_layout_transform" in n for n in names), names
     dev, args = nt._on_device(target, [x])
     built = graph_mod.build_network(graph, MemoryDatabase(), target)
     got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
