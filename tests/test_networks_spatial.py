@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 tvm = pytest.importorskip("tvm")
+tvm_ffi = pytest.importorskip("tvm_ffi")
 torch = pytest.importorskip("torch")
 
 from autosearch.backends.tvm.target import host_target  # noqa: E402
@@ -42,11 +43,12 @@ def _graph() -> object:
 
 
 def test_a_task_with_no_reduction_gets_one_vector_a_channel_block_and_a_convolution_none() -> None:
-    """The BatchNorm + ReLU task and the concatenation: the chosen form vectorizes exactly the
-    innermost axis (the channel block, a whole number of registers), has no 64-lane fused loop, and
-    computes what the task computes; the convolution is no task of this kind."""
+    """The BatchNorm + ReLU task and the concatenation: each loop nest vectorizes exactly the
+    innermost axis (the channel block, a whole number of registers) and has no 64-lane fused loop;
+    the timed choice is one of those nests or the unscheduled loops, and computes what the task
+    computes; the convolution is no task of this kind."""
     from autosearch.backends.tvm.space import trace_json
-    from autosearch.networks.spatial import spatial_schedule
+    from autosearch.networks.spatial import spatial_forms, spatial_schedule
     from autosearch.networks.verify import schedule_matches
 
     target = host_target()
@@ -59,16 +61,21 @@ def test_a_task_with_no_reduction_gets_one_vector_a_channel_block_and_a_convolut
     conv = next(w for w in graph.workloads if "conv2d_NCHWc" in w.name)  # type: ignore[attr-defined]
     assert len(spatial) == 2, names
     for task in spatial:
+        forms = spatial_forms(task.mod(), bits // 32)
+        assert len(forms) == 2, task.name  # serial and parallel
+        for sch in forms:
+            (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+            loops = [sch.get(lp) for lp in sch.get_loops(block)]
+            vectorized = [lp for lp in loops if int(lp.kind) == 2]  # ForKind.VECTORIZED
+            assert vectorized == [loops[-1]]
+            assert len(loops) in (2, 5)  # serial: N, C, H, W, c; parallel: one fused loop + the vector
+            assert int(loops[-1].extent) % (bits // 32) == 0 and int(loops[-1].extent) <= 64
         found = spatial_schedule(task, target, bits)
         assert found is not None, task.name
         sch, seconds = found
         assert 0 < seconds < 1e-2
-        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
-        loops = [sch.get(lp) for lp in sch.get_loops(block)]
-        vectorized = [lp for lp in loops if int(lp.kind) == 2]  # ForKind.VECTORIZED
-        assert vectorized == [loops[-1]]
-        assert len(loops) in (2, 5)  # serial: N, C, H, W, c; parallel: one fused loop + the vector
-        assert int(loops[-1].extent) % (bits // 32) == 0 and int(loops[-1].extent) <= 64
+        mods = [f.mod for f in forms] + [task.mod()]  # a nest, or TVM's own loops
+        assert any(tvm_ffi.structural_equal(sch.mod, m) for m in mods)
         assert schedule_matches(task, trace_json(sch), target)
     assert spatial_schedule(conv, target, bits) is None
     assert spatial_schedule(spatial[0], target, 0) is None  # no registers known (a GPU): no rule
@@ -124,8 +131,61 @@ def test_an_innermost_axis_wider_than_a_vector_is_split_and_its_inner_part_vecto
         out = tvm.runtime.tensor(np.zeros((49, 384), "float32"))
         lib["main"](tvm.runtime.tensor(data), out)
         np.testing.assert_allclose(out.numpy(), np.maximum(data * 2.0, 0.0))
-    short = te.compute((49, 384, 7), lambda i, j, k: x[i, j] * 2.0, name="s")
-    assert spatial_forms(tvm.IRModule({"main": te.create_prim_func([x, short])}), 16) == []  # 7 < 16 lanes
+
+
+def test_an_innermost_axis_shorter_than_a_register_is_fused_with_the_one_before_it() -> None:
+    """An innermost axis of 7 (a 7x7 feature map's rows; 7 < 16 lanes) is fused with the axis
+    before it (384 x 7 = 2,688, a 64-lane vector of it), and the nest computes what the task
+    computes; a task of one short axis alone has nothing to fuse and gets no form."""
+    from tvm import te
+
+    from autosearch.networks.spatial import spatial_forms
+
+    x = te.placeholder((49, 384), "float32", name="x")
+    short = te.compute((49, 384, 7), lambda i, j, k: x[i, j] * 2.0 + k, name="s")
+    forms = spatial_forms(tvm.IRModule({"main": te.create_prim_func([x, short])}), 16)
+    assert len(forms) == 2
+    data = np.random.default_rng(0).standard_normal((49, 384)).astype("float32")
+    for sch in forms:
+        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
+        loops = [sch.get(lp) for lp in sch.get_loops(block)]
+        assert int(loops[-1].kind) == 2 and int(loops[-1].extent) == 64  # ForKind.VECTORIZED
+        lib = tvm.compile(sch.mod, target=host_target()).jit()
+        out = tvm.runtime.tensor(np.zeros((49, 384, 7), "float32"))
+        lib["main"](tvm.runtime.tensor(data), out)
+        np.testing.assert_allclose(out.numpy(), data[:, :, None] * 2.0 + np.arange(7, dtype="float32"))
+    one = te.placeholder((7,), "float32", name="one")
+    alone = te.compute((7,), lambda k: one[k] * 2.0, name="alone")
+    assert spatial_forms(tvm.IRModule({"main": te.create_prim_func([one, alone])}), 16) == []
+
+
+def test_a_channel_shuffle_with_two_outputs_gets_a_nest_for_each_half() -> None:
+    """ShuffleNetV2's concatenate + reshape + transpose + reshape + split (two outputs, which no
+    block inlines into): its intermediates are inlined and each half gets its own nest; both
+    halves come out as the shuffle computes them."""
+    from tvm import te
+
+    from autosearch.networks.spatial import spatial_forms
+
+    a = te.placeholder((1, 8, 4, 20), "float32", name="a")
+    b = te.placeholder((1, 8, 4, 20), "float32", name="b")
+    cat = te.compute((1, 16, 4, 20), lambda n, c, h, w: te.if_then_else(c < 8, a[n, c, h, w], b[n, c - 8, h, w]))
+    # the shuffle: channel c of the output reads channel (c % 2) * 8 + c // 2 of the concatenation
+    shuf = te.compute((1, 16, 4, 20), lambda n, c, h, w: cat[n, (c % 2) * 8 + c // 2, h, w], name="shuffle")
+    lo = te.compute((1, 8, 4, 20), lambda n, c, h, w: shuf[n, c, h, w], name="lo")
+    hi = te.compute((1, 8, 4, 20), lambda n, c, h, w: shuf[n, c + 8, h, w], name="hi")
+    forms = spatial_forms(tvm.IRModule({"main": te.create_prim_func([a, b, lo, hi])}), 16)
+    assert len(forms) == 2
+    rng = np.random.default_rng(0)
+    da, db = (rng.standard_normal((1, 8, 4, 20)).astype("float32") for _ in range(2))
+    whole = np.concatenate([da, db], 1)[:, [(c % 2) * 8 + c // 2 for c in range(16)]]
+    for sch in forms:
+        assert len(sch.get_child_blocks(sch.get_sblock("root"))) == 2  # the two halves, nothing else
+        lib = tvm.compile(sch.mod, target=host_target()).jit()
+        outs = [tvm.runtime.tensor(np.zeros((1, 8, 4, 20), "float32")) for _ in range(2)]
+        lib["main"](tvm.runtime.tensor(da), tvm.runtime.tensor(db), *outs)
+        np.testing.assert_array_equal(outs[0].numpy(), whole[:, :8])
+        np.testing.assert_array_equal(outs[1].numpy(), whole[:, 8:])
 
 
 def test_an_innermost_axis_no_register_divides_gets_loop_nests_left_to_llvm_to_vectorize() -> None:

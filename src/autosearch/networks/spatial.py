@@ -50,7 +50,8 @@ def _vector_lanes(extent: int, register_lanes: int) -> int:
 
 def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     """The task's serial and parallel loop nests (schedules), or none where it has a reduction,
-    a block that does not inline into the last, or an innermost axis shorter than a register; an
+    a block that does not inline into the task's outputs, or an innermost axis shorter than a
+    register; a task with several outputs has a nest for each (a channel shuffle's two halves); an
     innermost axis longer than `MAX_VECTOR` is split, its inner part the vector, and one that no
     whole register divides is left for LLVM to vectorize (module doc)."""
     from tvm import s_tir
@@ -62,27 +63,52 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
         if not blocks or any(iv.iter_type != 0 for b in blocks for iv in sch.get(b).iter_vars):
             return []  # a reduction (or an opaque axis): the prior's design space decides
+        outputs = _output_blocks(sch, blocks)
         try:
-            for block in blocks[:-1]:
-                sch.compute_inline(block)
+            for block in blocks:
+                if block not in outputs:
+                    sch.compute_inline(block)
         except s_tir.ScheduleError:
             return []
-        loops = sch.get_loops(blocks[-1])
-        extent = getattr(sch.get(loops[-1]).extent, "value", None) if loops else None
-        if not isinstance(extent, int) or extent < register_lanes:
+        nests = [_loop_nest(sch, block, register_lanes, parallel) for block in outputs]
+        if any(nest is None for nest in nests):
             return []
-        ragged = extent % register_lanes != 0  # ViT's 197 tokens: left to LLVM's loop vectorizer
-        vector = extent if ragged else _vector_lanes(extent, register_lanes)
-        if vector < extent:  # a wide innermost axis (a transformer's 384 or 3072 features): a vector of it
-            loops = [*loops[:-1], *sch.split(loops[-1], [None, vector])]
-        if parallel:
-            if len(loops) < 2:
-                continue
-            sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
-        if not ragged:
-            sch.vectorize(loops[-1])
-        forms.append(sch)
+        if all(nests):  # a serial nest has nothing to split off a loop of one axis: no parallel form
+            forms.append(sch)
     return forms
+
+
+def _output_blocks(sch: Any, blocks: list[Any]) -> list[Any]:
+    """The blocks of `blocks` that write a buffer the task does not allocate (its outputs): the
+    last, and each further output of a task with several (a channel shuffle's `split` writes two)."""
+    inner = list(sch.get(sch.get_sblock("root")).alloc_buffers)  # the task's intermediates
+    out = [b for b in blocks if not all(any(w.source.same_as(a) for a in inner) for w in sch.get(b).writes)]
+    return out or blocks[-1:]
+
+
+def _loop_nest(sch: Any, block: Any, register_lanes: int, parallel: bool) -> bool | None:
+    """`block`'s loops as one nest, its innermost axis the vector (module doc), in parallel over
+    the rest if `parallel`; None where the innermost axis is shorter than a register (no form),
+    False where `parallel` and there is one loop only (no parallel form)."""
+    loops = sch.get_loops(block)
+    extent = getattr(sch.get(loops[-1]).extent, "value", None) if loops else None
+    while isinstance(extent, int) and extent < register_lanes and len(loops) > 1:
+        # a short innermost axis (a 14x14 or 7x7 feature map's rows) fused with the one before it
+        loops = [*loops[:-2], sch.fuse(*loops[-2:])]
+        extent = getattr(sch.get(loops[-1]).extent, "value", None)
+    if not isinstance(extent, int) or extent < register_lanes:
+        return None
+    ragged = extent % register_lanes != 0  # ViT's 197 tokens: left to LLVM's loop vectorizer
+    vector = extent if ragged else _vector_lanes(extent, register_lanes)
+    if vector < extent:  # a wide innermost axis (a transformer's 384 or 3072 features): a vector of it
+        loops = [*loops[:-1], *sch.split(loops[-1], [None, vector])]
+    if parallel:
+        if len(loops) < 2:
+            return False
+        sch.parallel(sch.fuse(*loops[:-1]) if len(loops) > 2 else loops[0])
+    if not ragged:
+        sch.vectorize(loops[-1])
+    return True
 
 
 #: Timing of a form: repeats, and the least milliseconds of each (the forms run 10-300 us: a
@@ -163,10 +189,11 @@ def has_timed_forms(workload: Any, register_bits: int) -> bool:
 
 
 def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int = 0) -> tuple[Any, float] | None:
-    """The faster of the task's serial and parallel forms (`spatial_forms`) with its measured
-    seconds, checked against the unscheduled task (`verify.built_matches`); None where the task is
-    not of this kind (a reduction, an innermost axis shorter than a register), the forms do not build, or the
-    faster computes something else.
+    """The fastest of the task's serial and parallel forms (`spatial_forms`) and its unscheduled
+    loops (an empty schedule: TVM's default) with its measured seconds, a form checked against the
+    unscheduled task (`verify.built_matches`); None where the task is not of this kind (a
+    reduction, an innermost axis shorter than a register with no axis to fuse it with), the forms
+    do not build, or the fastest computes something else.
 
     Timed cold (`cold_seconds`: the inputs flushed from the caches before each call), as the rounds time
     a task: in a network a task often reads what was written many tasks before (DenseNet-121's
@@ -180,6 +207,7 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     reference compiled again for the check) DenseNet-121's 117 such tasks took 0.5 s each, nearly
     all of it LLVM's fixed cost per module (~80 ms a compile and load)."""
     import tvm
+    from tvm.s_tir import Schedule
 
     from autosearch import interrupts
     from autosearch.networks.verify import built_matches, call
@@ -193,11 +221,13 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
             tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()}), target=target
         ).jit()
         args = _random_args(funcs["reference"])
-        seconds, best = min((cold_seconds(lib, f"form{i}", args), i) for i in range(len(forms)))
+        seconds, best = min((cold_seconds(lib, name, args), name) for name in funcs)
     except Exception:  # forms TVM does not build or run: the prior's design space decides
         interrupts.check()
         return None
-    form, reference = lib[f"form{best}"], lib["reference"]
+    if best == "reference":  # TVM's own loops ran fastest (a layout move of 8-lane blocks): kept as they are
+        return Schedule(workload.mod()), seconds
+    form, reference = lib[best], lib["reference"]
     if not built_matches(workload, target, seed, lambda a: call(form, a), lambda a: call(reference, a)):
         return None
-    return forms[best], seconds
+    return forms[int(best.removeprefix("form"))], seconds
