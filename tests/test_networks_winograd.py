@@ -77,3 +77,69 @@ def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: 
         want = net(torch.from_numpy(x)).numpy()
     check = compare_outputs([got], [want])
     assert check.ok and check.relative_err < 1e-5, check
+
+
+def test_a_grouped_weight_transform_is_each_groups_own_product() -> None:
+    """Two groups of 4 input channels: V of each group's channels times that group's U, through
+    the output transform, is the grouped 3x3 correlation of one tile (float64); a group never
+    reads another's channels."""
+    from autosearch.networks.winograd import grouped_weight_transform
+
+    m, groups, per_in, block = 2, 2, 4, 4
+    a, b, _ = transform_matrices(m)
+    rng = np.random.default_rng(1)
+    weight = rng.standard_normal((2, per_in, 3, 3, block))  # OIHW4o: 8 outputs, 4 a group
+    d = rng.standard_normal((groups * per_in, m + 2, m + 2))
+    u = grouped_weight_transform(weight, m, groups).astype(np.float64)  # (e, v, g, ci, co)
+    assert u.shape == (m + 2, m + 2, groups, per_in, 4)
+    v = np.einsum("re,sv,crs->evc", b, b, d).reshape(m + 2, m + 2, groups, per_in)
+    y = np.einsum("ei,vj,evgc,evgco->goij", a, a, v, u).reshape(groups * 4, m, m)
+    g = weight.transpose(0, 4, 1, 2, 3).reshape(2 * block, per_in, 3, 3)
+    direct = np.array(
+        [
+            [
+                [np.sum(d[o // 4 * per_in : (o // 4 + 1) * per_in, i : i + 3, j : j + 3] * g[o]) for j in range(m)]
+                for i in range(m)
+            ]
+            for o in range(2 * block)
+        ]
+    )
+    np.testing.assert_allclose(y, direct, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [12, 7])
+def test_a_grouped_3x3_convolution_by_winograd_matches_pytorch(size: int) -> None:
+    """RegNet-Y's block, small: a 1x1 convolution, a grouped 3x3 one (2 groups of 32 channels) with
+    bias and ReLU, and a residual add, on a 12x12 map (4x4 tiles) and a 7x7 one (2x2 tiles): the
+    build has Winograd's transforms and no grouped convolution left, and its output matches PyTorch."""
+    if simd_bits(host_target()) <= 0:
+        pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Conv2d(64, 64, 1)
+            self.b = torch.nn.Conv2d(64, 64, 3, padding=1, groups=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.a(x))
+            return torch.relu(self.b(y)) + y
+
+    torch.manual_seed(0)
+    net = Block().eval()
+    x = np.random.default_rng(0).standard_normal((1, 64, size, size), dtype=np.float32)
+    target = host_target()
+    graph = import_network("grouped", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    names = [w.name for w in graph.workloads]  # type: ignore[attr-defined]
+    assert any("winograd_output" in n for n in names), names
+    assert not any("group_conv2d" in n for n in names), names
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    vm = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), target), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(x))
+    got = (out if hasattr(out, "numpy") else out[0]).numpy()
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    check = compare_outputs([got], [want])
+    assert check.ok and check.relative_err < 1e-5, check

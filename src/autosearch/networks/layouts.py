@@ -34,6 +34,7 @@ from typing import Any
 __all__ = [
     "blocked_convolutions",
     "blocked_float_conv",
+    "blocked_float_grouped_conv",
     "blocked_layouts",
     "channel_block",
     "clips_as_bounds",
@@ -94,14 +95,20 @@ def layout_block(layout: str, prefix: str, suffix: str) -> int | None:
 
 
 def blocked_float_conv(call: Any) -> tuple[int, int] | None:
-    """(input block, output block) of a float32 one-group `conv2d` by a constant weight with
-    NCHW{b}c input, NCHW{b}c output and OIHW{b}o weights (the output's block), else None: the
-    convolutions `lowp` and `winograd` rewrite."""
+    """`blocked_float_grouped_conv` of a one-group `conv2d`, else None: the convolutions `lowp`
+    rewrites."""
+    return blocked_float_grouped_conv(call) if int(call.attrs.groups) == 1 else None
+
+
+def blocked_float_grouped_conv(call: Any) -> tuple[int, int] | None:
+    """(input block, output block) of a float32 `conv2d` (of any group count) by a constant
+    weight with NCHW{b}c input, NCHW{b}c output and OIHW{b}o weights (the output's block), else
+    None: the convolutions `winograd` rewrites."""
     import tvm
 
     x, w = call.args
     a = call.attrs
-    if not isinstance(w, tvm.ir.expr.Constant) or int(a.groups) != 1:
+    if not isinstance(w, tvm.ir.expr.Constant):
         return None
     in_block = layout_block(str(a.data_layout), "NCHW", "c")
     out_block = layout_block(str(a.out_layout or a.data_layout), "NCHW", "c")

@@ -8,12 +8,15 @@ only way left to be faster; TVM's own x86 and ARM schedules (`conv2d_winograd_nh
 `conv2d_nchw_winograd`) and Lavin & Gray's paper are this method.
 
 How: after `layouts` blocked it, a `conv2d` (NCHW{b}c data, a constant OIHW{b}o weight, stride 1,
-dilation 1, one group, 3x3, float32) becomes
+dilation 1, 3x3, float32; one group, or groups of whole channel blocks of at least
+`_MIN_GROUP_CHANNELS` channels) becomes
   V = the input transform B^T d B of each (m+2)x(m+2) input tile (zero padding inside it): a
       hand-written TIR function, one block a (tile, channel) with B's constants folded in
       (`input_transform_script`), marked so that FuseOps fuses no injective producer into it,
   M = relax `matmul(V, U)`: (m+2)^2 products of (tiles x C_in) by (C_in x C_out), U = G g G^T the
-      weight's transform, computed once in NumPy (a constant the weight packing reaches),
+      weight's transform, computed once in NumPy (a constant the weight packing reaches); a
+      grouped convolution has (m+2)^2 x groups products, each of one group's channels (RegNet-Y's
+      grouped 3x3 convolutions, 42% of its time at the FMA peak direct),
   Y = the output transform A^T M A of each tile into NCHW{b}c (`call_te`, injective: the bias,
       activation and residual add after it fuse into it as after the direct convolution).
 Each transform is a task with no reduction and gets the timed loop nests of `spatial`. The
@@ -28,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.layouts import blocked_float_conv
+from autosearch.networks.layouts import blocked_float_grouped_conv
 from autosearch.networks.rewrite import rewrite_calls, static_shape
 
 __all__ = [
+    "grouped_weight_transform",
     "input_transform_script",
     "transform_matrices",
     "weight_transform",
@@ -43,6 +47,12 @@ __all__ = [
 #: channel count, and below a register's lanes it would be mostly transform (not measured below
 #: the 128 of DenseNet-121's 3x3 layers).
 _MIN_CHANNELS = 16
+
+
+#: Fewest input channels a group of a grouped convolution goes to Winograd with: each group is a
+#: product of inner extent its channel count (measured on RegNet-Y's groups of 64; a smaller group
+#: makes the product smaller still beside the transforms, which cost the same a channel).
+_MIN_GROUP_CHANNELS = 32
 
 
 #: TVM's `kOutEWiseFusable`, the input transform's pattern: FuseOps fuses elementwise producers
@@ -89,9 +99,13 @@ def _term_sum(terms: list[tuple[float, str]]) -> str:
     return " + ".join(parts) if parts else "T.float32(0.0)"
 
 
-def input_transform_script(shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int) -> str:
+def input_transform_script(
+    shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int = 1
+) -> str:
     """TVMScript of the input transform V[e, v, p, c] = (B^T d_p B)[e, v] over NCHW{b}c data of
-    `shape`, zero-padded by `padding` (top, left): one block a (tile, channel) that reads the tile's
+    `shape`, zero-padded by `padding` (top, left); for a grouped convolution V[e, v, g, p, c'] (c =
+    g C/groups + c'), each group's tiles a matrix of their own for the batched product: one block a
+    (tile, channel) that reads the tile's
     (m+2)^2 values once and writes its (m+2)^2 outputs, each a sum with B's constants folded in
     and its zeros left out (B^T d first, then (.) B, as two nested sums LLVM's value numbering
     shares).
@@ -109,8 +123,12 @@ def input_transform_script(shape: tuple[int, ...], padding: tuple[int, int], m: 
     y0, x0 = f"vp % {tiles} // {tiles_w} * {m}", f"vp % {tiles} % {tiles_w} * {m}"
     d = [[f"pad[vp // {tiles}, vb, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
     rows = [[f"({_term_sum([(b[r, e], d[r][s]) for r in range(alpha)])})" for s in range(alpha)] for e in range(alpha)]
+    per_group = chunks // groups  # channel blocks a group (a whole number: `winograd_convolutions`)
+    at = "vp, vb * {block} + vi" if groups == 1 else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
+    at = at.format(block=block)
+    v_shape = f"{n * tiles}, {channels}" if groups == 1 else f"{groups}, {n * tiles}, {channels // groups}"
     stores = "\n".join(
-        f"            V[{e}, {v}, vp, vb * {block} + vi] = {_term_sum([(b[s, v], rows[e][s]) for s in range(alpha)])}"
+        f"            V[{e}, {v}, {at}] = {_term_sum([(b[s, v], rows[e][s]) for s in range(alpha)])}"
         for e in range(alpha)
         for v in range(alpha)
     )
@@ -118,7 +136,7 @@ def input_transform_script(shape: tuple[int, ...], padding: tuple[int, int], m: 
     return f"""
 @T.prim_func(s_tir=True)
 def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "float32"),
-                   V: T.Buffer(({alpha}, {alpha}, {n * tiles}, {channels}), "float32")):
+                   V: T.Buffer(({alpha}, {alpha}, {v_shape}), "float32")):
     T.func_attr({{"tirx.noalias": True, "op_pattern": {_OUT_ELEMWISE_FUSABLE}}})
     pad = T.sblock_alloc_buffer(({n}, {chunks}, {hp}, {wp}, {block}))
     for i0, i1, i2, i3, i4 in T.grid({n}, {chunks}, {hp}, {wp}, {block}):
@@ -129,13 +147,15 @@ def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "
         with T.sblock("winograd_input"):
             vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
             T.reads(pad[vp // {tiles}, vb, {y0}:{y0} + {alpha}, {x0}:{x0} + {alpha}, vi])
-            T.writes(V[0:{alpha}, 0:{alpha}, vp, vb * {block} + vi])
+            T.writes(V[0:{alpha}, 0:{alpha}, {at}])
 {stores}
 """
 
 
 @functools.cache
-def _input_transform(shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int) -> Any:
+def _input_transform(
+    shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int
+) -> Any:
     """`input_transform_script` parsed, once per geometry: parsing an F(4x4) transform takes ~1.2 s
     and a network repeats its geometries (DenseNet-121: 18 such convolutions, 2 geometries). No
     symbol of its own, as the other kernels: the build names it, and the profile finds its task by
@@ -143,22 +163,25 @@ def _input_transform(shape: tuple[int, ...], padding: tuple[int, int], m: int, t
     import tvm
     from tvm.script import tirx as tirx_script
 
-    script = input_transform_script(shape, padding, m, tiles_h, tiles_w)
+    script = input_transform_script(shape, padding, m, tiles_h, tiles_w, groups)
     return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
 
 
 def _output_transform(product: Any, shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int) -> Any:
-    """Y[n, k, y, x, o] = sum_ev A[e, y%m] A[v, x%m] M[e, v, p(n, y/m, x/m), k*b + o] into NCHW{b}c."""
+    """Y[n, k, y, x, o] = sum_ev A[e, y%m] A[v, x%m] M[e, v, p(n, y/m, x/m), k*b + o] into NCHW{b}c
+    (a grouped convolution's M[e, v, g, p, c'], its groups whole blocks of the output's)."""
     from tvm import te
 
     alpha = m + 2
     a, _, _ = transform_matrices(m)
+    block = shape[4]
+    per_group = int(product.shape[-1]) // block if len(product.shape) == 5 else 0
 
     def value(img: Any, k: Any, y: Any, x: Any, o: Any) -> Any:
         p = (img * tiles_h + y // m) * tiles_w + x // m
-        channel = k * shape[4] + o
+        at = (p, k * block + o) if not per_group else (k // per_group, p, k % per_group * block + o)
         terms = [
-            _coefficient(a, e, y % m) * _coefficient(a, v, x % m) * product[e, v, p, channel]
+            _coefficient(a, e, y % m) * _coefficient(a, v, x % m) * product[(e, v, *at)]
             for e in range(alpha)
             for v in range(alpha)
         ]
@@ -175,6 +198,15 @@ def weight_transform(weight: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(np.einsum("ea,oiab,vb->evio", gm, g, gm).astype(np.float32))
 
 
+def grouped_weight_transform(weight: np.ndarray, m: int, groups: int) -> np.ndarray:
+    """U[e, v, g, ci, co] of a grouped OIHW{b}o weight `(C_out/b, C_in/groups, 3, 3, b)`: each
+    group's (C_in/groups) x (C_out/groups) transform, the batched product's right-hand side."""
+    u = weight_transform(weight, m)  # (e, v, ci, co) over every output channel
+    alpha, _, per_in, out_channels = u.shape
+    u = u.reshape(alpha, alpha, per_in, groups, out_channels // groups)
+    return np.ascontiguousarray(u.transpose(0, 1, 3, 2, 4))
+
+
 def winograd_convolutions(mod: Any) -> Any:
     """`mod` with every eligible blocked 3x3 convolution computed by F(m x m, 3 x 3)."""
     import tvm
@@ -183,19 +215,23 @@ def winograd_convolutions(mod: Any) -> Any:
     def winograd(call: Any, builder: Any) -> Any:
         x, w = call.args
         a = call.attrs
-        blocks = blocked_float_conv(call)
+        blocks = blocked_float_grouped_conv(call)
         if blocks is None:
             return None
         if [int(v) for v in a.strides] != [1, 1] or [int(v) for v in a.dilation] != [1, 1]:
             return None
         in_block, out_block = blocks
         weight = w.value.numpy()
-        if weight.shape[2:4] != (3, 3) or weight.shape[1] < _MIN_CHANNELS:
+        groups = int(a.groups)
+        if weight.shape[2:4] != (3, 3) or weight.shape[1] < (_MIN_CHANNELS if groups == 1 else _MIN_GROUP_CHANNELS):
             return None
         shape = static_shape(x)
         if shape is None:  # a symbolic batch or image size
             return None
         n, chunks, height, width, _ = shape
+        out_chunks = weight.shape[0]
+        if groups > 1 and (chunks % groups or out_chunks % groups):  # a group not whole blocks
+            return None
         padding = [int(v) for v in a.padding]
         top, left, bottom, right = padding if len(padding) == 4 else padding * 2
         out_h, out_w = height + top + bottom - 2, width + left + right - 2
@@ -203,13 +239,13 @@ def winograd_convolutions(mod: Any) -> Any:
             return None
         m = winograd_tile(out_h, out_w)
         tiles_h, tiles_w = -(-out_h // m), -(-out_w // m)
-        transform = _input_transform((n, chunks, height, width, in_block), (top, left), m, tiles_h, tiles_w)
+        transform = _input_transform((n, chunks, height, width, in_block), (top, left), m, tiles_h, tiles_w, groups)
         gv = builder.add_func(transform, "winograd_input")
-        v_shape = relax.TensorType([m + 2, m + 2, n * tiles_h * tiles_w, chunks * in_block], "float32")
-        v = builder.emit(relax.call_tir(gv, relax.Tuple([x]), v_shape))
-        u = relax.const(tvm.runtime.tensor(weight_transform(weight, m)))
-        product = builder.emit(relax.op.matmul(v, u))
-        out_chunks = weight.shape[0]
+        tiles = n * tiles_h * tiles_w
+        rows = [tiles, chunks * in_block] if groups == 1 else [groups, tiles, chunks * in_block // groups]
+        v = builder.emit(relax.call_tir(gv, relax.Tuple([x]), relax.TensorType([m + 2, m + 2, *rows], "float32")))
+        u = weight_transform(weight, m) if groups == 1 else grouped_weight_transform(weight, m, groups)
+        product = builder.emit(relax.op.matmul(v, relax.const(tvm.runtime.tensor(u))))
         shape = (n, out_chunks, out_h, out_w, out_block)
         return builder.emit_te(
             _output_transform, product, shape, m, tiles_h, tiles_w, primfunc_name_hint="winograd_output"
