@@ -42,6 +42,17 @@ def _graph() -> object:
     return import_network("layer", net, [InputSpec("x", "float32", x.shape)], [x], host_target())
 
 
+def _vector_nest_output(sch: object, data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The one block of `sch` has a 64-lane vector innermost; its output on `data`, built here."""
+    (block,) = sch.get_child_blocks(sch.get_sblock("root"))  # type: ignore[attr-defined]
+    loops = [sch.get(lp) for lp in sch.get_loops(block)]  # type: ignore[attr-defined]
+    assert int(loops[-1].kind) == 2 and int(loops[-1].extent) == 64  # ForKind.VECTORIZED
+    lib = tvm.compile(sch.mod, target=host_target()).jit()  # type: ignore[attr-defined]
+    out = tvm.runtime.tensor(np.zeros(shape, "float32"))
+    lib["main"](tvm.runtime.tensor(data), out)
+    return out.numpy()
+
+
 def test_a_task_with_no_reduction_gets_one_vector_a_channel_block_and_a_convolution_none() -> None:
     """The BatchNorm + ReLU task and the concatenation: each loop nest vectorizes exactly the
     innermost axis (the channel block, a whole number of registers) and has no 64-lane fused loop;
@@ -124,13 +135,7 @@ def test_an_innermost_axis_wider_than_a_vector_is_split_and_its_inner_part_vecto
     assert len(forms) == 2  # serial and parallel
     data = np.random.default_rng(0).standard_normal((49, 384)).astype("float32")
     for sch in forms:
-        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
-        loops = [sch.get(lp) for lp in sch.get_loops(block)]
-        assert int(loops[-1].kind) == 2 and int(loops[-1].extent) == 64  # ForKind.VECTORIZED
-        lib = tvm.compile(sch.mod, target=host_target()).jit()
-        out = tvm.runtime.tensor(np.zeros((49, 384), "float32"))
-        lib["main"](tvm.runtime.tensor(data), out)
-        np.testing.assert_allclose(out.numpy(), np.maximum(data * 2.0, 0.0))
+        np.testing.assert_allclose(_vector_nest_output(sch, data, (49, 384)), np.maximum(data * 2.0, 0.0))
 
 
 def test_an_innermost_axis_shorter_than_a_register_is_fused_with_the_one_before_it() -> None:
@@ -147,13 +152,8 @@ def test_an_innermost_axis_shorter_than_a_register_is_fused_with_the_one_before_
     assert len(forms) == 2
     data = np.random.default_rng(0).standard_normal((49, 384)).astype("float32")
     for sch in forms:
-        (block,) = sch.get_child_blocks(sch.get_sblock("root"))
-        loops = [sch.get(lp) for lp in sch.get_loops(block)]
-        assert int(loops[-1].kind) == 2 and int(loops[-1].extent) == 64  # ForKind.VECTORIZED
-        lib = tvm.compile(sch.mod, target=host_target()).jit()
-        out = tvm.runtime.tensor(np.zeros((49, 384, 7), "float32"))
-        lib["main"](tvm.runtime.tensor(data), out)
-        np.testing.assert_allclose(out.numpy(), data[:, :, None] * 2.0 + np.arange(7, dtype="float32"))
+        want = data[:, :, None] * 2.0 + np.arange(7, dtype="float32")
+        np.testing.assert_allclose(_vector_nest_output(sch, data, (49, 384, 7)), want)
     one = te.placeholder((7,), "float32", name="one")
     alone = te.compute((7,), lambda k: one[k] * 2.0, name="alone")
     assert spatial_forms(tvm.IRModule({"main": te.create_prim_func([one, alone])}), 16) == []
@@ -210,3 +210,37 @@ def test_an_innermost_axis_no_register_divides_gets_loop_nests_left_to_llvm_to_v
         out = tvm.runtime.tensor(np.zeros((3, 200, 197), "float32"))
         lib["main"](tvm.runtime.tensor(data), out)
         np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_a_network_builds_and_computes_with_a_task_kept_as_tvms_own_loops() -> None:
+    """Where the unscheduled loops ran fastest `spatial_schedule` keeps an empty schedule: committed
+    as the tasks' records (as a prior's trace is) the network builds with them, and its output
+    matches the network built with no record at all."""
+    from tvm import relax
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.check import compare_outputs
+    from autosearch.networks.graph import build_network
+    from autosearch.networks.tune import _commit
+
+    target = host_target()
+    graph = _graph()
+    database = ms.database.MemoryDatabase()
+    spatial = [w for w in graph.workloads if "fused_multiply" in w.name or "concatenate" in w.name]  # type: ignore[attr-defined]
+    assert spatial
+    for task in spatial:
+        empty = trace_json(Schedule(task.mod()))
+        assert not json.loads(empty)[0]  # no instruction
+        _commit(database, task, empty, 1e-5, target)
+    assert len(database) == len(spatial)
+    vm = relax.VirtualMachine(build_network(graph, database, target), tvm.cpu())
+    x = np.random.default_rng(0).random((1, 3, 14, 14), dtype=np.float32)
+    out = vm["main"](tvm.runtime.tensor(x))
+    got = (out if hasattr(out, "numpy") else out[0]).numpy()
+    assert np.isfinite(got).all() and got.shape == (1, 32, 14, 14)
+    reference = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), target), tvm.cpu())
+    want_out = reference["main"](tvm.runtime.tensor(x))
+    want = (want_out if hasattr(want_out, "numpy") else want_out[0]).numpy()
+    assert compare_outputs([got], [want]).ok

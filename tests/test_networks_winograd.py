@@ -17,6 +17,20 @@ from autosearch.networks.winograd import transform_matrices, weight_transform, w
 from autosearch.search.registers import simd_bits  # noqa: E402
 
 
+def _assert_matches_pytorch(graph: object, net: torch.nn.Module, x: np.ndarray) -> None:
+    """The network built untuned computes what `net` computes on `x` (relative error < 1e-5)."""
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    vm = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), host_target()), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(x))
+    got = (out if hasattr(out, "numpy") else out[0]).numpy()
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    check = compare_outputs([got], [want])
+    assert check.ok and check.relative_err < 1e-5, check
+
+
 @pytest.mark.parametrize("m", [2, 4])
 def test_one_tile_through_the_transforms_is_the_direct_convolution(m: int) -> None:
     """A^T [(G g G^T) * (B^T d B)] A of one (m+2)^2 tile equals the 3x3 correlation of it, in
@@ -67,16 +81,7 @@ def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: 
     assert any("winograd_output" in n for n in names), names
     assert any(n.split("/")[-1].startswith("winograd_input") for n in names), names  # unfused
     assert any("matmul" in n for n in names) and not any("conv2d" in n for n in names), names
-    from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-
-    vm = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), target), tvm.cpu())
-    out = vm["main"](tvm.runtime.tensor(x))
-    got = (out if hasattr(out, "numpy") else out[0]).numpy()
-    with torch.no_grad():
-        want = net(torch.from_numpy(x)).numpy()
-    check = compare_outputs([got], [want])
-    assert check.ok and check.relative_err < 1e-5, check
+    _assert_matches_pytorch(graph, net, x)
 
 
 def test_a_grouped_weight_transform_is_each_groups_own_product() -> None:
@@ -133,13 +138,4 @@ def test_a_grouped_3x3_convolution_by_winograd_matches_pytorch(size: int) -> Non
     names = [w.name for w in graph.workloads]  # type: ignore[attr-defined]
     assert any("winograd_output" in n for n in names), names
     assert not any("group_conv2d" in n for n in names), names
-    from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-
-    vm = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), target), tvm.cpu())
-    out = vm["main"](tvm.runtime.tensor(x))
-    got = (out if hasattr(out, "numpy") else out[0]).numpy()
-    with torch.no_grad():
-        want = net(torch.from_numpy(x)).numpy()
-    check = compare_outputs([got], [want])
-    assert check.ok and check.relative_err < 1e-5, check
+    _assert_matches_pytorch(graph, net, x)

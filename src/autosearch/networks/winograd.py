@@ -104,11 +104,10 @@ def input_transform_script(
 ) -> str:
     """TVMScript of the input transform V[e, v, p, c] = (B^T d_p B)[e, v] over NCHW{b}c data of
     `shape`, zero-padded by `padding` (top, left); for a grouped convolution V[e, v, g, p, c'] (c =
-    g C/groups + c'), each group's tiles a matrix of their own for the batched product: one block a
-    (tile, channel) that reads the tile's
-    (m+2)^2 values once and writes its (m+2)^2 outputs, each a sum with B's constants folded in
-    and its zeros left out (B^T d first, then (.) B, as two nested sums LLVM's value numbering
-    shares).
+    g C/groups + c'), each group's tiles a matrix of their own for the batched product. One block a
+    (tile, channel) that reads the tile's (m+2)^2 values once and writes its (m+2)^2 outputs, each
+    a sum with B's constants folded in and its zeros left out (B^T d first, then (.) B, as two
+    nested sums LLVM's value numbering shares).
 
     Why not a TE expression: a compute over (e, v, p, c) reads B[r, e] through selects on `e`
     and `v` (B's zeros cost as much as its other entries) and sums (m+2)^2 products an output:
@@ -124,8 +123,7 @@ def input_transform_script(
     d = [[f"pad[vp // {tiles}, vb, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
     rows = [[f"({_term_sum([(b[r, e], d[r][s]) for r in range(alpha)])})" for s in range(alpha)] for e in range(alpha)]
     per_group = chunks // groups  # channel blocks a group (a whole number: `winograd_convolutions`)
-    at = "vp, vb * {block} + vi" if groups == 1 else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
-    at = at.format(block=block)
+    at = f"vp, vb * {block} + vi" if groups == 1 else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
     v_shape = f"{n * tiles}, {channels}" if groups == 1 else f"{groups}, {n * tiles}, {channels // groups}"
     stores = "\n".join(
         f"            V[{e}, {v}, {at}] = {_term_sum([(b[s, v], rows[e][s]) for s in range(alpha)])}"
