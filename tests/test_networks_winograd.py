@@ -10,7 +10,7 @@ tvm = pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
 from autosearch.backends.tvm.target import host_target  # noqa: E402
-from autosearch.networks.check import compare_outputs  # noqa: E402
+from autosearch.networks.check import compare_outputs, flatten_outputs  # noqa: E402
 from autosearch.networks.graph import build_network, import_network  # noqa: E402
 from autosearch.networks.inputs import InputSpec  # noqa: E402
 from autosearch.networks.winograd import transform_matrices, weight_transform, winograd_tile  # noqa: E402
@@ -23,11 +23,9 @@ def _assert_matches_pytorch(graph: object, net: torch.nn.Module, x: np.ndarray) 
     from tvm.s_tir import meta_schedule as ms
 
     vm = relax.VirtualMachine(build_network(graph, ms.database.MemoryDatabase(), host_target()), tvm.cpu())
-    out = vm["main"](tvm.runtime.tensor(x))
-    got = (out if hasattr(out, "numpy") else out[0]).numpy()
     with torch.no_grad():
-        want = net(torch.from_numpy(x)).numpy()
-    check = compare_outputs([got], [want])
+        want = flatten_outputs(net(torch.from_numpy(x)))
+    check = compare_outputs(flatten_outputs(vm["main"](tvm.runtime.tensor(x))), want)
     assert check.ok and check.relative_err < 1e-5, check
 
 
