@@ -146,10 +146,11 @@ class Built(NamedTuple):
 def candidates(mod: Any, target: Any, trace: str | None, runners_up: Sequence[str] = ()) -> list[tuple[Any, bool]]:
     """What `timed_pick` times, as (schedule, whether it is the prior's checked pick): the pick
     (`trace`; None: it has none) first, each other unroll step of it (`unroll_variants`), the
-    schedules the prior ordered after it (`runners_up`, `prior.ranked_schedules`) and the task's
-    register blocks. None (an empty list) where the task has none but the pick, and for a bf16
+    schedules the prior ordered after it (`runners_up`, `prior.ranked_schedules`), the task's
+    register blocks and its row reductions (`row_reductions`). None (an empty list) where the task has none but the pick, and for a bf16
     or int8 task (its micro-kernel does not link in a build loaded in the run's process)."""
     from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.networks.row_reductions import row_reduction_forms
     from autosearch.networks.spatial import register_lanes
 
     if module_precision(mod).name != "fp32":
@@ -159,7 +160,8 @@ def candidates(mod: Any, target: Any, trace: str | None, runners_up: Sequence[st
     space = _task_space(mod, target)
     if space is None:
         return []
-    others = register_blocks(mod, target, register_lanes(target), simd_registers(target), space)
+    lanes = register_lanes(target)
+    others = register_blocks(mod, target, lanes, simd_registers(target), space) + row_reduction_forms(mod, lanes)
     if trace is not None:
         others += unroll_variants(mod, space.context.space_generator.postprocs, trace)
     others += [sch for sch in (_replayed(mod, text) for text in runners_up) if sch is not None]

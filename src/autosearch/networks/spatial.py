@@ -29,6 +29,7 @@ __all__ = [
     "built_args",
     "cold_seconds",
     "has_timed_forms",
+    "output_blocks",
     "register_lanes",
     "seeded_tensors",
     "spatial_forms",
@@ -63,7 +64,7 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
         blocks = sch.get_child_blocks(sch.get_sblock("root"))
         if not blocks or any(iv.iter_type != 0 for b in blocks for iv in sch.get(b).iter_vars):
             return []  # a reduction (or an opaque axis): the prior's design space decides
-        outputs = _output_blocks(sch, blocks)
+        outputs = output_blocks(sch, blocks)
         try:
             for block in blocks:
                 if block not in outputs:
@@ -78,7 +79,7 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     return forms
 
 
-def _output_blocks(sch: Any, blocks: list[Any]) -> list[Any]:
+def output_blocks(sch: Any, blocks: list[Any]) -> list[Any]:
     """The blocks of `blocks` that write a buffer the task does not allocate (its outputs): the
     last, and each further output of a task with several (a channel shuffle's `split` writes two)."""
     inner = list(sch.get(sch.get_sblock("root")).alloc_buffers)  # the task's intermediates

@@ -408,6 +408,7 @@ def _rounds_stage(
     once less than half of what its last one took is left (the run ends within half a round of the
     reserve, not a whole round past it). Each task's run and TuneResult."""
     from autosearch.networks.register_blocks import register_blocks, simd_registers
+    from autosearch.networks.row_reductions import row_reduction_forms
     from autosearch.networks.spatial import register_lanes, spatial_forms
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
@@ -466,6 +467,7 @@ def _rounds_stage(
                 run.measure_schedules(loop_nests, "spatial")
                 if not loop_nests:
                     run.measure_schedules(register_blocks(mod, job.target, lanes, registers), "register-block")
+                    run.measure_schedules(row_reduction_forms(mod, lanes), "row-reduction")
             k = run.result.trials - before
             result.trials += k
             run.measure_untuned()  # its seconds count with the rounds', not past the deadline
