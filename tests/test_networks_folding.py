@@ -108,16 +108,20 @@ def test_a_densenet_block_imports_without_compiling_a_kernel_per_constant(monkey
     x = np.random.default_rng(0).random((1, 32, 14, 14), dtype=np.float32)
     mod, params = _from_torch(net, [x], "dense")
     target = host_target()
+    numpy_folding = folding.fold_in_numpy
+    ours_s, theirs_s = [], []
     with target:
-        start = time.perf_counter()
-        ours = _graph_passes(mod, params, fast_math=False, register_bits=512)
-        ours_s = time.perf_counter() - start
-        monkeypatch.setattr(folding, "fold_in_numpy", lambda m: m)  # TVM's FoldConstant alone, as before
-        start = time.perf_counter()
-        theirs = _graph_passes(mod, params, fast_math=False, register_bits=512)
-        theirs_s = time.perf_counter() - start
+        for _ in range(2):  # alternated, the least of each: one slow moment of the host decides nothing
+            monkeypatch.setattr(folding, "fold_in_numpy", numpy_folding)
+            start = time.perf_counter()
+            ours = _graph_passes(mod, params, fast_math=False, register_bits=512)
+            ours_s.append(time.perf_counter() - start)
+            monkeypatch.setattr(folding, "fold_in_numpy", lambda m: m)  # TVM's FoldConstant alone, as before
+            start = time.perf_counter()
+            theirs = _graph_passes(mod, params, fast_math=False, register_bits=512)
+            theirs_s.append(time.perf_counter() - start)
     tvm.ir.assert_structural_equal(ours, theirs)
-    assert ours_s < 0.5 * theirs_s, (ours_s, theirs_s)
+    assert min(ours_s) < 0.5 * min(theirs_s), (ours_s, theirs_s)
 
 
 def test_a_batch_norm_after_no_convolution_becomes_one_multiply_add_with_the_same_output() -> None:
