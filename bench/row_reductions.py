@@ -29,9 +29,9 @@ def main() -> None:
 
     import zoo  # type: ignore[import-not-found]
     from tvm.s_tir import Schedule
-    from tvm.s_tir.schedule import Trace
 
     from autosearch.backends.tvm.build import fast_build
+    from autosearch.backends.tvm.space import replayed
     from autosearch.backends.tvm.target import host_cpu, host_target
     from autosearch.hostinfo import cpu_model_name as cpu_name
     from autosearch.networks.graph import import_network, quiet_import
@@ -64,9 +64,7 @@ def main() -> None:
             continue
         times = [cold_us(f.mod) for f in forms]
         trace = ranked_schedule(w, target, ranker)
-        sch = Schedule(w.mod())
-        if trace is not None:
-            Trace.apply_json_to_schedule(json.loads(trace), sch)
+        sch = replayed(w.mod(), trace) if trace is not None else Schedule(w.mod())
         pick, plain = cold_us(sch.mod), cold_us(w.mod())
         rows.append({"task": w.name, "calls": task.weight, "pick": pick, "unscheduled": plain, "forms": times})
         cells = " | ".join(f"{t:.1f}" for t in times + [float("nan")] * (4 - len(times)))

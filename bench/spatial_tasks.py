@@ -28,8 +28,8 @@ def main() -> None:
     import zoo  # type: ignore[import-not-found]
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.schedule import Trace
 
+    from autosearch.backends.tvm.space import replayed
     from autosearch.backends.tvm.target import host_cpu, host_target
     from autosearch.hostinfo import cpu_model_name as cpu_name
     from autosearch.networks.graph import import_network
@@ -51,9 +51,7 @@ def main() -> None:
         forms = spatial_forms(w.mod(), lanes)
         times = [warm_seconds(f.mod, target) * 1e6 for f in forms]
         trace = ranked_schedule(w, target, ranker)
-        sch = Schedule(w.mod())
-        if trace is not None:
-            Trace.apply_json_to_schedule(json.loads(trace), sch)
+        sch = replayed(w.mod(), trace) if trace is not None else Schedule(w.mod())
         pick, plain = warm_seconds(sch.mod, target) * 1e6, warm_seconds(w.mod(), target) * 1e6
         serial, parallel = times[0], times[1] if len(times) > 1 else float("nan")
         chosen = min(times)

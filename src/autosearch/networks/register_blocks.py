@@ -147,9 +147,11 @@ def candidates(mod: Any, target: Any, trace: str | None, runners_up: Sequence[st
     """What `timed_pick` times, as (schedule, whether it is the prior's checked pick): the pick
     (`trace`; None: it has none) first, each other unroll step of it (`unroll_variants`), the
     schedules the prior ordered after it (`runners_up`, `prior.ranked_schedules`), the task's
-    register blocks and its row reductions (`row_reductions`). None (an empty list) where the task has none but the pick, and for a bf16
-    or int8 task (its micro-kernel does not link in a build loaded in the run's process)."""
+    register blocks and its row reductions (`row_reductions`). None (an empty list) where the
+    task has none but the pick, and for a bf16 or int8 task (its micro-kernel does not link in a
+    build loaded in the run's process)."""
     from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.backends.tvm.space import replayed
     from autosearch.networks.row_reductions import row_reduction_forms
     from autosearch.networks.spatial import register_lanes
 
@@ -164,11 +166,11 @@ def candidates(mod: Any, target: Any, trace: str | None, runners_up: Sequence[st
     others = register_blocks(mod, target, lanes, simd_registers(target), space) + row_reduction_forms(mod, lanes)
     if trace is not None:
         others += unroll_variants(mod, space.context.space_generator.postprocs, trace)
-    others += [sch for sch in (_replayed(mod, text) for text in runners_up) if sch is not None]
+    others += [sch for sch in (replayed(mod, text) for text in runners_up) if sch is not None]
     if not others:
         return []
     out = [(sch, False) for sch in others]
-    picked = _replayed(mod, trace) if trace is not None else None
+    picked = replayed(mod, trace) if trace is not None else None
     if picked is not None:
         out.insert(0, (picked, True))
     return out
@@ -301,20 +303,6 @@ def _fastest_right(
         if checked or schedule_matches(workload, text, target, seed):
             return text
     return fallback
-
-
-def _replayed(mod: Any, trace: str) -> Any:
-    """`mod` scheduled by a whole trace (post-processing included), None where it does not apply."""
-    from tvm.s_tir import Schedule
-    from tvm.s_tir.schedule import Trace
-
-    sch = Schedule(mod)
-    try:
-        Trace.apply_json_to_schedule(json.loads(trace), sch)
-    except Exception:  # a trace that does not apply: not a candidate
-        interrupts.check()
-        return None
-    return sch
 
 
 def blocked_decisions(

@@ -12,7 +12,6 @@ random inputs beside the unscheduled task, and refused where any output differs 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -115,17 +114,12 @@ def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> b
     """Whether the task scheduled by `trace` computes what the unscheduled task computes (every
     buffer after one call on seeded random inputs, within `RTOL` of its scale). True on a GPU
     target, which this machine may not be able to run (the network's own output check remains)."""
-    from tvm.s_tir import Schedule
-    from tvm.s_tir.schedule import Trace
-
+    from autosearch.backends.tvm.space import replayed
     from autosearch.backends.tvm.target import is_gpu
 
     if is_gpu(target):
         return True
-    sch = Schedule(workload.mod())
-    try:
-        Trace.apply_json_to_schedule(json.loads(trace), sch)
-    except Exception:  # a trace that does not apply is no schedule to build with
-        interrupts.check()
+    sch = replayed(workload.mod(), trace)
+    if sch is None:  # a trace that does not apply is no schedule to build with
         return False
     return built_matches(workload, target, seed, lambda arrays: _run(sch.mod, target, arrays))

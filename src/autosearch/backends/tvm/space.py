@@ -10,15 +10,39 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from autosearch import interrupts
 from autosearch.errors import WorkloadError, one_line
 from autosearch.hashing import schedule_hash
 
-__all__ = ["NoDesignSpace", "TaskSpace", "generate_spaces", "replay_postprocessed", "to_plain_json", "trace_json"]
+__all__ = [
+    "NoDesignSpace",
+    "TaskSpace",
+    "generate_spaces",
+    "replay_postprocessed",
+    "replayed",
+    "to_plain_json",
+    "trace_json",
+]
 
 
 def trace_json(sch: Any) -> str:
     """The stored form of a schedule: its full trace (decisions and post-processing) as JSON."""
     return json.dumps(to_plain_json(sch.trace.as_json()), separators=(",", ":"))
+
+
+def replayed(mod: Any, trace: str) -> Any:
+    """`mod` scheduled by a stored trace (`trace_json`'s text, post-processing included), None
+    where it does not apply."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    sch = Schedule(mod)
+    try:
+        Trace.apply_json_to_schedule(json.loads(trace), sch)
+    except Exception:  # a trace that does not apply: no schedule
+        interrupts.check()
+        return None
+    return sch
 
 
 def replay_postprocessed(mod: Any, postprocs: Any, replay: Any, seed: int | None = None) -> Any:
