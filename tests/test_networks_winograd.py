@@ -29,6 +29,18 @@ def _assert_matches_pytorch(graph: object, net: torch.nn.Module, x: np.ndarray) 
     assert check.ok and check.relative_err < 1e-5, check
 
 
+def _imported(
+    name: str, block: type[torch.nn.Module], channels: int, size: int
+) -> tuple[object, torch.nn.Module, np.ndarray, list[str]]:
+    """`block` (made after seeding PyTorch) imported on a seeded 1 x `channels` x `size` x `size`
+    input: the graph, the module, the input and the task names."""
+    torch.manual_seed(0)
+    net = block().eval()
+    x = np.random.default_rng(0).standard_normal((1, channels, size, size), dtype=np.float32)
+    graph = import_network(name, net, [InputSpec("x", "float32", x.shape)], [x], host_target())
+    return graph, net, x, [w.name for w in graph.workloads]  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("m", [2, 4])
 def test_one_tile_through_the_transforms_is_the_direct_convolution(m: int) -> None:
     """A^T [(G g G^T) * (B^T d B)] A of one (m+2)^2 tile equals the 3x3 correlation of it, in
@@ -70,12 +82,7 @@ def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: 
             y = torch.relu(self.a(x))
             return torch.relu(self.c(torch.relu(self.b(y))) + y)
 
-    torch.manual_seed(0)
-    net = Block().eval()
-    x = np.random.default_rng(0).standard_normal((1, 32, size, size), dtype=np.float32)
-    target = host_target()
-    graph = import_network("block", net, [InputSpec("x", "float32", x.shape)], [x], target)
-    names = [w.name for w in graph.workloads]  # type: ignore[attr-defined]
+    graph, net, x, names = _imported("block", Block, 32, size)
     assert any("winograd_output" in n for n in names), names
     assert any(n.split("/")[-1].startswith("winograd_input") for n in names), names  # unfused
     assert any("matmul" in n for n in names) and not any("conv2d" in n for n in names), names
@@ -128,12 +135,7 @@ def test_a_grouped_3x3_convolution_by_winograd_matches_pytorch(size: int) -> Non
             y = torch.relu(self.a(x))
             return torch.relu(self.b(y)) + y
 
-    torch.manual_seed(0)
-    net = Block().eval()
-    x = np.random.default_rng(0).standard_normal((1, 64, size, size), dtype=np.float32)
-    target = host_target()
-    graph = import_network("grouped", net, [InputSpec("x", "float32", x.shape)], [x], target)
-    names = [w.name for w in graph.workloads]  # type: ignore[attr-defined]
+    graph, net, x, names = _imported("grouped", Block, 64, size)
     assert any("winograd_output" in n for n in names), names
     assert not any("group_conv2d" in n for n in names), names
     _assert_matches_pytorch(graph, net, x)
