@@ -139,3 +139,37 @@ def test_a_grouped_3x3_convolution_by_winograd_matches_pytorch(size: int) -> Non
     assert any("winograd_output" in n for n in names), names
     assert not any("group_conv2d" in n for n in names), names
     _assert_matches_pytorch(graph, net, x)
+
+
+@pytest.mark.parametrize("size", [12, 7])
+def test_the_output_transform_with_its_bias_and_relu_gets_tile_nests_that_match(size: int) -> None:
+    """The output transform's task (bias and ReLU fused after it) inlines into nothing, so it gets
+    the tile nests of `spatial`: its element-wise blocks under the transform's loop over tiles and
+    channel blocks, serial and parallel; the timed pick computes what TVM's own loops compute
+    (`spatial_schedule` checks it), on whole 4x4 tiles and on 7x7's ragged 2x2 ones."""
+    from tvm.s_tir import Schedule
+
+    from autosearch.networks.spatial import spatial_forms, spatial_schedule
+
+    bits = simd_bits(host_target())
+    if bits <= 0:
+        pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Conv2d(32, 32, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.a(x))
+
+    graph, _, _, _ = _imported("output", Block, 32, size)
+    task = next(w for w in graph.workloads if "winograd_output" in w.name)  # type: ignore[attr-defined]
+    forms = spatial_forms(task.mod(), bits // 32)
+    assert len(forms) == 2, task.name
+    sch = Schedule(forms[0].mod)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    outer = [sch.get(sch.get_loops(b)[0]) for b in blocks]
+    assert len(blocks) == 3 and all(o.same_as(outer[0]) for o in outer)  # one nest over the tiles
+    picked = spatial_schedule(task, host_target(), bits)
+    assert picked is not None and picked[1] > 0

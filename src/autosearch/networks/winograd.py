@@ -17,9 +17,11 @@ dilation 1, 3x3, float32; one group, or groups of whole channel blocks of at lea
       weight's transform, computed once in NumPy (a constant the weight packing reaches); a
       grouped convolution has (m+2)^2 x groups products, each of one group's channels (RegNet-Y's
       grouped 3x3 convolutions, 42% of its time at the FMA peak direct),
-  Y = the output transform A^T M A of each tile into NCHW{b}c (`call_te`, injective: the bias,
-      activation and residual add after it fuse into it as after the direct convolution).
-Each transform is a task with no reduction and gets the timed loop nests of `spatial`. The
+  Y = the output transform A^T M A of each tile into NCHW{b}c: a hand-written TIR function as the
+      input transform (`output_transform_script`), marked as a convolution is, so the bias,
+      activation and residual add after it fuse into its task as after the direct convolution.
+Each transform is a task with no reduction and gets the timed loop nests of `spatial` (the output
+transform's tile nests: its element-wise blocks computed on each tile it writes). The
 matrices are TVM's (`topi.nn.winograd_util`: Cook-Toom points 0, +-1, 1/2, -2 for F(4,3)). The
 tile `m` is 4 where it divides the output's height and width, else 2 (`winograd_tile`).
 """
@@ -55,9 +57,10 @@ _MIN_CHANNELS = 16
 _MIN_GROUP_CHANNELS = 32
 
 
-#: TVM's `kOutEWiseFusable`, the input transform's pattern: FuseOps fuses elementwise producers
-#: into it and no injective one, so the output transform of the convolution before (with its bias
-#: and activation) is not recomputed (m+2)^2 times an element inside it.
+#: TVM's `kOutEWiseFusable`, both transforms' pattern: FuseOps fuses the element-wise blocks after
+#: it into its task and nothing before it, so the output transform of the convolution before
+#: (with its bias and activation) is not recomputed (m+2)^2 times an element inside the input
+#: transform.
 _OUT_ELEMWISE_FUSABLE = 4
 
 
@@ -75,17 +78,6 @@ def winograd_tile(out_h: int, out_w: int) -> int:
     from the prior alone ran 3.8% slower with it in each of three timing processes (bench/README.md
     "3x3 convolutions by Winograd's minimal filtering")."""
     return 4 if out_h % 4 == 0 and out_w % 4 == 0 else 2
-
-
-def _coefficient(matrix: np.ndarray, row: int, col: Any) -> Any:
-    """`matrix[row, col]` for a TIR `col`: a chain of selects over its nonzero entries."""
-    from tvm import tirx
-
-    expr = tirx.const(0.0, "float32")
-    for j in range(matrix.shape[1]):
-        if matrix[row, j] != 0.0:
-            expr = tirx.Select(col == j, tirx.const(float(matrix[row, j]), "float32"), expr)
-    return expr
 
 
 def _term_sum(terms: list[tuple[float, str]]) -> str:
@@ -165,27 +157,69 @@ def _input_transform(
     return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
 
 
-def _output_transform(product: Any, shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int) -> Any:
-    """Y[n, k, y, x, o] = sum_ev A[e, y%m] A[v, x%m] M[e, v, p(n, y/m, x/m), k*b + o] into NCHW{b}c
-    (a grouped convolution's M[e, v, g, p, c'], its groups whole blocks of the output's)."""
-    from tvm import te
+def output_transform_script(
+    product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int
+) -> str:
+    """TVMScript of the output transform Y = A^T M_p A of each tile p into NCHW{b}c `shape` from the
+    product M[e, v, p, c] (a grouped convolution's M[e, v, g, p, c'], its groups whole blocks of
+    the output's). One block a (tile, channel), as the input transform: it reads the tile's
+    (m+2)^2 products once and writes its m x m outputs, A's constants folded in (M A first, then
+    A^T (.)); a tile past a ragged edge (7x7 maps in 2x2 tiles) writes only its outputs inside.
 
+    Why not a TE expression: each output of a compute over (n, k, y, x, o) sums all (m+2)^2
+    products with A's entries picked by selects on y % m and x % m, reading every product m^2
+    times: RegNet-Y's four such tasks took 2.8 ms a run of its network from the prior alone
+    (Zen 4), a 56x56 one 1.14 ms a call."""
+    n, chunks, out_h, out_w, block = shape
     alpha = m + 2
     a, _, _ = transform_matrices(m)
-    block = shape[4]
-    per_group = int(product.shape[-1]) // block if len(product.shape) == 5 else 0
+    tiles = tiles_h * tiles_w
+    per_group = product_shape[-1] // block if len(product_shape) == 5 else 0
+    at = f"vp, vb * {block} + vi" if not per_group else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
+    y0, x0 = f"vp % {tiles} // {tiles_w} * {m}", f"vp % {tiles} % {tiles_w} * {m}"
+    row_sums = [
+        [f"({_term_sum([(a[v, x], f'M[{e}, {v}, {at}]') for v in range(alpha)])})" for x in range(m)]
+        for e in range(alpha)
+    ]
+    stores = []
+    for y in range(m):
+        for x in range(m):
+            store = f"Y[vp // {tiles}, vb, {y0} + {y}, {x0} + {x}, vi] = " + _term_sum(
+                [(a[e, y], row_sums[e][x]) for e in range(alpha)]
+            )
+            inside = [f"{y0} + {y} < {out_h}"] if y and tiles_h * m > out_h else []
+            inside += [f"{x0} + {x} < {out_w}"] if x and tiles_w * m > out_w else []
+            stores.append(f"            if {' and '.join(inside)}:\n    {store}" if inside else f"            {store}")
+    body = "\n".join(stores).replace("\n    Y[", "\n                Y[")
+    return f"""
+@T.prim_func(s_tir=True)
+def winograd_output(M: T.Buffer(({_int64s(product_shape)}), "float32"),
+                    Y: T.Buffer(({_int64s(shape)}), "float32")):
+    T.func_attr({{"tirx.noalias": True, "op_pattern": {_OUT_ELEMWISE_FUSABLE}}})
+    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
+        with T.sblock("winograd_output"):
+            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
+{body}
+"""
 
-    def value(img: Any, k: Any, y: Any, x: Any, o: Any) -> Any:
-        p = (img * tiles_h + y // m) * tiles_w + x // m
-        at = (p, k * block + o) if not per_group else (k // per_group, p, k % per_group * block + o)
-        terms = [
-            _coefficient(a, e, y % m) * _coefficient(a, v, x % m) * product[(e, v, *at)]
-            for e in range(alpha)
-            for v in range(alpha)
-        ]
-        return sum(terms[1:], terms[0])
 
-    return te.compute(shape, value, name="winograd_output")
+def _int64s(shape: tuple[int, ...]) -> str:
+    """A buffer shape in TVMScript as Relax writes one (int64 extents: FuseTIR maps a buffer of the
+    output transform and one of the elementwise task fused after it onto one Relax value, and
+    refuses the two unless their shapes are the same type)."""
+    return ", ".join(f"T.int64({d})" for d in shape)
+
+
+@functools.cache
+def _output_transform(
+    product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int
+) -> Any:
+    """`output_transform_script` parsed, once per geometry (as `_input_transform`)."""
+    import tvm
+    from tvm.script import tirx as tirx_script
+
+    script = output_transform_script(product_shape, shape, m, tiles_h, tiles_w)
+    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
 
 
 def weight_transform(weight: np.ndarray, m: int) -> np.ndarray:
@@ -245,8 +279,8 @@ def winograd_convolutions(mod: Any) -> Any:
         u = weight_transform(weight, m) if groups == 1 else grouped_weight_transform(weight, m, groups)
         product = builder.emit(relax.op.matmul(v, relax.const(tvm.runtime.tensor(u))))
         shape = (n, out_chunks, out_h, out_w, out_block)
-        return builder.emit_te(
-            _output_transform, product, shape, m, tiles_h, tiles_w, primfunc_name_hint="winograd_output"
-        )
+        product_shape = (m + 2, m + 2, *rows[:-1], out_chunks * out_block // groups)
+        out = builder.add_func(_output_transform(product_shape, shape, m, tiles_h, tiles_w), "winograd_output")
+        return builder.emit(relax.call_tir(out, relax.Tuple([product]), relax.TensorType(list(shape), "float32")))
 
     return rewrite_calls(mod, "relax.nn.conv2d", winograd)
