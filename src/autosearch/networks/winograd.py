@@ -76,7 +76,9 @@ def winograd_tile(out_h: int, out_w: int) -> int:
     else 2. F(4x4) on ResNet-50's 14x14 and 7x7 maps has fewer multiplies (16 tiles of 36 against
     49 of 16; 4 of 36 against 16 of 16) but 16 and 4 rows a product and padded waste: the network
     from the prior alone ran 3.8% slower with it in each of three timing processes (bench/README.md
-    "3x3 convolutions by Winograd's minimal filtering")."""
+    "3x3 convolutions by Winograd's minimal filtering"); with the output transform one block a tile,
+    between 6% slower and 5% faster by process on RegNet-Y and ResNet-50 (bench/HISTORY.md "Winograd
+    F(4x4, 3x3) on 14x14 maps, re-measured")."""
     return 4 if out_h % 4 == 0 and out_w % 4 == 0 else 2
 
 
