@@ -243,3 +243,28 @@ def test_a_network_builds_and_computes_with_a_task_kept_as_tvms_own_loops() -> N
     got = outputs(database)
     assert np.isfinite(got[0]).all() and got[0].shape == (1, 32, 14, 14)
     assert compare_outputs(got, outputs(ms.database.MemoryDatabase())).ok
+
+
+def test_a_kernel_with_no_root_block_gets_no_forms_and_no_error() -> None:
+    """TVM's `cumsum` legalizes to one opaque block with its loops inside and no root block
+    (RoBERTa's position ids): the loop-nest, tile and row-reduction forms and the register blocks
+    each find nothing to do instead of raising (it had ended a 10-minute RoBERTa run)."""
+    from tvm import relax
+
+    from autosearch.networks.register_blocks import register_blocks
+    from autosearch.networks.row_reductions import row_reduction_forms
+    from autosearch.networks.spatial import root_blocks, spatial_forms
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 128), "int32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(relax.op.cumsum(x, axis=1, dtype="int64")))
+        bb.emit_func_output(out)
+    with host_target():  # TVM's library dispatch writes the scan (it has no legalization)
+        legal = relax.backend.DispatchSortScan()(bb.get())
+    scan = next(f for f in legal.functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+    mod = tvm.IRModule({"main": scan.with_attr("global_symbol", "main")})
+    assert root_blocks(tvm.s_tir.Schedule(mod)) == []
+    assert spatial_forms(mod, 16) == [] and row_reduction_forms(mod, 16) == []
+    assert register_blocks(mod, host_target(), 16, 32) == []

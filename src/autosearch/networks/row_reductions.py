@@ -81,11 +81,10 @@ def _form(mod: Any, lanes: int, joined: bool, parallel: bool) -> Any | None:
     axis; every block must run over them. None where the task is not of this kind."""
     from tvm.s_tir import Schedule
 
-    from autosearch.networks.spatial import output_blocks
+    from autosearch.networks.spatial import output_blocks, root_blocks
 
     sch = Schedule(mod)
-    root = sch.get_sblock("root")
-    blocks = sch.get_child_blocks(root)
+    blocks = root_blocks(sch)
     if not blocks or len(blocks) > MAX_BLOCKS or not any(_reduces(sch, b) for b in blocks):
         return None
     if _reduces(sch, blocks[-1]):
@@ -113,7 +112,7 @@ def _form(mod: Any, lanes: int, joined: bool, parallel: bool) -> Any | None:
         if block in outputs or _reduces(sch, block) or any(_reduces(sch, c) for c in sch.get_consumers(block)):
             continue
         sch.compute_inline(block)
-    for block in [b for b in sch.get_child_blocks(root) if _reduces(sch, b)]:
+    for block in [b for b in root_blocks(sch) if _reduces(sch, b)]:
         loops = sch.get_loops(block)
         extent = _extent(sch, loops[-1]) or 0
         _, lane = sch.split(loops[-1], [None, lanes])
@@ -121,7 +120,7 @@ def _form(mod: Any, lanes: int, joined: bool, parallel: bool) -> Any | None:
         if extent % lanes == 0:  # a ragged axis keeps its predicate: TVM cannot vectorize it
             sch.vectorize(sch.get_loops(partial)[-1])
     row_loops = []
-    for block in sch.get_child_blocks(root):
+    for block in root_blocks(sch):
         loops = _row_loops(sch, block, rows)
         if not loops:
             return None
