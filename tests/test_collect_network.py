@@ -75,7 +75,9 @@ def test_records_land_under_tune_models_workload_keys(collected: tuple[list[str]
         assert all(measured[k] == expected[k] and measured[k].startswith("net/") for k in measured)
         # the blocked 3x3 convolution, by Winograd: its batched product (the linear layer's matmul has a bias)
         assert any(name == "net/matmul1" for name in measured.values()), measured
-        assert all(s.count(k, tgt) == 2 for k in measured)
+        # two schedules a task, but Winograd's output transform (one block a tile: its design space
+        # holds one schedule)
+        assert all(s.count(k, tgt) == (1 if "winograd_output" in measured[k] else 2) for k in measured)
         records = list(s.measurements(target=tgt))
         assert records and all(r.source == "random" for r in records)
     skipped = len(expected) - len(measured)  # every other task had nothing to decide, counted in one line
