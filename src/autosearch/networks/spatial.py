@@ -108,7 +108,7 @@ def _tile_forms(mod: Any, register_lanes: int) -> list[Any]:
     forms = []
     for parallel in (False, True):
         sch = Schedule(mod)
-        first, *rest = sch.get_child_blocks(sch.get_sblock("root"))
+        first, *rest = root_blocks(sch)
         loops = sch.get_loops(first)
         extent = getattr(sch.get(loops[-1]).extent, "value", None) if loops else None
         if len(loops) < 2 or not rest or not isinstance(extent, int) or extent % register_lanes:

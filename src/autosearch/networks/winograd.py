@@ -93,6 +93,20 @@ def _term_sum(terms: list[tuple[float, str]]) -> str:
     return " + ".join(parts) if parts else "T.float32(0.0)"
 
 
+def _tile_origin(tiles: int, tiles_w: int, m: int) -> tuple[str, str]:
+    """TVMScript of tile `vp`'s top-left row and column in its image (both transforms index by it)."""
+    return f"vp % {tiles} // {tiles_w} * {m}", f"vp % {tiles} % {tiles_w} * {m}"
+
+
+def _parsed(script: str) -> Any:
+    """A transform's TVMScript parsed. No symbol of its own, as the other kernels: the build names
+    it, and the profile finds its task by a hash of the function under the symbol "main"."""
+    import tvm
+    from tvm.script import tirx as tirx_script
+
+    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+
+
 def input_transform_script(
     shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int = 1
 ) -> str:
@@ -113,7 +127,7 @@ def input_transform_script(
     tiles = tiles_h * tiles_w
     channels = chunks * block
     _, b, _ = transform_matrices(m)
-    y0, x0 = f"vp % {tiles} // {tiles_w} * {m}", f"vp % {tiles} % {tiles_w} * {m}"
+    y0, x0 = _tile_origin(tiles, tiles_w, m)
     d = [[f"pad[vp // {tiles}, vb, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
     rows = [[f"({_term_sum([(b[r, e], d[r][s]) for r in range(alpha)])})" for s in range(alpha)] for e in range(alpha)]
     per_group = chunks // groups  # channel blocks a group (a whole number: `winograd_convolutions`)
@@ -148,15 +162,10 @@ def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "
 def _input_transform(
     shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int
 ) -> Any:
-    """`input_transform_script` parsed, once per geometry: parsing an F(4x4) transform takes ~1.2 s
-    and a network repeats its geometries (DenseNet-121: 18 such convolutions, 2 geometries). No
-    symbol of its own, as the other kernels: the build names it, and the profile finds its task by
-    a hash of the function under the symbol "main"."""
-    import tvm
-    from tvm.script import tirx as tirx_script
-
-    script = input_transform_script(shape, padding, m, tiles_h, tiles_w, groups)
-    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+    """`input_transform_script` parsed (`_parsed`), once per geometry: parsing an F(4x4) transform
+    takes ~1.2 s and a network repeats its geometries (DenseNet-121: 18 such convolutions, 2
+    geometries)."""
+    return _parsed(input_transform_script(shape, padding, m, tiles_h, tiles_w, groups))
 
 
 def output_transform_script(
@@ -178,7 +187,7 @@ def output_transform_script(
     tiles = tiles_h * tiles_w
     per_group = product_shape[-1] // block if len(product_shape) == 5 else 0
     at = f"vp, vb * {block} + vi" if not per_group else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
-    y0, x0 = f"vp % {tiles} // {tiles_w} * {m}", f"vp % {tiles} % {tiles_w} * {m}"
+    y0, x0 = _tile_origin(tiles, tiles_w, m)
     row_sums = [
         [f"({_term_sum([(a[v, x], f'M[{e}, {v}, {at}]') for v in range(alpha)])})" for x in range(m)]
         for e in range(alpha)
@@ -191,8 +200,9 @@ def output_transform_script(
             )
             inside = [f"{y0} + {y} < {out_h}"] if y and tiles_h * m > out_h else []
             inside += [f"{x0} + {x} < {out_w}"] if x and tiles_w * m > out_w else []
-            stores.append(f"            if {' and '.join(inside)}:\n    {store}" if inside else f"            {store}")
-    body = "\n".join(stores).replace("\n    Y[", "\n                Y[")
+            guard = f"            if {' and '.join(inside)}:\n    " if inside else ""
+            stores.append(f"{guard}            {store}")
+    body = "\n".join(stores)
     return f"""
 @T.prim_func(s_tir=True)
 def winograd_output(M: T.Buffer(({_int64s(product_shape)}), "float32"),
@@ -216,12 +226,8 @@ def _int64s(shape: tuple[int, ...]) -> str:
 def _output_transform(
     product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int
 ) -> Any:
-    """`output_transform_script` parsed, once per geometry (as `_input_transform`)."""
-    import tvm
-    from tvm.script import tirx as tirx_script
-
-    script = output_transform_script(product_shape, shape, m, tiles_h, tiles_w)
-    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+    """`output_transform_script` parsed (`_parsed`), once per geometry (as `_input_transform`)."""
+    return _parsed(output_transform_script(product_shape, shape, m, tiles_h, tiles_w))
 
 
 def weight_transform(weight: np.ndarray, m: int) -> np.ndarray:
