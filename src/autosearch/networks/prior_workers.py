@@ -11,16 +11,18 @@ candidates the pass times beside its pick (`register_blocks.built_candidates`) a
 them when the workers are done (`register_blocks.timed_built`).
 
 A worker ignores Ctrl-C: the parent's wait wakes every `poll` s, and on a Ctrl-C it ends the
-workers at once. A worker that dies (a crash in TVM) leaves its tasks and those not started to
-the parent's own pass.
+workers at once. A worker that dies (a crash in TVM) leaves the task it was passing to the
+parent's own pass; the other workers take the tasks not started.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -90,6 +92,56 @@ def _ranked(name: str, module: str, seed: int, directory: str) -> tuple[WorkerPi
     return WorkerPick(pick, built), time.perf_counter() - t0
 
 
+class _Worker:
+    """One worker process and the parent's end of its pipe. `task` is the task it is passing;
+    `ready` turns true when it has loaded TVM, torch and the priors (its first message), so that
+    a task is sent only to a worker that reads it at once and the parent never blocks on a send."""
+
+    def __init__(self, context: Any, target: str, threads: int) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, target, threads), name="autosearch-prior-worker")
+        self.process.start()
+        child.close()  # the worker's end lives in the worker only: its death reads as EOF here
+        self.ready = False
+        self.task: int | None = None
+
+    def stop(self, deadline: float) -> None:
+        """Ends the worker: asked, when it is waiting for a task; ended, when it is not done by
+        `deadline` (a monotonic time) or is still passing a task."""
+        if self.process.is_alive() and self.ready and self.task is None:
+            with contextlib.suppress(OSError):
+                self.conn.send(None)
+        else:
+            self.process.terminate()
+        self.process.join(max(0.0, deadline - time.monotonic()))
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+def _serve(conn: Any, target: str, threads: int) -> None:
+    """A worker's life: load, say it is ready, then pass each task it is sent until it is sent
+    None. An exception in a task goes back to the parent, which raises it."""
+    _start(target, threads)
+    conn.send(("ready", None))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            answer: tuple[str, Any] = ("done", _ranked(*job))
+        except Exception as e:
+            answer = ("error", e)
+        try:
+            conn.send(answer)
+        except Exception as e:
+            conn.send(("error", RuntimeError(f"a prior worker failed: {answer[1]!r} ({e})")))
+
+
 def ranked_in_workers(
     workloads: Sequence[Any],
     todo: Sequence[int],
@@ -102,44 +154,59 @@ def ranked_in_workers(
     """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes, and the
     candidates `register_blocks.timed_pick` would build, built under `directory`; `done(i,
     WorkerPick, seconds)` as each finishes. A task a dead worker left is not reported: the
-    caller's own."""
+    caller's own.
+
+    Why its own processes and pipes rather than a `ProcessPoolExecutor`: on Python 3.11 a worker
+    killed mid-task could leave the executor's wait (or its shutdown) hanging for good (a CI run
+    hung 18 min in the test that kills one). Here the parent waits on each worker's pipe and its
+    process at once, so a death reads at once as its task left to the caller."""
     import tvm
 
     from autosearch.backends.tvm.space import to_plain_json
+    from autosearch.backends.tvm.target import physical_cores
 
     n = worker_count(len(todo))
     if not n:
         return
-    from autosearch.backends.tvm.target import physical_cores
-
-    pool = concurrent.futures.ProcessPoolExecutor(
-        n,
-        mp_context=multiprocessing.get_context("spawn"),  # TVM's and torch's threads do not survive a fork
-        initializer=_start,
-        initargs=(json.dumps(to_plain_json(target.export())), max(1, physical_cores() // n)),
-    )
-    left = set(todo)
+    context = multiprocessing.get_context("spawn")  # TVM's and torch's threads do not survive a fork
+    target_json = json.dumps(to_plain_json(target.export()))
+    queue = deque(todo)
+    workers = [_Worker(context, target_json, max(1, physical_cores() // n)) for _ in range(n)]
     try:
-        futures = {
-            pool.submit(_ranked, workloads[i].name, tvm.ir.save_json(workloads[i].mod()), seed, directory): i
-            for i in todo
-        }
-        pending = set(futures)
-        while pending:
+        while queue or any(w.task is not None for w in workers):
             interrupts.check()
-            finished, pending = concurrent.futures.wait(pending, timeout=poll)
-            for f in finished:
-                i = futures[f]
+            alive = [w for w in workers if w.process.is_alive() or w.conn.poll()]
+            if not alive:
+                return  # every worker died: the caller passes what is left
+            ready = multiprocessing.connection.wait(
+                [w.conn for w in alive] + [w.process.sentinel for w in alive], timeout=poll
+            )
+            for w in alive:
+                if w.conn not in ready and w.process.sentinel not in ready:
+                    continue
                 try:
-                    ranked, seconds = f.result()
-                except concurrent.futures.process.BrokenProcessPool:
-                    continue  # the caller passes it itself
-                left.discard(i)
-                done(i, ranked, seconds)
-    except concurrent.futures.process.BrokenProcessPool:
-        pass
+                    kind, value = w.conn.recv()
+                except (EOFError, OSError):  # it died: its task, if any, is the caller's
+                    w.task = None
+                    workers.remove(w)
+                    w.stop(time.monotonic())
+                    continue
+                if kind == "error":
+                    raise value
+                if kind == "done" and w.task is not None:
+                    (pick, seconds), i = value, w.task
+                    w.task = None
+                    done(i, pick, seconds)
+                w.ready = True
+            for w in workers:
+                if queue and w.ready and w.task is None and w.process.is_alive():
+                    i = queue.popleft()
+                    try:
+                        w.conn.send((workloads[i].name, tvm.ir.save_json(workloads[i].mod()), seed, directory))
+                        w.task = i
+                    except OSError:
+                        queue.appendleft(i)  # it died before reading it: another worker takes it
     finally:
-        for p in list(getattr(pool, "_processes", {}).values()):  # a Ctrl-C or a crash: no wait for the rest
-            if p.is_alive() and (left or interrupts.interrupted()):
-                p.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
+        deadline = time.monotonic() + 2.0
+        for w in workers:
+            w.stop(deadline)
