@@ -81,6 +81,22 @@ def test_numpy_folding_leaves_calls_it_does_not_know_and_calls_on_the_input() ->
     assert "R.layout_transform" not in text and "R.sqrt" not in text
 
 
+def test_a_folded_scalar_stays_a_scalar() -> None:
+    """A scalar broadcast to a scalar, then given an axis and broadcast (BEiT's relative-position
+    index is built so): folded, the scalar kept its shape `()`. It became `(1,)` once, the next
+    axis made it `(1, 1)`, and the import failed in TVM's `broadcast_to` (an internal error)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((17,), "int64"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            scalar = bb.emit(relax.op.broadcast_to(relax.const(51, "int64"), relax.ShapeExpr([])))
+            row = bb.emit(relax.op.broadcast_to(relax.op.expand_dims(scalar, [0]), relax.ShapeExpr([17])))
+            out = bb.emit_output(relax.op.add(x, row))
+        bb.emit_func_output(out)
+    folded = _constants(fold_in_numpy(bb.get()))
+    assert [c.shape for c in folded] == [(), (1,), (17,)] and (folded[-1] == 51).all()
+
+
 def test_a_densenet_block_imports_without_compiling_a_kernel_per_constant(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two DenseNet layers (pre-activation BatchNorm + ReLU before each 1x1 and 3x3 convolution,
     concatenated): with NumPy folding the graph passes take a fraction of TVM's kernel-per-constant

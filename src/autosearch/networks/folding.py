@@ -187,7 +187,7 @@ def fold_in_numpy(mod: Any) -> Any:
                 return new
             if value is None or str(value.dtype) != dtype:
                 return new
-            return relax.const(np.ascontiguousarray(value), dtype)
+            return relax.const(np.array(value, order="C"), dtype)  # ascontiguousarray makes a scalar (1,)
 
     return rewrite_functions(NumPyFold, mod)
 
