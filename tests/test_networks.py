@@ -1134,6 +1134,44 @@ def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matc
     assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
 
 
+def test_a_prelu_after_a_blocked_convolution_builds_and_matches() -> None:
+    """PReLU is `where(x > 0, ...)`: the layout inference carries the comparison into the blocked
+    layout and converts the bool back for the flatten after it; TVM legalized that conversion
+    with a float padding value and failed (an internal error on import). Done on int8 now
+    (`layouts.bool_layouts_as_int8`)."""
+    import torch
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+    from autosearch.search.registers import simd_bits
+
+    target = host_target()
+    if simd_bits(target) <= 0:
+        pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.act = torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.PReLU(16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.conv(x)).flatten(1)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    graph = graph_mod.import_network("prelu", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    assert any("NCHWc" in w.name for w in graph.workloads), [w.name for w in graph.workloads]
+    dev, args = nt._on_device(target, [x])
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
+    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+
+
 def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm() -> None:
     """`graph.concatenations_flattened` on a dense block written `cat([x, layer(x)])` layer after
     layer: without it each concatenation is a task of its own (it has two readers, the next

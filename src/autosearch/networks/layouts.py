@@ -165,7 +165,33 @@ def blocked_convolutions(mod: Any, register_bits: int) -> Any:
             converted = passes(layer_norms_legalized(mod))
         except Exception:
             return mod  # as imported
+    converted = bool_layouts_as_int8(converted)
     return relax.transform.FoldConstant()(fold_in_numpy(converted))  # the weights' transforms, in NumPy
+
+
+def bool_layouts_as_int8(mod: Any) -> Any:
+    """`mod` with every `layout_transform` of a bool tensor done on int8 (cast there and back).
+
+    Why: TVM 0.27 legalizes a `layout_transform` padding a bool with the float 0.0 and fails
+    (`transform_layout`: "elements of type T.bool, but ... fills padding with ... float32"). A
+    comparison that `ConvertLayout` carries into the blocked layout meets one where its user (an
+    ELU's or PReLU's `where`) goes back: an internal error on import. The casts are element-wise
+    and fuse with their neighbours."""
+    from tvm import relax
+
+    from autosearch.networks.rewrite import rewrite_calls
+
+    def as_int8(call: Any, builder: Any) -> Any:
+        x = call.args[0]
+        if str(getattr(x.ty, "dtype", "")) != "bool":
+            return None
+        a = call.attrs
+        if list(getattr(a, "axis_separators", None) or []) or list(getattr(a, "input_axis_separators", None) or []):
+            return None
+        moved = builder.emit(relax.op.layout_transform(builder.emit(relax.op.astype(x, "int8")), a.index_map))
+        return relax.op.astype(moved, "bool")
+
+    return rewrite_calls(mod, "relax.layout_transform", as_int8)
 
 
 def layer_norms_legalized(mod: Any) -> Any:
