@@ -1172,6 +1172,51 @@ def test_a_prelu_after_a_blocked_convolution_builds_and_matches() -> None:
     assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
 
 
+def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocked() -> None:
+    """A group norm becomes a layer norm over (batch, groups, the group's channels x the image),
+    then its per-channel scale and shift (`graph.group_norms_as_layer_norms`): its reductions get
+    the row forms (the design-space pick of a group norm ran 20x slower than TVM's unscheduled
+    loops) and the convolutions beside it are blocked (the layout inference refused the group
+    norm, which left the whole model as imported). The build computes PyTorch's output."""
+    import torch
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+    from autosearch.search.registers import simd_bits
+
+    target = host_target()
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.norm = torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.GroupNorm(8, 32)
+            self.wave = torch.nn.GroupNorm(4, 4)  # one channel a group, over a sequence (Wav2Vec2's)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.nn.functional.silu(self.norm(self.conv(x)))
+            return self.wave(y.reshape(1, 4, -1)).reshape(y.shape) + y
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    with torch.no_grad():  # a scale and a shift that are not 1 and 0
+        for p in (*net.norm.parameters(), *net.wave.parameters()):
+            p.uniform_(0.5, 1.5)
+    x = np.random.default_rng(0).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    graph = graph_mod.import_network("gn", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    names = [w.name for w in graph.workloads]
+    assert not any("group_norm" in n for n in names) and any("layer_norm" in n for n in names), names
+    if simd_bits(target) > 0:
+        assert any("NCHWc" in n or "winograd" in n for n in names), names
+    dev, args = nt._on_device(target, [x])
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
+    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+
+
 def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm() -> None:
     """`graph.concatenations_flattened` on a dense block written `cat([x, layer(x)])` layer after
     layer: without it each concatenation is a task of its own (it has two readers, the next

@@ -372,6 +372,46 @@ def whole_image_pools_as_means(mod: Any) -> Any:
     return rewrite_calls(mod, "relax.nn.avg_pool2d", mean)
 
 
+def group_norms_as_layer_norms(mod: Any) -> Any:
+    """Every `group_norm` over a channel-first tensor as a `layer_norm` over the rows of the tensor
+    reshaped (batch, groups, channels a group x the spatial size), then the per-channel scale and
+    shift: the same numbers.
+
+    Why: a group norm's reductions run over a group's channels and the whole image at once, which
+    no loop-nest form here schedules, and the prior's design-space pick of it ran 20x slower than
+    TVM's unscheduled loops (a 128-channel 32x32 group norm + SiLU: 18.4 ms a call against 0.82;
+    a small U-Net 4x slower than PyTorch eager). As a row reduction it gets the row forms
+    (`row_reductions`), and the scale and shift fuse with what follows, as a layer norm's do."""
+    import numpy as np
+    from tvm import relax
+
+    def as_layer_norm(call: Any, builder: Any) -> Any:
+        x, gamma, beta = call.args
+        a = call.attrs
+        shape = static_shape(x)
+        if shape is None or len(shape) < 3 or int(a.channel_axis) % len(shape) != 1:
+            return None
+        if sorted(int(v) % len(shape) for v in a.axes) != list(range(2, len(shape))):
+            return None
+        n, c, groups = shape[0], shape[1], int(a.num_groups)
+        if c % groups:
+            return None
+        dtype = str(x.ty.dtype)
+        row = (c // groups) * math.prod(shape[2:])
+        rows = builder.emit(relax.op.reshape(x, (n, groups, row)))
+        ones, zeros = relax.const(np.ones(row, dtype)), relax.const(np.zeros(row, dtype))
+        normed = builder.emit(relax.op.nn.layer_norm(rows, ones, zeros, [-1], float(a.epsilon), False, False))
+        out = builder.emit(relax.op.reshape(normed, shape))
+        per_channel = (c,) + (1,) * (len(shape) - 2)
+        if bool(a.scale):
+            out = builder.emit(relax.op.multiply(out, relax.op.reshape(gamma, per_channel)))
+        if bool(a.center):
+            out = builder.emit(relax.op.add(out, relax.op.reshape(beta, per_channel)))
+        return out
+
+    return rewrite_calls(mod, "relax.nn.group_norm", as_layer_norm)
+
+
 def concatenations_flattened(mod: Any) -> Any:
     """Every `concat` whose input is itself a `concat` on the same axis given that concat's inputs
     instead: `concat(concat(a, b), c)` becomes `concat(a, b, c)`.
@@ -458,6 +498,7 @@ def _graph_passes(
         mod = t.BindParams("main", params)(mod)
     mod = power_as_products(mod)  # before FoldConstant, which lowers every `power` it meets (and warns)
     mod = activations_before_reshapes(concatenations_flattened(whole_image_pools_as_means(mod)))
+    mod = group_norms_as_layer_norms(mod)
     # TVM lowers sort, scan and sampling operators (`cumsum`, `cumprod`, `sort`, `argsort`, `topk`,
     # `bucketize`, `multinomial_from_uniform`) in its library-dispatch passes, not in LegalizeOps
     # (they have no legalization): `relax.build` runs them first, and so must this pipeline, or a
