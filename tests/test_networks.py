@@ -1217,6 +1217,37 @@ def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocke
     assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
 
 
+@pytest.mark.parametrize(
+    "kernel, stride, padding, rewritten", [(2, 2, 0, True), (3, 1, 1, True), (3, 1, 0, True), (4, 2, 1, False)]
+)
+def test_a_transposed_convolution_is_a_convolution_where_it_can_be_and_matches(
+    kernel: int, stride: int, padding: int, rewritten: bool
+) -> None:
+    """A U-Net's 2x2 stride-2 upsampling is a 1x1 convolution and a pixel rearrangement, a stride-1
+    transposed convolution a convolution with the kernel flipped (`graph.transposed_convolutions_
+    as_convolutions`); a GAN's 4x4 stride-2 one stays TVM's. Each computes PyTorch's output."""
+    import torch
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+
+    target = host_target()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.ConvTranspose2d(16, 8, kernel, stride, padding), torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).standard_normal((1, 16, 6, 5)).astype(np.float32)
+    graph = graph_mod.import_network("up", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    names = [w.name for w in graph.workloads]
+    assert any("conv2d_transpose" in n for n in names) != rewritten, names
+    dev, args = nt._on_device(target, [x])
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
+    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+
+
 def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm() -> None:
     """`graph.concatenations_flattened` on a dense block written `cat([x, layer(x)])` layer after
     layer: without it each concatenation is a task of its own (it has two readers, the next
