@@ -1218,14 +1218,17 @@ def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocke
 
 
 @pytest.mark.parametrize(
-    "kernel, stride, padding, rewritten", [(2, 2, 0, True), (3, 1, 1, True), (3, 1, 0, True), (4, 2, 1, False)]
+    "kernel, stride, padding, rewritten",
+    [(2, 2, 0, True), (4, 2, 1, True), (3, 3, 0, True), (3, 1, 1, True), (3, 1, 0, True), (3, 2, 1, False)],
 )
 def test_a_transposed_convolution_is_a_convolution_where_it_can_be_and_matches(
     kernel: int, stride: int, padding: int, rewritten: bool
 ) -> None:
-    """A U-Net's 2x2 stride-2 upsampling is a 1x1 convolution and a pixel rearrangement, a stride-1
-    transposed convolution a convolution with the kernel flipped (`graph.transposed_convolutions_
-    as_convolutions`); a GAN's 4x4 stride-2 one stays TVM's. Each computes PyTorch's output."""
+    """A transposed convolution that upsamples by its stride exactly (a U-Net's 2x2 stride 2, a
+    GAN's 4x4 stride 2 padding 1) is one convolution computing every output phase and a pixel
+    rearrangement, a stride-1 one a convolution with the kernel flipped (`graph.transposed_
+    convolutions_as_convolutions`); a 3x3 stride-2 one (an output one short of 2x) stays TVM's.
+    Each computes PyTorch's output."""
     import torch
     from tvm import relax
     from tvm.s_tir.meta_schedule.database import MemoryDatabase

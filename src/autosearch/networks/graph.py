@@ -44,6 +44,7 @@ __all__ = [
     "build_network",
     "concatenations_flattened",
     "fast_math_module",
+    "group_norms_as_layer_norms",
     "import_network",
     "index_bounds",
     "load_source",
@@ -52,6 +53,7 @@ __all__ = [
     "power_as_products",
     "quiet_import",
     "tasks_of",
+    "transposed_convolutions_as_convolutions",
     "whole_image_pools_as_means",
 ]
 
@@ -412,10 +414,40 @@ def group_norms_as_layer_norms(mod: Any) -> Any:
     return rewrite_calls(mod, "relax.nn.group_norm", as_layer_norm)
 
 
+def _phase_taps(kernel: int, stride: int, pad: int) -> tuple[int, int]:
+    """The input offsets (first, last) a transposed convolution's outputs read, over all `stride`
+    output phases: phase a's output s*y + a reads input y + d through kernel tap a + pad - s*d."""
+    first = min(-((kernel - 1 - a - pad) // stride) for a in range(stride))
+    return first, max((a + pad) // stride for a in range(stride))
+
+
+def _subpixel_weight(w: np.ndarray, strides: Sequence[int], pads: Sequence[int]) -> np.ndarray:
+    """A transposed convolution's weight (in, out, kh, kw) as a convolution's (out x sh x sw, in,
+    taps, taps): output channel (o, a, b) computes output phase (a, b) of channel o; taps no phase
+    reads are zero."""
+    cin, cout, kh, kw = w.shape
+    (sh, sw), (ph, pw) = strides, pads
+    (h0, h1), (w0, w1) = _phase_taps(kh, sh, ph), _phase_taps(kw, sw, pw)
+    out = np.zeros((cout, sh, sw, cin, h1 - h0 + 1, w1 - w0 + 1), w.dtype)
+    for a in range(sh):
+        for dy in range(h0, h1 + 1):
+            i = a + ph - sh * dy
+            if not 0 <= i < kh:
+                continue
+            for b in range(sw):
+                for dx in range(w0, w1 + 1):
+                    j = b + pw - sw * dx
+                    if 0 <= j < kw:
+                        out[:, a, b, :, dy - h0, dx - w0] = w[:, :, i, j].T
+    return out.reshape(cout * sh * sw, cin, h1 - h0 + 1, w1 - w0 + 1)
+
+
 def transposed_convolutions_as_convolutions(mod: Any) -> Any:
     """Every one-group NCHW `conv2d_transpose` of two kinds as a `conv2d`, the same numbers:
-    - kernel = stride, no padding (a U-Net's 2x2 upsampling): a 1x1 convolution to
-      (out channels x stride^2) channels, then each pixel's stride x stride outputs moved to their
+    - one that upsamples by its stride exactly (kernel = stride + both paddings: a U-Net's 2x2
+      stride 2, a GAN's 4x4 stride 2 padding 1), with a constant weight: one convolution over the
+      input computes every output phase, (out channels x stride^2) channels over the taps the
+      phases read (`_subpixel_weight`), then each pixel's stride x stride outputs move to their
       places (reshape, transpose, reshape);
     - stride 1: a convolution with the kernel flipped and its in and out channels swapped, padded
       kernel - 1 - padding.
@@ -424,6 +456,7 @@ def transposed_convolutions_as_convolutions(mod: Any) -> Any:
     (three of four multiplies by zero at stride 2), in a layout none of the convolution schedules
     here reaches: a 128 -> 64 channel 2x2 one on a 32x32 image ran 5.7 ms a call from the prior's
     pick (12 GFLOP/s). As a convolution it is blocked and scheduled as every other one."""
+    import tvm
     from tvm import relax
 
     def as_convolution(call: Any, builder: Any) -> Any:
@@ -440,10 +473,14 @@ def transposed_convolutions_as_convolutions(mod: Any) -> Any:
         n, _, h, width = xs
         out_channels = ws[1]
         dtype = a.out_dtype if str(a.out_dtype) else None
-        if strides == kernel and not any(padding):
+        exact = all(k - padding[i] - padding[i + 2] == st for i, (k, st) in enumerate(zip(kernel, strides)))
+        if exact and strides != [1, 1] and isinstance(w, tvm.ir.expr.Constant):
+            (h0, h1), (w0, w1) = (_phase_taps(k, st, pad) for k, st, pad in zip(kernel, strides, padding[:2]))
+            if min(-h0, -w0, h1, w1) < 0:
+                return None
+            weight = _subpixel_weight(w.value.numpy(), strides, padding[:2])
+            y = builder.emit(relax.op.nn.conv2d(x, relax.const(weight), padding=[-h0, -w0, h1, w1], out_dtype=dtype))
             sh, sw = strides
-            w1 = relax.op.reshape(relax.op.permute_dims(w, [1, 2, 3, 0]), (out_channels * sh * sw, ws[0], 1, 1))
-            y = builder.emit(relax.op.nn.conv2d(x, builder.emit(w1), out_dtype=dtype))
             y = builder.emit(relax.op.reshape(y, (n, out_channels, sh, sw, h, width)))
             y = builder.emit(relax.op.permute_dims(y, [0, 1, 4, 2, 5, 3]))
             return relax.op.reshape(y, (n, out_channels, h * sh, width * sw))
