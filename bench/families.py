@@ -1,7 +1,7 @@
 """Does every model a user brings build? Tiny instances (one layer, width 32, 16 tokens or a 32x32
 image) of the transformers architectures outside examples/zoo.py, and hand-written nets with
-operators the zoo lacks (PReLU, ELU, Mish, GroupNorm, InstanceNorm, ConvTranspose2d, bilinear
-upsampling, pixel shuffle, einsum, LSTM, GRU, Conv1d), each imported, passed through the graph
+operators the zoo lacks (PReLU, ELU, Mish, GroupNorm, InstanceNorm, transposed convolutions,
+bilinear upsampling, pixel shuffle, einsum, LSTM, GRU, Conv1d), each imported, passed through the graph
 passes, built with TVM's untuned kernels and run beside PyTorch, in a process of its own (a crash
 or a hang is that model's row, not the end of the sweep).
 
@@ -162,6 +162,24 @@ def _nets() -> Any:
             z = fn.glu(torch.cat([z, z.flip(-1)], -1), -1)
             return self.lin(fn.gelu(z, approximate="tanh").repeat(1, 1, 2)).softmax(-1)
 
+    class Upsamplers(nn.Module):
+        """A GAN generator's 4x4 stride-2 padding-1 transposed convolution and a decoder's 3x3
+        stride-2 one with an output padding, BatchNorm, ReLU, tanh."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(3, 16, 3, 2, 1),
+                nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(8),
+                nn.ReLU(),
+                nn.ConvTranspose2d(8, 4, 3, 2, 1, output_padding=1),
+                nn.Tanh(),
+            )
+
+        def forward(self, x: Any) -> Any:
+            return self.body(x)
+
     class Recurrent(nn.Module):
         def __init__(self, kind: str) -> None:
             super().__init__()
@@ -192,6 +210,7 @@ def _nets() -> Any:
         mobilenet_v3_blocks = MobileNetV3Blocks
         unet = UNet
         activations = Activations
+        upsamplers = Upsamplers
         lstm = staticmethod(lambda: Recurrent("lstm"))
         gru_bidirectional = staticmethod(lambda: Recurrent("gru"))
         conv1d = Conv1d
@@ -462,6 +481,7 @@ ARCHS: dict[str, tuple[str, Callable[[], Any], str]] = {
     "mobilenet_v3_blocks": ("convnet", _hand("mobilenet_v3_blocks"), "image"),
     "unet": ("convnet", _hand("unet"), "image"),
     "activations": ("convnet", _hand("activations"), "image"),
+    "upsamplers": ("convnet", _hand("upsamplers"), "image"),
     "wav2vec2": ("audio", _hf("Wav2Vec2Model", "Wav2Vec2Config", **AUDIO), "wave"),
     "hubert": ("audio", _hf("HubertModel", "HubertConfig", **AUDIO), "wave"),
     "whisper_encoder": (

@@ -1218,17 +1218,26 @@ def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocke
 
 
 @pytest.mark.parametrize(
-    "kernel, stride, padding, rewritten",
-    [(2, 2, 0, True), (4, 2, 1, True), (3, 3, 0, True), (3, 1, 1, True), (3, 1, 0, True), (3, 2, 1, False)],
+    "kernel, stride, padding, extra, rewritten",
+    [
+        (2, 2, 0, 0, True),
+        (4, 2, 1, 0, True),
+        (3, 3, 0, 0, True),
+        (3, 2, 1, 1, True),
+        (3, 1, 1, 0, True),
+        (3, 1, 0, 0, True),
+        (3, 2, 1, 0, False),
+    ],
 )
 def test_a_transposed_convolution_is_a_convolution_where_it_can_be_and_matches(
-    kernel: int, stride: int, padding: int, rewritten: bool
+    kernel: int, stride: int, padding: int, extra: int, rewritten: bool
 ) -> None:
     """A transposed convolution that upsamples by its stride exactly (a U-Net's 2x2 stride 2, a
-    GAN's 4x4 stride 2 padding 1) is one convolution computing every output phase and a pixel
-    rearrangement, a stride-1 one a convolution with the kernel flipped (`graph.transposed_
-    convolutions_as_convolutions`); a 3x3 stride-2 one (an output one short of 2x) stays TVM's.
-    Each computes PyTorch's output."""
+    GAN's 4x4 stride 2 padding 1, a 3x3 stride 2 padding 1 with an output padding of 1) is one
+    convolution computing every output phase and a pixel rearrangement, a stride-1 one a
+    convolution with the kernel flipped (`graph.transposed_convolutions_as_convolutions`); a 3x3
+    stride-2 one without the output padding (an output one short of 2x) stays TVM's. Each
+    computes PyTorch's output."""
     import torch
     from tvm import relax
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
@@ -1240,7 +1249,8 @@ def test_a_transposed_convolution_is_a_convolution_where_it_can_be_and_matches(
 
     target = host_target()
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.ConvTranspose2d(16, 8, kernel, stride, padding), torch.nn.ReLU()).eval()
+    up = torch.nn.ConvTranspose2d(16, 8, kernel, stride, padding, output_padding=extra)
+    net = torch.nn.Sequential(up, torch.nn.ReLU()).eval()
     x = np.random.default_rng(0).standard_normal((1, 16, 6, 5)).astype(np.float32)
     graph = graph_mod.import_network("up", net, [InputSpec("x", "float32", x.shape)], [x], target)
     names = [w.name for w in graph.workloads]

@@ -444,8 +444,9 @@ def _subpixel_weight(w: np.ndarray, strides: Sequence[int], pads: Sequence[int])
 
 def transposed_convolutions_as_convolutions(mod: Any) -> Any:
     """Every one-group NCHW `conv2d_transpose` of two kinds as a `conv2d`, the same numbers:
-    - one that upsamples by its stride exactly (kernel = stride + both paddings: a U-Net's 2x2
-      stride 2, a GAN's 4x4 stride 2 padding 1), with a constant weight: one convolution over the
+    - one that upsamples by its stride exactly (kernel + output padding = stride + both paddings:
+      a U-Net's 2x2 stride 2, a GAN's 4x4 stride 2 padding 1, a decoder's 3x3 stride 2 padding 1
+      output padding 1), with a constant weight: one convolution over the
       input computes every output phase, (out channels x stride^2) channels over the taps the
       phases read (`_subpixel_weight`), then each pixel's stride x stride outputs move to their
       places (reshape, transpose, reshape);
@@ -467,13 +468,14 @@ def transposed_convolutions_as_convolutions(mod: Any) -> Any:
             return None
         if str(a.kernel_layout) != "IOHW" or str(a.out_layout or "NCHW") != "NCHW":
             return None
-        if any(int(d) != 1 for d in a.dilation) or any(int(o) for o in a.output_padding):
+        if any(int(d) != 1 for d in a.dilation):
             return None
         strides, padding, kernel = [int(v) for v in a.strides], [int(v) for v in a.padding], list(ws[2:])
+        extra = [int(v) for v in a.output_padding]  # rows and columns added at the end
         n, _, h, width = xs
         out_channels = ws[1]
         dtype = a.out_dtype if str(a.out_dtype) else None
-        exact = all(k - padding[i] - padding[i + 2] == st for i, (k, st) in enumerate(zip(kernel, strides)))
+        exact = all(kernel[i] - padding[i] - padding[i + 2] + extra[i] == strides[i] for i in range(2))
         if exact and strides != [1, 1] and isinstance(w, tvm.ir.expr.Constant):
             (h0, h1), (w0, w1) = (_phase_taps(k, st, pad) for k, st, pad in zip(kernel, strides, padding[:2]))
             if min(-h0, -w0, h1, w1) < 0:
@@ -486,7 +488,7 @@ def transposed_convolutions_as_convolutions(mod: Any) -> Any:
             return relax.op.reshape(y, (n, out_channels, h * sh, width * sw))
         pads = [kernel[0] - 1 - padding[0], kernel[1] - 1 - padding[1]]
         pads += [kernel[0] - 1 - padding[2], kernel[1] - 1 - padding[3]]
-        if strides == [1, 1] and min(pads) >= 0:
+        if strides == [1, 1] and min(pads) >= 0 and not any(extra):
             flipped = relax.op.flip(builder.emit(relax.op.flip(w, 2)), 3)
             w2 = builder.emit(relax.op.permute_dims(builder.emit(flipped), [1, 0, 2, 3]))
             return relax.op.nn.conv2d(x, w2, padding=pads, out_dtype=dtype)
