@@ -45,7 +45,7 @@ def _hf(model: str, config: str, attr: str = "last_hidden_state", **kw: Any) -> 
         import transformers
 
         cls = getattr(transformers, model, None) or _submodule_class(model)
-        return _one_output(cls(getattr(transformers, config)(**kw), **extra), attr)
+        return _zoo()._Main(cls(getattr(transformers, config)(**kw), **extra), attr)
 
     return make
 
@@ -56,21 +56,6 @@ def _submodule_class(name: str) -> Any:
 
         return WhisperEncoder
     raise AttributeError(name)
-
-
-def _one_output(model: Any, attr: str) -> Any:
-    """`model` returning its `attr` output alone (as examples/zoo.py's `_Main`)."""
-    import torch
-
-    class Main(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, x: Any) -> Any:
-            return getattr(self.model(x), attr)
-
-    return Main()
 
 
 def _hand(name: str) -> Callable[[], Any]:
@@ -522,17 +507,22 @@ def _input(kind: str) -> Any:
     return InputSpec("x", "float32", x.shape), x
 
 
+def _zoo() -> Any:
+    """examples/zoo.py: its one-output wrapper and its BatchNorm calibration serve here too."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    import zoo  # type: ignore[import-not-found]
+
+    return zoo
+
+
 def _calibrated(net: Any, kind: str) -> Any:
     """BatchNorm statistics from a few random batches (as examples/zoo.py), then eval mode."""
     import torch
 
-    if kind != "image" and kind != "wave":
-        return net.eval()
-    sys.path.insert(0, str(ROOT / "examples"))
-    import zoo  # type: ignore[import-not-found]
-
     if kind == "image":
-        return zoo._calibrated(net, (4, 3, IMAGE, IMAGE))
+        return _zoo()._calibrated(net, (4, 3, IMAGE, IMAGE))
+    if kind != "wave":
+        return net.eval()
     net.train()
     with torch.no_grad():
         for _ in range(3):

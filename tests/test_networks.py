@@ -1099,6 +1099,21 @@ def _layer_norm_nets() -> dict[str, Any]:
     return {"pooled": PooledNorm, "convnext": ConvNextBlock}
 
 
+def _built_matches_pytorch(graph: Any, net: Any, x: np.ndarray, target: Any) -> bool:
+    """`graph` built (TVM's untuned kernels), run on `x` and checked against `net`'s output."""
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+
+    dev, args = nt._on_device(target, [x])
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
+    return compare_outputs(got, nt.reference_outputs(net, [x])).ok
+
+
 @pytest.mark.parametrize("case", ["pooled", "convnext"])
 def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matches(case: str) -> None:
     """ConvNeXt's case: TVM's layout inference carries the blocked layout into a `layer_norm` over
@@ -1107,13 +1122,9 @@ def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matc
     the convolutions are blocked, ConvNeXt's layout conversion (a gather, `layouts.legalize_map`)
     fuses with the permute beside it, and the build computes PyTorch's output."""
     import torch
-    from tvm import relax
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks import graph as graph_mod
-    from autosearch.networks import tune as nt
-    from autosearch.networks.check import flatten_outputs
     from autosearch.search.registers import simd_bits
 
     target = host_target()
@@ -1128,10 +1139,7 @@ def test_a_model_whose_layer_norm_the_blocked_layout_reaches_is_blocked_and_matc
     if case == "convnext":  # the conversion back to NCHW is a gather fused with the permute after it
         assert any("layout_transform" in n and "transpose" in n for n in names), names
         assert not any("te_layout_transform" in n for n in names), names
-    dev, args = nt._on_device(target, [x])
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
-    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+    assert _built_matches_pytorch(graph, net, x, target)
 
 
 def test_a_prelu_after_a_blocked_convolution_builds_and_matches() -> None:
@@ -1140,13 +1148,9 @@ def test_a_prelu_after_a_blocked_convolution_builds_and_matches() -> None:
     with a float padding value and failed (an internal error on import). Done on int8 now
     (`layouts.bool_layouts_as_int8`)."""
     import torch
-    from tvm import relax
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks import graph as graph_mod
-    from autosearch.networks import tune as nt
-    from autosearch.networks.check import flatten_outputs
     from autosearch.search.registers import simd_bits
 
     target = host_target()
@@ -1166,10 +1170,7 @@ def test_a_prelu_after_a_blocked_convolution_builds_and_matches() -> None:
     x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
     graph = graph_mod.import_network("prelu", net, [InputSpec("x", "float32", x.shape)], [x], target)
     assert any("NCHWc" in w.name for w in graph.workloads), [w.name for w in graph.workloads]
-    dev, args = nt._on_device(target, [x])
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
-    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+    assert _built_matches_pytorch(graph, net, x, target)
 
 
 def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocked() -> None:
@@ -1179,13 +1180,9 @@ def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocke
     loops) and the convolutions beside it are blocked (the layout inference refused the group
     norm, which left the whole model as imported). The build computes PyTorch's output."""
     import torch
-    from tvm import relax
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks import graph as graph_mod
-    from autosearch.networks import tune as nt
-    from autosearch.networks.check import flatten_outputs
     from autosearch.search.registers import simd_bits
 
     target = host_target()
@@ -1211,10 +1208,7 @@ def test_a_group_norm_is_a_layer_norm_over_rows_and_its_convolutions_stay_blocke
     assert not any("group_norm" in n for n in names) and any("layer_norm" in n for n in names), names
     if simd_bits(target) > 0:
         assert any("NCHWc" in n or "winograd" in n for n in names), names
-    dev, args = nt._on_device(target, [x])
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
-    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+    assert _built_matches_pytorch(graph, net, x, target)
 
 
 @pytest.mark.parametrize(
@@ -1239,13 +1233,9 @@ def test_a_transposed_convolution_is_a_convolution_where_it_can_be_and_matches(
     stride-2 one without the output padding (an output one short of 2x) stays TVM's. Each
     computes PyTorch's output."""
     import torch
-    from tvm import relax
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks import graph as graph_mod
-    from autosearch.networks import tune as nt
-    from autosearch.networks.check import flatten_outputs
 
     target = host_target()
     torch.manual_seed(0)
@@ -1255,10 +1245,7 @@ def test_a_transposed_convolution_is_a_convolution_where_it_can_be_and_matches(
     graph = graph_mod.import_network("up", net, [InputSpec("x", "float32", x.shape)], [x], target)
     names = [w.name for w in graph.workloads]
     assert any("conv2d_transpose" in n for n in names) != rewritten, names
-    dev, args = nt._on_device(target, [x])
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
-    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+    assert _built_matches_pytorch(graph, net, x, target)
 
 
 def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm() -> None:
@@ -1270,13 +1257,9 @@ def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm
     import re
 
     import torch
-    from tvm import relax
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks import graph as graph_mod
-    from autosearch.networks import tune as nt
-    from autosearch.networks.check import flatten_outputs
 
     class Layer(torch.nn.Module):
         def __init__(self, cin: int) -> None:
@@ -1299,10 +1282,7 @@ def test_a_chained_dense_block_concatenates_once_per_layer_inside_its_batch_norm
     calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
     concats = [c for c in calls if "concatenate" in c]
     assert len(concats) == 3 and all("relu" in c for c in concats), calls
-    dev, args = nt._on_device(target, [x])
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    got = flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args))
-    assert compare_outputs(got, nt.reference_outputs(net, [x])).ok
+    assert _built_matches_pytorch(graph, net, x, target)
 
 
 def test_only_a_concatenation_on_the_same_axis_is_spliced_into_its_reader() -> None:
