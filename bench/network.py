@@ -104,6 +104,7 @@ def time_every_arm(
             tvm_libraries=libs,
             compile_arm=not args.skip_compile,
             runtimes=not args.skip_runtimes,
+            int8_runtime=args.precision == "int8",
             rounds=max(1, args.timing_rounds),
             min_round_s=args.min_round_s,
             tvm_precisions={label: args.precision for label in libs if label.startswith("ours")},
@@ -234,7 +235,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
         rows["tvm tune_relax"] = {"trials": n, "tune_s": secs}
     for label, folder in args.build:
         exes[label] = str(Path(folder) / "model.so")
-        rows[label] = {"trials": "-", "tune_s": None}
+        rows[label] = {"trials": "-", "tune_s": None, "built_elsewhere": True}
     if args.untuned:
         exes["tvm untuned"] = build_network(graph, ms.database.MemoryDatabase(), target)
         rows["tvm untuned"] = {"trials": 0, "tune_s": None}
@@ -330,8 +331,21 @@ def print_model(res: dict[str, Any], cpu: str, cores: int) -> None:
         print(f"HEADLINE {res['model']}: best fp32 runtime ({head['best']}, {_ms(best)} ms) / ours: {ratios}")
     else:
         print(f"HEADLINE {res['model']}: no fp32 baseline ran with its output checked ok")
-    from autosearch.networks.runtimes import OPENVINO_DEFAULT
+    for k in (k for k in rows if rows[k].get("built_elsewhere") and rows[k].get("latency")):
+        parts = [f"{k} / {o} = {rows[k]['latency'] / rows[o]['latency']:.2f}" for o in ours if rows[o].get("latency")]
+        if parts:
+            print(f"BUILDS {res['model']}: " + "; ".join(parts))
+    from autosearch.networks.runtimes import ONNXRUNTIME_INT8, OPENVINO_DEFAULT
 
+    q = rows.get(ONNXRUNTIME_INT8, {})
+    if q.get("latency"):
+        parts = [
+            f"{k} {q['latency'] / rows[k]['latency']:.2f} (error {rows[k].get('relative_err') or 0:.1e} "
+            f"vs ONNX Runtime's {q.get('relative_err') or 0:.1e})"
+            for k in ours
+            if rows[k].get("latency")
+        ]
+        print(f"INT8 {res['model']}: ONNX Runtime int8 ({_ms(q['latency'])} ms) / ours: {', '.join(parts) or '-'}")
     ov = rows.get(OPENVINO_DEFAULT, {})
     if ov.get("latency"):
         # a low precision's goal is OpenVINO's speed at an error no larger than OpenVINO's: a
@@ -492,9 +506,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--precision",
         default="fp32",
-        choices=("fp32", "bf16"),
+        choices=("fp32", "bf16", "int8"),
         help="ours' dense layers and convolutions (tune-model --precision); with bf16 the headline is OpenVINO's default "
-        "precision (bf16 on a CPU with AVX512_BF16 or AMX) / ours",
+        "precision (bf16 on a CPU with AVX512_BF16 or AMX) / ours; each --build arm (e.g. ours in fp32) / ours is "
+        "printed too (int8's goal: our own fp32 build / ours int8)",
     )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)

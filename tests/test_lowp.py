@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autosearch.errors import TargetError, WorkloadError
+from autosearch.errors import InputError, TargetError, WorkloadError
 
 ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX512_BF16 and AVX512_VNNI
 ZNVER3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}  # AVX2 only
@@ -274,10 +274,10 @@ def test_the_output_check_holds_each_precision_to_its_own_tolerance() -> None:
 
 
 def _tune_model_bf16(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, input_spec: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, input_spec: str, precision: str = "bf16"
 ) -> tuple[dict, str]:
-    """`tune-model --trials 0 --precision bf16` on the model `make_model()` returns (`body`, its
-    code after `torch.manual_seed(0)`): the JSON summary and what it printed to stderr."""
+    """`tune-model --trials 0 --precision bf16` (or `precision`) on the model `make_model()` returns
+    (`body`, its code after `torch.manual_seed(0)`): the JSON summary and what it printed to stderr."""
     import json
 
     from autosearch.cli import main
@@ -285,7 +285,7 @@ def _tune_model_bf16(
     (tmp_path / "net.py").write_text(f"import torch\ndef make_model():\n    torch.manual_seed(0)\n{body}")
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", input_spec, "--trials", "0"]
     try:
-        main([*argv, "--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"])
+        main([*argv, "--precision", precision, "--db", str(tmp_path / "n.db"), "--json"])
     except SystemExit as exc:
         assert not exc.code, capsys.readouterr().err[-2000:]
     captured = capsys.readouterr()
@@ -373,3 +373,149 @@ def test_every_sampled_schedule_of_a_networks_bf16_1x1_convolution_links_its_mic
     lib = tvm.compile(built[0], target=target).mod
     asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
     assert "vdpbf16ps" in asm and "autosearch_dpbf16_16x2" not in asm  # inlined, no call left
+
+
+def test_an_activation_range_maps_onto_uint8_with_zero_exact_and_weights_per_channel_onto_int8() -> None:
+    from autosearch.networks.lowp import activation_quantization, weight_quantization
+
+    assert activation_quantization(0.0, 2.55) == pytest.approx((0.01, 0))  # after a ReLU: all 256 steps
+    scale, zero = activation_quantization(-1.0, 1.0)
+    assert scale == pytest.approx(2 / 255) and zero == 128  # zero is the integer step 128: padding exact
+    assert activation_quantization(0.5, 2.0) == pytest.approx((2 / 255, 0))  # widened to hold 0
+    assert activation_quantization(0.0, 0.0) == (1.0, 0)  # a dead input: no division by zero
+    w = np.zeros((2, 4, 3, 3, 16), dtype=np.float32)
+    w[0, 1, 2, 0, 3], w[1, 0, 0, 0, 5], w[1, 2, 1, 1, 5] = -0.5, 2.0, 1.0
+    q, scales = weight_quantization(w)
+    assert q.dtype == np.int8 and scales.shape == (2, 16)
+    assert q[0, 1, 2, 0, 3] == -127 and scales[0, 3] == pytest.approx(0.5 / 127)  # each channel's peak: 127
+    assert q[1, 0, 0, 0, 5] == 127 and q[1, 2, 1, 1, 5] == 64 and scales[1, 5] == pytest.approx(2 / 127)
+    assert scales[0, 0] == 1.0 and not q[0, :, :, :, 0].any()  # an all-zero channel
+
+
+def _blocked_convolutions_module() -> object:
+    """x (NCHW16c, 32 channels) scaled and shifted, then a padded 3x3 convolution (one group: int8),
+    a grouped one (stays fp32) and one into 8-channel blocks (stays fp32)."""
+    from tvm import relax
+
+    rng = np.random.default_rng(0)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 2, 8, 8, 16), "float32"))
+    w = relax.const(rng.standard_normal((2, 32, 3, 3, 16)).astype("float32"))
+    w8 = relax.const(rng.standard_normal((4, 32, 1, 1, 8)).astype("float32"))
+    wg = relax.const(rng.standard_normal((2, 16, 3, 3, 16)).astype("float32"))
+    blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            s = bb.emit(
+                relax.op.subtract(relax.op.multiply(x, relax.const(np.float32(3.0))), relax.const(np.float32(1.0)))
+            )
+            a = bb.emit(relax.op.nn.conv2d(s, w, padding=1, **blocked))
+            b = bb.emit(relax.op.nn.conv2d(s, w8, data_layout="NCHW16c", kernel_layout="OIHW8o", out_layout="NCHW8c"))
+            c = bb.emit(relax.op.nn.conv2d(s, wg, padding=1, groups=2, **blocked))
+            out = bb.emit_output(relax.Tuple([a, b, c]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_calibration_observes_the_input_range_of_each_convolution_int8_computes() -> None:
+    """The observers run in a real untuned build of the graph: the one convolution int8 takes gets
+    the exact range of its input (3x - 1), the two it leaves are not observed."""
+    import tvm
+
+    from autosearch.networks.calibration import input_ranges
+    from autosearch.networks.graph import lowered
+    from autosearch.networks.lowp import int8_candidate
+
+    x = np.random.default_rng(1).random((1, 2, 8, 8, 16), dtype=np.float32)
+    target = tvm.target.Target("llvm")
+    with target:
+        ranges = input_ranges(_blocked_convolutions_module(), int8_candidate, [x], target, lowered)
+    s = 3.0 * x - 1.0
+    assert len(ranges) == 1 and ranges[0] == pytest.approx((s.min(), s.max()), rel=1e-6)
+    x[0, 0, 0, 0, 0] = np.nan
+    with target, pytest.raises(InputError, match="non-finite"):
+        input_ranges(_blocked_convolutions_module(), int8_candidate, [x], target, lowered)
+
+
+def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero_point() -> None:
+    import tvm
+
+    from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.networks.lowp import int8_convolutions
+
+    mod, count = int8_convolutions(_blocked_convolutions_module(), [(-1.0, 2.0)])
+    assert count == 1
+    text = mod.script()
+    assert text.count("R.nn.conv2d") == 2 and "conv2d_NCHWc_int8" in text and '"uint8"' in text
+    task = tvm.IRModule({"main": mod["conv2d_NCHWc_int8"]})
+    assert module_precision(task).name == "int8"  # tuned in the VNNI design space
+    packed_shape = ", ".join(f"T.int64({v})" for v in (2, 2, 3, 3, 4, 16, 4))  # (O/16, I/16, KH, KW, 16/4, 16, 4)
+    assert f'T.Buffer(({packed_shape}), "int8")' in task.script()
+    assert "T.uint8(85)" in task.script()  # the padding: zero's step, round(1 / (3 / 255))
+    with pytest.raises(RuntimeError, match="2 calibrated"):
+        int8_convolutions(_blocked_convolutions_module(), [(-1.0, 2.0), (0.0, 1.0)])
+
+
+@needs_vnni
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_pytorch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Signed inputs (a zero point inside the range) through padded, strided and 1x1 convolutions:
+    a wrong padding value or zero-point correction is off by ~the input's scale, far past this."""
+    s, err = _tune_model_bf16(
+        capsys,
+        tmp_path,
+        "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, stride=2), torch.nn.ReLU(),\n"
+        "                               torch.nn.Conv2d(32, 32, 1),\n"
+        "                               torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU()).eval()\n",
+        "x:float32:1,16,14,14",
+        precision="int8",
+    )
+    assert s["precision"] == "int8" and s["output_matches"], s
+    names = [t["name"] for t in s["tasks"]]
+    assert sum("conv2d_NCHWc_int8" in n for n in names) == 3, names  # every one, the 3x3s direct
+    assert not any("winograd" in n for n in names), names
+    assert 0 < s["relative_err"] < 2e-2, s["relative_err"]
+    assert "Tensorize failed" not in err
+
+
+@pytest.mark.parametrize(("precision", "steps", "instruction"), [("int8", 4, "vpdpbusd"), ("bf16", 8, "vdpbf16ps")])
+def test_a_networks_convolution_sums_a_whole_channel_block_a_kernel_call(
+    precision: str, steps: int, instruction: str
+) -> None:
+    """The convolutions' kernel runs one instruction for each `depth` channels of a 16-channel block
+    and loads and stores its 16 sums once a call (one step a call stored them every instruction);
+    the dense layers keep the one-step kernel. Compiled for a CPU with the instructions."""
+    import torch
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    from autosearch.backends.tvm.lowp import get_precision, kernel_of, space_generator
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
+    from autosearch.workloads import get_workload
+    from autosearch.workloads.lowp import with_precision
+
+    target = _target(ZNVER4)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 1)).eval()
+    x = np.random.default_rng(0).random((1, 16, 14, 14), dtype=np.float32)
+    graph = import_network("c1", net, [InputSpec("x", "float32", x.shape)], [x], target, precision=precision)
+    mod = next(w.mod() for w in graph.workloads if f"conv2d_NCHWc_{precision}" in w.name)
+    kernel = kernel_of(mod, get_precision(precision))
+    assert kernel.steps == steps and kernel.intrin.endswith(f"_x{steps}")
+    assert kernel.ir().count("call <16 x") == steps and kernel.ir().count("store ") == 1
+    dense = with_precision(get_workload("bert/dense/128x768/768"), precision).mod()
+    assert kernel_of(dense, get_precision(precision)).steps == 1
+    ctx = ms.TuneContext(
+        mod=mod, target=target, space_generator=space_generator(mod, target), search_strategy="replay-trace"
+    )
+    ctx.pre_tuning(max_trials=4, num_trials_per_iter=4, design_spaces=ctx.generate_design_space())
+    schedules = [c.sch for c in ctx.generate_measure_candidates()]
+    assert schedules and all(kernel.symbol in s.mod.script() for s in schedules)  # tensorized with it
+    built = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(schedules[0].mod)
+    lib = tvm.compile(built, target=target).mod
+    asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+    assert instruction in asm and kernel.symbol not in asm  # inlined

@@ -158,3 +158,18 @@ def test_a_model_openvino_cannot_convert_names_the_operator_and_why(tmp_path) ->
     assert out[runtimes.ONNXRUNTIME].ok, out[runtimes.ONNXRUNTIME].error  # the model itself runs
     reason = out[runtimes.OPENVINO_F32].error or ""
     assert "OpenVINO cannot convert AveragePool" in reason and "Exception from" not in reason, reason
+
+
+def test_onnxruntime_int8_quantizes_the_model_statically_and_is_held_to_the_int8_tolerance(tiny, tmp_path):
+    """The int8 arm runs the model `quantize_static` wrote (QDQ), not the float one: its output
+    differs from eager by int8 rounding, within the int8 tolerance, and it says it computes in int8."""
+    from autosearch.networks.check import PRECISION_RTOL
+
+    net, arrays, expected = tiny
+    out = {a.name: a for a in runtimes.runtime_arms(net, SPECS, arrays, expected, 1, tmp_path, int8=True)}
+    arm = out[runtimes.ONNXRUNTIME_INT8]
+    assert arm.error is None and arm.call is not None, arm.error
+    assert arm.precision == "int8" and (tmp_path / "model.int8.onnx").is_file()
+    assert arm.ok and 1e-6 < arm.relative_err < PRECISION_RTOL["int8"], arm.check
+    got = np.asarray(arm.call()[0])
+    assert np.abs(got - expected[0]).max() > 1e-5 * np.abs(expected[0]).max()  # not the float model

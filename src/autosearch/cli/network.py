@@ -95,9 +95,11 @@ def tune_model(
     precision: str = typer.Option(
         "fp32",
         "--precision",
-        help="fp32, or bf16: every matmul by a constant weight (a transformer's dense layers) and every blocked "
-        "convolution of one group computes on bf16 operands with fp32 sums (AVX512_BF16), the rest stays fp32; "
-        "the output check's tolerance is then 2e-2 of the output's scale (docs/networks.md).",
+        help="fp32, bf16 or int8. bf16: every matmul by a constant weight (a transformer's dense layers) and every "
+        "blocked convolution of one group computes on bf16 operands with fp32 sums (AVX512_BF16); the output check's "
+        "tolerance is then 2e-2 of the output's scale. int8: every blocked convolution of one group on uint8 "
+        "activations (ranges calibrated on the example inputs) and int8 weights (one scale an output channel), "
+        "int32 sums (AVX512_VNNI); tolerance 1e-1. The rest stays fp32 (docs/networks.md).",
     ),
     rpc_tracker: Optional[str] = typer.Option(
         None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: measurements go to its devices."

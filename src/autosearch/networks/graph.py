@@ -561,11 +561,18 @@ def activations_before_reshapes(mod: Any) -> Any:
 
 
 def _graph_passes(
-    mod: Any, params: dict[str, Any], *, fast_math: bool, register_bits: int = 0, precision: str = "fp32"
+    mod: Any,
+    params: dict[str, Any],
+    *,
+    fast_math: bool,
+    register_bits: int = 0,
+    precision: str = "fp32",
+    calibration: Sequence[np.ndarray] = (),
 ) -> Any:
     """Parameters bound, BatchNorm folded, convolutions blocked to `register_bits` SIMD registers
-    (`layouts`; 0: as imported), (fast math), dense layers in `precision` (`lowp`), TVM's zero
-    pipeline with layout-free weights."""
+    (`layouts`; 0: as imported), (fast math), dense layers and convolutions in `precision`
+    (`lowp`; int8's activation ranges observed on the `calibration` inputs), TVM's zero pipeline
+    with layout-free weights."""
     import tvm
     from tvm import relax
 
@@ -573,7 +580,6 @@ def _graph_passes(
     from autosearch.networks.layouts import (
         blocked_convolutions,
         clips_as_bounds,
-        legalize_map,
         pads_into_convolutions,
     )
 
@@ -598,18 +604,37 @@ def _graph_passes(
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
-    if register_bits > 0:
+    if register_bits > 0 and precision != "int8":
         from autosearch.networks.winograd import winograd_convolutions
 
         # before bf16: a float32 F(4x4, 3x3) does a quarter of the multiplies a bf16 direct 3x3
         # convolution does at twice the rate (ResNet-50 in bf16 from the prior alone, bench/README
-        # "3x3 convolutions by Winograd's minimal filtering")
+        # "3x3 convolutions by Winograd's minimal filtering"); int8's `vpdpbusd` does four times
+        # fp32's multiplies a cycle on a quarter of the bytes, so its 3x3 ones stay direct
         mod = winograd_convolutions(mod)
     if precision == "bf16":
         from autosearch.networks.lowp import bf16_convolutions, bf16_dense_layers
 
         mod, _ = bf16_dense_layers(mod)
         mod, _ = bf16_convolutions(mod)
+    if precision == "int8":
+        from autosearch.networks.calibration import input_ranges
+        from autosearch.networks.lowp import int8_candidate, int8_convolutions
+
+        ranges = input_ranges(mod, int8_candidate, calibration, tvm.target.Target.current(), lowered)
+        mod, _ = int8_convolutions(mod, ranges)
+    return lowered(mod)
+
+
+def lowered(mod: Any) -> Any:
+    """A prepared graph through TVM's zero pipeline: operators legalized to TIR, fused into tasks,
+    weights marked layout-free."""
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.layouts import legalize_map
+
+    t = relax.transform
     return tvm.transform.Sequential(
         [
             t.DecomposeOpsForInference(),
@@ -678,7 +703,12 @@ def import_network(
     mod = guard_token_ids(mod, specs, target)  # the library keeps token ids inside their tables itself
     with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
         prepared = _graph_passes(
-            mod, params, fast_math=fast_math, register_bits=simd_bits(target) if blocked else 0, precision=precision
+            mod,
+            params,
+            fast_math=fast_math,
+            register_bits=simd_bits(target) if blocked else 0,
+            precision=precision,
+            calibration=arrays,
         )
     check_lowered(prepared, spec, target)  # an operator with no kernel: one line now, not at the build
     tasks, workloads = tasks_of(prepared, target, spec)
@@ -725,6 +755,11 @@ def _rooted_opaque_functions(mod: Any) -> Any:
 def build_network(graph: NetworkGraph, database: Any, target: Any) -> Any:
     """The Relax executable of a prepared module with every task's schedule from `database` (a task
     missing there is built as TVM builds it untuned), weights pre-packed (module doc, step 4)."""
+    return build_module(graph.mod, database, target)
+
+
+def build_module(mod: Any, database: Any, target: Any) -> Any:
+    """`build_network` of a module `lowered` gave."""
     import tvm
     from tvm import relax
     from tvm.relax import pipeline as rp
@@ -760,4 +795,4 @@ def build_network(graph: NetworkGraph, database: Any, target: Any) -> Any:
         return tvm.transform.Sequential(list(lower) + list(finalize))(mod)
 
     with target, database, tvm.transform.PassContext(opt_level=3):
-        return relax.build(graph.mod, target=target, relax_pipeline=_pipeline)
+        return relax.build(mod, target=target, relax_pipeline=_pipeline)

@@ -221,7 +221,7 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
     if len(attrs.out_layout or attrs.data_layout) == 4:
         return tvm.ir.Op.get(CONV2D).get_attr("FLegalize")(bb, call)
     out_dtype = str(attrs.out_dtype)
-    if out_dtype in ("", "void"):
+    if out_dtype in ("", "void", "None"):  # unset: the input's
         out_dtype = str(call.args[0].ty.dtype)
     geometry = [[int(v) for v in values] for values in (attrs.strides, attrs.padding, attrs.dilation)]
     if len(attrs.data_layout) == 4:  # NCHW in, blocked out
@@ -251,17 +251,25 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
 
 
 def padded_window(
-    data: Any, padding: list[int], kernel: tuple[int, int], strides: list[int], dilation: list[int]
+    data: Any,
+    padding: list[int],
+    kernel: tuple[int, int],
+    strides: list[int],
+    dilation: list[int],
+    pad_value: float = 0.0,
 ) -> tuple[Any, int, int]:
-    """NCHW or NCHW{b}c `data` zero-padded on its image axes (2 and 3; padding: top, left, bottom,
-    right, or one pair for both sides), and the output's height and width."""
+    """NCHW or NCHW{b}c `data` padded with `pad_value` (an int8 input: its zero point) on its image
+    axes (2 and 3; padding: top, left, bottom, right, or one pair for both sides), and the output's
+    height and width."""
     from tvm import topi
 
     top, left, bottom, right = padding if len(padding) == 4 else (padding[0], padding[1]) * 2
     height, width = int(data.shape[2]), int(data.shape[3])
     if top or left or bottom or right:
         rest = [0] * (len(data.shape) - 4)
-        data = topi.nn.pad(data, [0, 0, top, left, *rest], [0, 0, bottom, right, *rest], name="data_pad")
+        data = topi.nn.pad(
+            data, [0, 0, top, left, *rest], [0, 0, bottom, right, *rest], pad_value=pad_value, name="data_pad"
+        )
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilation
     oh = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
     ow = (width + left + right - dw * (kw - 1) - 1) // sw + 1

@@ -34,7 +34,7 @@ from autosearch.networks.layouts import blocked_float_conv, padded_window
 from autosearch.networks.rewrite import rewrite_calls, static_shape
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
-__all__ = ["bf16_convolutions", "bf16_dense_layers"]
+__all__ = ["bf16_convolutions", "bf16_dense_layers", "int8_candidate", "int8_convolutions"]
 
 #: Products each output lane of `vdpbf16ps` sums (the packing's inner width), and its lanes.
 _PAIRS = 2
@@ -110,6 +110,7 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
             return None
         packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
         xb = builder.emit(relax.op.astype(x, "bfloat16"))
+        xb = builder.emit(relax.op.reshape(xb, [*x.ty.shape.values[:4], in_block // _PAIRS, _PAIRS]))
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
         count[0] += 1
         return builder.emit_te(
@@ -121,4 +122,104 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
         )
 
     out = rewrite_calls(mod, "relax.nn.conv2d", bf16_conv)
+    return out, count[0]
+
+
+#: Products each output lane of `vpdpbusd` sums: four u8 x i8 pairs into one int32.
+_QUADS = 4
+#: The largest magnitude of a symmetric int8 weight: -127..127, so that negating one never overflows.
+_WEIGHT_MAX = 127.0
+_U8_MAX = 255.0
+
+
+def int8_candidate(call: Any) -> bool:
+    """Whether `lowp` computes this `conv2d` in int8: one group, NCHW{b}c input with whole
+    quadruples of channels in a block, NCHW16c output, a constant weight."""
+    blocks = blocked_float_conv(call)
+    if blocks is None or blocks[0] % _QUADS or blocks[1] != _LANES:
+        return False
+    return int(call.args[1].value.shape[1]) % blocks[0] == 0
+
+
+def activation_quantization(lo: float, hi: float) -> tuple[float, int]:
+    """(scale, zero point) mapping [lo, hi] (widened to hold 0, so that zero padding is exact) onto
+    uint8's 0..255: a non-negative input (after a ReLU) uses all 256 steps from 0."""
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if hi - lo <= 0.0:
+        return 1.0, 0
+    scale = (hi - lo) / _U8_MAX
+    return scale, int(min(_U8_MAX, max(0.0, round(-lo / scale))))
+
+
+def weight_quantization(weight_oihwo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A blocked OIHW16o float32 weight as int8 with one scale an output channel (its largest
+    magnitude / 127): (the int8 weight, the scales in the shape (C_out/16, 16))."""
+    peak = np.abs(weight_oihwo).max(axis=(1, 2, 3))
+    scale = np.where(peak > 0, peak / _WEIGHT_MAX, 1.0).astype(np.float64)
+    q = np.clip(np.round(weight_oihwo / scale[:, None, None, None, :]), -_WEIGHT_MAX, _WEIGHT_MAX)
+    return q.astype(np.int8), scale
+
+
+def _te_packed_conv_int8(
+    data: Any, weight: Any, strides: list[int], padding: list[int], dilation: list[int], zero_point: int
+) -> Any:
+    kh, kw = int(weight.shape[2]), int(weight.shape[3])
+    padded, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation, pad_value=zero_point)
+    return packed_conv2d_nchwc(padded, weight, (oh, ow), strides, dilation, "int32")
+
+
+def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
+    """`mod` with every `int8_candidate` convolution computed in int8 (`ranges`: its input's
+    calibrated (smallest, largest) value, in the order `calibration.input_ranges` gave); and how
+    many.
+
+    Each becomes: its input quantized to uint8 (scale and zero point from its range; a cast fused
+    into the operator before it), the packed convolution of u8 x i8 products summed in int32
+    (`vpdpbusd`; the padding holds the zero point), the zero point's share subtracted (the zero
+    point times the weight's sum over each output channel, a constant) and the sum scaled back to
+    float32 per output channel; bias, activation and residual add fuse after it as before."""
+    import tvm
+    from tvm import relax
+
+    count = [0]
+    quantized: dict[Any, Any] = {}  # an input two convolutions read (a ResNet block's) is quantized once
+
+    def int8_conv(call: Any, builder: Any) -> Any:
+        if not int8_candidate(call):
+            return None
+        x, w = call.args
+        a = call.attrs
+        in_block = blocked_float_conv(call)[0]  # type: ignore[index]
+        x_scale, zero_point = activation_quantization(*ranges[count[0]])
+        count[0] += 1
+        wq, w_scale = weight_quantization(w.value.numpy())
+        channel = (1, wq.shape[0], 1, 1, _LANES)
+        offset = (zero_point * wq.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32).reshape(channel)
+        rescale = (x_scale * w_scale).astype(np.float32).reshape(channel)
+        if x not in quantized:
+            # the scale and zero point as tensors, not scalars: a scalar is compiled into the task
+            # as an immediate, so every convolution became a task of its own (ResNet-50: 60
+            # tasks, not 35) and each was tuned on its own share of the budget
+            lanes = (1,) * (len(x.ty.shape.values) - 1) + (in_block,)
+            inverse = relax.const(np.full(lanes, 1.0 / x_scale, dtype=np.float32))
+            shifted = relax.op.add(
+                relax.op.round(relax.op.multiply(x, inverse)), relax.const(np.full(lanes, zero_point, dtype=np.float32))
+            )
+            quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
+        xq = builder.emit(relax.op.reshape(quantized[x], [*x.ty.shape.values[:4], in_block // _QUADS, _QUADS]))
+        geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+        sums = builder.emit_te(
+            _te_packed_conv_int8,
+            xq,
+            relax.const(tvm.runtime.tensor(pack_conv_weight(wq, in_block, _QUADS))),
+            *geometry,
+            zero_point,
+            primfunc_name_hint="conv2d_NCHWc_int8",
+        )
+        centred = relax.op.subtract(sums, relax.const(offset))
+        return relax.op.multiply(relax.op.astype(centred, "float32"), relax.const(rescale))
+
+    out = rewrite_calls(mod, "relax.nn.conv2d", int8_conv)
+    if count[0] != len(ranges):
+        raise RuntimeError(f"int8: {count[0]} convolutions rewritten but {len(ranges)} calibrated")
     return out, count[0]

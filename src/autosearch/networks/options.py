@@ -69,7 +69,7 @@ class NetworkTuneOptions:
     out_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if self.precision not in ("fp32", "bf16"):
-            raise InputError(f"tune-model --precision is fp32 or bf16, got {self.precision!r}")
+        if self.precision not in ("fp32", "bf16", "int8"):
+            raise InputError(f"tune-model --precision is fp32, bf16 or int8, got {self.precision!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
             raise InputError(f"--seed must be a whole number, got {self.seed!r}")

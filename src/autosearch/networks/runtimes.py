@@ -54,6 +54,7 @@ __all__ = [
     "FP32_BASELINES",
     "MIN_ROUND_S",
     "ONNXRUNTIME",
+    "ONNXRUNTIME_INT8",
     "OPENVINO_DEFAULT",
     "OPENVINO_F32",
     "ROUNDS",
@@ -67,6 +68,7 @@ __all__ = [
     "export_onnx",
     "interleaved_medians",
     "onnxruntime_arm",
+    "onnxruntime_int8_arm",
     "openvino_arm",
     "runtime_arms",
     "set_threads",
@@ -82,6 +84,7 @@ MIN_ROUND_S = 0.3
 EAGER = "PyTorch eager"
 TORCH_COMPILE = "torch.compile"
 ONNXRUNTIME = "ONNX Runtime"
+ONNXRUNTIME_INT8 = "ONNX Runtime int8"
 OPENVINO_F32 = "OpenVINO f32"
 OPENVINO_DEFAULT = "OpenVINO default"
 #: The arms a float32 comparison takes its best baseline from: never OpenVINO's default, which may
@@ -139,7 +142,7 @@ def build_arm(
     arm = Arm(name, call=call, setup_s=time.perf_counter() - t0, precision=precision)
     if expected is not None:
         try:
-            tol = rtol if rtol is not None else PRECISION_RTOL["bf16"] if precision == "bf16" else RTOL
+            tol = rtol if rtol is not None else PRECISION_RTOL.get(precision or "", RTOL)
             check = compare_outputs(flatten_outputs(out), list(expected), tol)
             arm.check, arm.ok, arm.relative_err = check.describe(), check.ok, check.relative_err
         except Exception as exc:
@@ -300,6 +303,49 @@ def onnxruntime_arm(
     return build_arm(ONNXRUNTIME, setup, expected)
 
 
+def onnxruntime_int8_arm(
+    onnx_path: str | Path,
+    specs: Sequence[InputSpec],
+    arrays: Sequence[np.ndarray],
+    expected: Sequence[np.ndarray] | None,
+    threads: int,
+) -> Arm:
+    """ONNX Runtime on the model quantized as its docs show for a CPU: `quantize_static` (QDQ, int8
+    weights per channel, uint8 activations) calibrated on the example inputs, as `tune-model
+    --precision int8` calibrates; then `onnxruntime_arm`'s session on the quantized model."""
+
+    def setup() -> tuple[Callable[[], Any], str | None]:
+        import onnxruntime as ort
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+        names = [i.name for i in ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()]
+
+        class Once(CalibrationDataReader):  # type: ignore[misc]
+            def __init__(self) -> None:
+                self.feeds = iter([_feeds(names, specs, arrays)])
+
+            def get_next(self) -> dict[str, np.ndarray] | None:
+                return next(self.feeds, None)
+
+        quantized = Path(onnx_path).with_suffix(".int8.onnx")
+        with _quiet():
+            quantize_static(
+                str(onnx_path),
+                str(quantized),
+                Once(),
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+            )
+        session = onnxruntime_arm(quantized, specs, arrays, None, threads)
+        if session.call is None:
+            raise RuntimeError(f"the quantized model: {session.error}")
+        return session.call, "int8"
+
+    return build_arm(ONNXRUNTIME_INT8, setup, expected)
+
+
 def _openvino_conversion_failure(message: str) -> str | None:
     """The operators OpenVINO's ONNX frontend could not convert and the last reason it gave, from
     its conversion report (None for any other error). Why: the report's first lines are the source
@@ -391,12 +437,13 @@ def runtime_arms(
     work: str | Path,
     *,
     onnx_path: str | Path | None = None,
+    int8: bool = False,
 ) -> list[Arm]:
-    """ONNX Runtime, OpenVINO f32 and OpenVINO default from one ONNX export of `net` into `work`
-    (or from `onnx_path`, a model that already is ONNX). A failed export fails all three arms with
-    its reason; a missing package fails its arm with an install hint. `exporter` names the ONNX
-    exporter that wrote the model."""
-    names = [ONNXRUNTIME, OPENVINO_F32, OPENVINO_DEFAULT]
+    """ONNX Runtime, OpenVINO f32 and OpenVINO default (and with `int8`, ONNX Runtime on the model
+    statically quantized) from one ONNX export of `net` into `work` (or from `onnx_path`, a model
+    that already is ONNX). A failed export fails all the arms with its reason; a missing package
+    fails its arm with an install hint. `exporter` names the ONNX exporter that wrote the model."""
+    names = [ONNXRUNTIME, OPENVINO_F32, OPENVINO_DEFAULT, *([ONNXRUNTIME_INT8] if int8 else [])]
     path = Path(onnx_path) if onnx_path else Path(work) / "model.onnx"
     export_s = 0.0
     if onnx_path is None:
@@ -412,7 +459,7 @@ def runtime_arms(
         exporter = None
     arms = []
     for name in names:
-        package = "onnxruntime" if name == ONNXRUNTIME else "openvino"
+        package = "openvino" if name.startswith("OpenVINO") else "onnxruntime"
         try:
             __import__(package)
         except ImportError:
@@ -420,6 +467,8 @@ def runtime_arms(
             continue
         if name == ONNXRUNTIME:
             arm = onnxruntime_arm(path, specs, arrays, expected, threads)
+        elif name == ONNXRUNTIME_INT8:
+            arm = onnxruntime_int8_arm(path, specs, arrays, expected, threads)
         else:
             arm = openvino_arm(path, specs, arrays, expected, threads, f32=name == OPENVINO_F32)
         if arm.setup_s is not None:
@@ -476,13 +525,14 @@ def compare_runtimes(
     torch_arms: bool = True,
     compile_arm: bool = True,
     runtimes: bool = True,
+    int8_runtime: bool = False,
     rounds: int = ROUNDS,
     min_round_s: float = MIN_ROUND_S,
 ) -> dict[str, Arm]:
     """Every arm of the model `spec` (`FILE.py:FUNC` or `FILE.onnx`) set up, checked against the
     original model's output, and timed by one `interleaved_medians` on `threads` threads: PyTorch
     eager and torch.compile (`torch_arms`, `compile_arm`; none for an ONNX model), ONNX Runtime and
-    both OpenVINO arms (`runtimes`), then `tvm_builds` (label -> executable or exported library;
+    both OpenVINO arms (`runtimes`; `int8_runtime`: ONNX Runtime's static int8 too), then `tvm_builds` (label -> executable or exported library;
     `tvm_precisions`: label -> the precision it was built in, fp32 where absent). An arm that
     failed to set up keeps its reason and no latency."""
     from autosearch.networks.graph import load_source
@@ -500,7 +550,8 @@ def compare_runtimes(
         if compile_arm:
             arms.append(torch_compile_arm(net, arrays, expected))
     if runtimes:
-        arms += runtime_arms(net, specs, arrays, expected, threads, work, onnx_path=spec if is_onnx else None)
+        onnx_path = spec if is_onnx else None
+        arms += runtime_arms(net, specs, arrays, expected, threads, work, onnx_path=onnx_path, int8=int8_runtime)
     for label, ex in (tvm_builds or {}).items():
         arms.append(tvm_arm(label, ex, arrays, expected, (tvm_precisions or {}).get(label, "fp32")))
     calls = {a.name: a.call for a in arms if a.call is not None}
@@ -521,6 +572,7 @@ def compare_runtimes_isolated(
     torch_arms: bool = True,
     compile_arm: bool = True,
     runtimes: bool = True,
+    int8_runtime: bool = False,
     rounds: int = ROUNDS,
     min_round_s: float = MIN_ROUND_S,
     timeout: float = 3600.0,
@@ -537,6 +589,7 @@ def compare_runtimes_isolated(
         "torch_arms": torch_arms,
         "compile_arm": compile_arm,
         "runtimes": runtimes,
+        "int8_runtime": int8_runtime,
         "rounds": rounds,
         "min_round_s": min_round_s,
     }

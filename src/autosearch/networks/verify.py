@@ -7,7 +7,7 @@ next depthwise convolution) ran a schedule whose result differed by up to 4.2 on
 6 from the same task unscheduled (bench/README.md "Whole models against PyTorch"). A network must never be
 built with such a schedule, however fast it measured: each chosen schedule is compiled, run on seeded
 random inputs beside the unscheduled task, and refused where any output differs by more than
-`check.RTOL` of its scale (a bf16 buffer: `BF16_RTOL`).
+`check.RTOL` of its scale (a bf16 buffer: `BF16_RTOL`; an 8-bit one: `INT8_RTOL`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,16 @@ import numpy as np
 from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
 
-__all__ = ["BF16_RTOL", "arrays_for", "buffer_rtol", "built_matches", "call", "random_arrays", "schedule_matches"]
+__all__ = [
+    "BF16_RTOL",
+    "INT8_RTOL",
+    "arrays_for",
+    "buffer_rtol",
+    "built_matches",
+    "call",
+    "random_arrays",
+    "schedule_matches",
+]
 
 #: A bf16 buffer's tolerance: 2^-7 of its scale, its last bit at the top of the scale. A schedule
 #: that sums in another order rounds some fp32 sums to the neighbouring bf16 value; every tuned
@@ -29,9 +38,16 @@ __all__ = ["BF16_RTOL", "arrays_for", "buffer_rtol", "built_matches", "call", "r
 BF16_RTOL = 2.0**-7
 
 
+#: An 8-bit integer buffer's tolerance (an int8 network's activation, quantized in the epilogue of
+#: the operator before): one step of a signed byte at the top of its scale. The float sums before
+#: the rounding differ in their last bits between schedules, so some values land one step apart; a
+#: wrong schedule is off by the scale itself.
+INT8_RTOL = 1.0 / 127
+
+
 def buffer_rtol(dtype: Any) -> float:
     """The check's tolerance for a buffer of `dtype` (relative to its scale)."""
-    return BF16_RTOL if str(dtype) == "bfloat16" else RTOL
+    return {"bfloat16": BF16_RTOL, "uint8": INT8_RTOL, "int8": INT8_RTOL}.get(str(dtype), RTOL)
 
 
 def random_arrays(func: Any, seed: int) -> list[np.ndarray]:

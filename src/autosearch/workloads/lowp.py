@@ -88,8 +88,9 @@ def packed_conv2d_nchwc(
     (16 output lanes, `pairs` input channels) are the dot-product instruction's."""
     from tvm import te
 
-    n, block = int(padded.shape[0]), int(padded.shape[4])
-    out_chunks, in_chunks, kh, kw, _, lanes, pairs = (int(v) for v in weight.shape)
+    n = int(padded.shape[0])
+    out_chunks, in_chunks, kh, kw, steps, lanes, pairs = (int(v) for v in weight.shape)
+    block = steps * pairs
     (sh, sw), (dh, dw) = ([int(v) for v in strides], [int(v) for v in dilation])
     rc = te.reduce_axis((0, in_chunks), name="rc")
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
@@ -97,7 +98,11 @@ def packed_conv2d_nchwc(
     return te.compute(
         (n, out_chunks, *out_size, lanes),
         lambda b, k, y, x, o: te.sum(
-            padded[b, rc, y * sh + ry * dh, x * sw + rx * dw, rp * pairs + rq].astype(accumulate)
+            (
+                padded[b, rc, y * sh + ry * dh, x * sw + rx * dw, rp, rq]
+                if len(padded.shape) == 6  # the channel block split into (steps, pairs): `conv_operand`
+                else padded[b, rc, y * sh + ry * dh, x * sw + rx * dw, rp * pairs + rq]
+            ).astype(accumulate)
             * weight[k, rc, ry, rx, rp, o, rq].astype(accumulate),
             axis=[rc, ry, rx, rp, rq],
         ),

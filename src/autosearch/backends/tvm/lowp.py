@@ -13,6 +13,7 @@ a record replayed anywhere (tuning, a store, a rebuild) links it again.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,8 @@ _IMPORT_KEY = "pragma_import_llvm"
 
 @dataclass(frozen=True)
 class _DotKernel:
-    """One micro-kernel: c[0:16] += sum over `depth` of a[0:depth] (broadcast) * b[0:16, 0:depth]."""
+    """One micro-kernel: c[0:16] += sum over `steps` x `depth` of a[p, 0:depth] (broadcast) *
+    b[p, 0:16, 0:depth], one instruction a step."""
 
     intrin: str
     symbol: str
@@ -58,21 +60,44 @@ class _DotKernel:
     llvm_acc: str
     llvm_operand: str
     llvm_intrinsic: str
+    #: Instructions a call (the input channels of a convolution's channel block / `depth`): the
+    #: accumulator is loaded and stored once a call. Why: one step a call loads and stores the
+    #: 16 sums around every instruction, and LLVM keeps them in memory; a zmm store every
+    #: instruction capped the tuned int8 convolutions of ResNet-50 at ~430 GOP/s on a Zen 4
+    #: whatever their tiles (bench/README "Convolutions in int8").
+    steps: int = 1
+
+    def with_steps(self, steps: int) -> _DotKernel:
+        """This kernel summing `steps` instructions a call (its own intrinsic and symbol)."""
+        if steps == 1:
+            return self
+        return dataclasses.replace(
+            self, intrin=f"{self.intrin}_x{steps}", symbol=f"{self.symbol}_x{steps}", steps=steps
+        )
 
     def ir(self) -> str:
         """The kernel in LLVM IR: `linkonce_odr` so that the copies linked from several schedules of
-        one library merge, `alwaysinline` so that none stays a call."""
+        one library merge, `alwaysinline` so that none stays a call. Each step's operands are 4
+        bytes of `a` (one 32-bit lane broadcast) and 64 bytes of `b` further on."""
         k = self
+        body = []
+        acc = "%cv"
+        for p in range(k.steps):
+            body.append(f"""  %ap{p} = getelementptr i8, ptr %a, i64 {4 * p}
+  %av{p} = load i32, ptr %ap{p}, align 1
+  %ins{p} = insertelement <16 x i32> poison, i32 %av{p}, i64 0
+  %bc{p} = shufflevector <16 x i32> %ins{p}, <16 x i32> poison, <16 x i32> zeroinitializer
+  %abc{p} = bitcast <16 x i32> %bc{p} to {k.llvm_operand}
+  %bp{p} = getelementptr i8, ptr %b, i64 {64 * p}
+  %bv{p} = load {k.llvm_operand}, ptr %bp{p}, align 1
+  %r{p} = call {k.llvm_acc} @{k.llvm_intrinsic}({k.llvm_acc} {acc}, {k.llvm_operand} %abc{p}, {k.llvm_operand} %bv{p})""")
+            acc = f"%r{p}"
+        steps = "\n".join(body)
         return f"""
 define linkonce_odr i32 @{k.symbol}(ptr noalias %c, ptr noalias %a, ptr noalias %b) #0 {{
-  %av = load i32, ptr %a, align 1
-  %ins = insertelement <16 x i32> poison, i32 %av, i64 0
-  %bc = shufflevector <16 x i32> %ins, <16 x i32> poison, <16 x i32> zeroinitializer
-  %abc = bitcast <16 x i32> %bc to {k.llvm_operand}
-  %bv = load {k.llvm_operand}, ptr %b, align 1
   %cv = load {k.llvm_acc}, ptr %c, align 4
-  %r = call {k.llvm_acc} @{k.llvm_intrinsic}({k.llvm_acc} %cv, {k.llvm_operand} %abc, {k.llvm_operand} %bv)
-  store {k.llvm_acc} %r, ptr %c, align 4
+{steps}
+  store {k.llvm_acc} {acc}, ptr %c, align 4
   ret i32 0
 }}
 declare {k.llvm_acc} @{k.llvm_intrinsic}({k.llvm_acc}, {k.llvm_operand}, {k.llvm_operand})
@@ -202,11 +227,35 @@ def module_precision(mod: Any) -> Precision:
 _REGISTERED: set[str] = set()
 
 
+#: Steps a call of the convolutions' kernels: a 16-channel block's input channels over the
+#: instruction's depth (int8: 16 / 4, bf16: 16 / 2), and an 8-channel block's.
+_CONV_STEPS = (2, 4, 8)
+
+
 def register_dot_kernels() -> None:
     """Register every micro-kernel's tensor intrinsic (once a process): a trace that tensorizes
     with one replays only where it is registered (a store's records, a saved best schedule)."""
     for kernel in _KERNELS.values():
-        _register(kernel)
+        for steps in (1, *_CONV_STEPS):
+            _register(kernel.with_steps(steps))
+
+
+#: A convolution's weight in the dot-product packing (`workloads.lowp.pack_conv_weight`): seven
+#: extents, the last three (input block / depth, 16, depth).
+_CONV_PACKED = re.compile(
+    r"T\.Buffer\(\((?:(?:T\.int64\()?\d+\)?, ){4}(?:T\.int64\()?(\d+)\)?, (?:T\.int64\()?16\)?, "
+    r"(?:T\.int64\()?(\d+)\)?\), \"(?:bfloat16|int8)\"\)"
+)
+
+
+def kernel_of(mod: Any, precision: Precision) -> _DotKernel:
+    """The micro-kernel `mod`'s schedules tensorize with: a packed convolution's sums a whole
+    channel block a call (`_DotKernel.steps`), a dense layer's one instruction a call."""
+    kernel = _KERNELS[precision.intrin]  # type: ignore[index]
+    match = _CONV_PACKED.search(mod.script())
+    if match and int(match.group(2)) == kernel.depth and int(match.group(1)) in _CONV_STEPS:
+        return kernel.with_steps(int(match.group(1)))
+    return kernel
 
 
 def _register(kernel: _DotKernel) -> None:
@@ -214,6 +263,17 @@ def _register(kernel: _DotKernel) -> None:
     if kernel.intrin in _REGISTERED:
         return
     from tvm.s_tir import TensorIntrin
+
+    desc, impl = _one_step(kernel) if kernel.steps == 1 else _steps(kernel)
+    try:
+        TensorIntrin.register(kernel.intrin, desc, impl)
+    except Exception:  # an earlier copy of this module registered it in this process
+        TensorIntrin.get(kernel.intrin)
+    _REGISTERED.add(kernel.intrin)
+
+
+def _one_step(kernel: _DotKernel) -> tuple[Any, Any]:
+    """The description and implementation of a one-instruction kernel: A (depth,), B (16, depth)."""
     from tvm.script import tirx as T
 
     d, a_t, b_t, acc_t = kernel.depth, kernel.a_dtype, kernel.b_dtype, kernel.acc_dtype
@@ -252,11 +312,53 @@ def _register(kernel: _DotKernel) -> None:
                 )
             )
 
-    try:
-        TensorIntrin.register(kernel.intrin, desc, impl)
-    except Exception:  # an earlier copy of this module registered it in this process
-        TensorIntrin.get(kernel.intrin)
-    _REGISTERED.add(kernel.intrin)
+    return desc, impl
+
+
+def _steps(kernel: _DotKernel) -> tuple[Any, Any]:
+    """The description and implementation of a kernel of `steps` instructions: A (steps, depth)
+    (the input's channel block split so, `networks.lowp`'s view), B (steps, 16, depth), the
+    convolution's (rp, o, rq) loops."""
+    from tvm.script import tirx as T
+
+    n, d, a_t, b_t, acc_t = kernel.steps, kernel.depth, kernel.a_dtype, kernel.b_dtype, kernel.acc_dtype
+
+    @T.prim_func(s_tir=True)
+    def desc(
+        A: T.Buffer((n, d), a_t, offset_factor=1),  # type: ignore[valid-type]
+        B: T.Buffer((n, 16, d), b_t, offset_factor=1),  # type: ignore[valid-type]
+        C: T.Buffer((16,), acc_t, offset_factor=1),  # type: ignore[valid-type]
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:n, 0:d], B[0:n, 0:16, 0:d])
+            T.writes(C[0:16])
+            for i in T.serial(0, 16):
+                for p in T.serial(0, n):
+                    for k in T.serial(0, d):
+                        with T.sblock("update"):
+                            vi, vp, vk = T.axis.remap("SRR", [i, p, k])
+                            C[vi] = C[vi] + T.cast(A[vp, vk], acc_t) * T.cast(B[vp, vi, vk], acc_t)
+
+    @T.prim_func(s_tir=True)
+    def impl(
+        A: T.Buffer((n, d), a_t, offset_factor=1),  # type: ignore[valid-type]
+        B: T.Buffer((n, 16, d), b_t, offset_factor=1),  # type: ignore[valid-type]
+        C: T.Buffer((16,), acc_t, offset_factor=1),  # type: ignore[valid-type]
+    ) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:16], A[0:n, 0:d], B[0:n, 0:16, 0:d])
+            T.writes(C[0:16])
+            T.evaluate(
+                T.call_extern(
+                    "int32",
+                    kernel.symbol,
+                    C.access_ptr("rw"),
+                    T.tvm_access_ptr(T.type_annotation(kernel.a_ptr), A.data, A.elem_offset, n * d, 1),
+                    T.tvm_access_ptr(T.type_annotation(kernel.b_ptr), B.data, B.elem_offset, n * 16 * d, 1),
+                )
+            )
+
+    return desc, impl
 
 
 def _all_tensorized(sch: Any, blocks: Any) -> bool:
@@ -354,10 +456,10 @@ def space_generator(mod: Any, target: Any) -> Any:
         return "post-order-apply"
     from tvm.s_tir import meta_schedule as ms
 
-    kernel = _KERNELS[precision.intrin]
+    kernel = kernel_of(mod, precision)
     _register(kernel)
     tiled = ms.schedule_rule.MultiLevelTilingWithIntrin(
-        precision.intrin,
+        kernel.intrin,
         structure="SSRSRS",
         tile_binds=None,
         max_innermost_factor=64,

@@ -1,0 +1,88 @@
+"""Activation ranges for post-training int8 quantization: the input of each operator `lowp`
+computes in int8, observed on the example inputs.
+
+Why in the prepared graph, not in PyTorch: the operators int8 rewrites are the graph's after
+folding and blocking (a batch norm folded into a convolution, a transposed convolution made
+one); their inputs are tensors of this graph, and an ONNX model has them too. How: each such
+input passes through an observer (a packed call back into Python that records the tensor's
+smallest and largest value and returns it unchanged), the graph is built as TVM builds it
+untuned (no search: its compile and its run take seconds), and run once on each input. The
+observers are numbered in the order the rewrite meets the operators, which is the order
+`lowp.int8_convolutions` meets them in the same graph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from autosearch.errors import InputError
+from autosearch.networks.rewrite import rewrite_calls
+
+__all__ = ["input_ranges", "observed"]
+
+#: The packed function each observer calls (registered for the run of one calibration).
+OBSERVER = "autosearch.calibration_observe"
+
+
+def observed(mod: Any, chosen: Callable[[Any], bool], op_name: str = "relax.nn.conv2d") -> tuple[Any, int]:
+    """`mod` with the first argument of every `op_name` call `chosen` accepts passed through an
+    observer numbered 0, 1, ... in the rewrite's order; and how many."""
+    from tvm import relax
+
+    count = [0]
+
+    def observe(call: Any, builder: Any) -> Any:
+        if not chosen(call):
+            return None
+        x = call.args[0]
+        number = relax.const(np.array(count[0], dtype="int64"))
+        seen = builder.emit(relax.op.call_pure_packed(OBSERVER, x, number, ty_args=[x.ty]), name_hint="observed")
+        count[0] += 1
+        return relax.Call(call.op, [seen, *call.args[1:]], call.attrs)
+
+    return rewrite_calls(mod, op_name, observe), count[0]
+
+
+def input_ranges(
+    mod: Any,
+    chosen: Callable[[Any], bool],
+    inputs: Sequence[np.ndarray],
+    target: Any,
+    lower: Callable[[Any], Any],
+) -> list[tuple[float, float]]:
+    """(smallest, largest) value of the first argument of each `conv2d` call `chosen` accepts, over
+    one run of `mod` on `inputs` (`lower`: the graph's lowering to tasks); a non-finite value
+    fails in one line naming the operator's number."""
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.networks.graph import build_module
+
+    probe, n = observed(mod, chosen)
+    if n == 0:
+        return []
+    if not inputs:
+        raise InputError("--precision int8 calibrates its activation ranges on example inputs; none were given")
+    lo, hi = [math.inf] * n, [-math.inf] * n
+
+    def record(x: Any, number: Any) -> Any:
+        a, i = x.numpy(), int(number.numpy())
+        lo[i], hi[i] = min(lo[i], float(a.min())), max(hi[i], float(a.max()))
+        return x
+
+    tvm.register_global_func(OBSERVER, record, override=True)
+    dev = tvm.cpu()
+    executable = build_module(lower(probe), ms.database.MemoryDatabase(), target)
+    relax.VirtualMachine(executable, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in inputs])
+    bad = [i for i in range(n) if not (math.isfinite(lo[i]) and math.isfinite(hi[i]))]
+    if bad:
+        raise InputError(
+            f"--precision int8: the input of quantized operator {bad[0]} (of {n}) holds a non-finite value "
+            "(NaN or inf) on the example inputs: its range cannot be calibrated"
+        )
+    return list(zip(lo, hi, strict=True))
