@@ -4,6 +4,7 @@ where this CPU has them, the kernels and a bf16 network run against NumPy and Py
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -447,6 +448,10 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
     assert count == 1
     text = mod.script()
     assert text.count("R.nn.conv2d") == 2 and "conv2d_NCHWc_int8" in text and '"uint8"' in text
+    # the two fp32 convolutions read the input dequantized from its uint8 copy: one cast to uint8,
+    # one back (and the int8 one's sums to float32)
+    casts = re.findall(r"R\.astype\(\w+, dtype=\"(\w+)\"\)", text)
+    assert sorted(casts) == ["float32", "float32", "uint8"], casts
     task = tvm.IRModule({"main": mod["conv2d_NCHWc_int8"]})
     assert module_precision(task).name == "int8"  # tuned in the VNNI design space
     packed_shape = ", ".join(f"T.int64({v})" for v in (2, 2, 3, 3, 4, 16, 4))  # (O/16, I/16, KH, KW, 16/4, 16, 4)
@@ -461,14 +466,22 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
 def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_pytorch(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Signed inputs (a zero point inside the range) through padded, strided and 1x1 convolutions:
-    a wrong padding value or zero-point correction is off by ~the input's scale, far past this."""
+    """Signed inputs (a zero point inside the range) through padded, strided and 1x1 convolutions
+    and a residual add that reads its input dequantized: a wrong padding value or zero-point
+    correction is off by ~the input's scale, far past this."""
     s, err = _tune_model_bf16(
         capsys,
         tmp_path,
-        "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, stride=2), torch.nn.ReLU(),\n"
-        "                               torch.nn.Conv2d(32, 32, 1),\n"
-        "                               torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU()).eval()\n",
+        "    class Block(torch.nn.Module):\n"
+        "        def __init__(self):\n"
+        "            super().__init__()\n"
+        "            self.a = torch.nn.Conv2d(16, 32, 3, padding=1, stride=2)\n"
+        "            self.b = torch.nn.Conv2d(32, 32, 1)\n"
+        "            self.c = torch.nn.Conv2d(32, 32, 3, padding=1)\n"
+        "        def forward(self, x):\n"
+        "            y = torch.relu(self.a(x))\n"
+        "            return torch.relu(self.c(self.b(y)) + y)\n"
+        "    return Block().eval()\n",
         "x:float32:1,16,14,14",
         precision="int8",
     )

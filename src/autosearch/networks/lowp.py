@@ -177,16 +177,38 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
     into the operator before it), the packed convolution of u8 x i8 products summed in int32
     (`vpdpbusd`; the padding holds the zero point), the zero point's share subtracted (the zero
     point times the weight's sum over each output channel, a constant) and the sum scaled back to
-    float32 per output channel; bias, activation and residual add fuse after it as before."""
+    float32 per output channel; bias, activation and residual add fuse after it as before. Any
+    other operator reading a quantized input after its quantization reads it dequantized
+    (`read_dequantized`)."""
     import tvm
     from tvm import relax
 
     count = [0]
     quantized: dict[Any, Any] = {}  # an input two convolutions read (a ResNet block's) is quantized once
+    scales: dict[Any, tuple[tuple[int, ...], float, int]] = {}
+    dequantized: dict[Any, Any] = {}
+
+    def read_dequantized(call: Any, builder: Any) -> Any:
+        """`call` reading, for each quantized input among its arguments, the value its uint8 copy
+        holds (a ResNet block's residual add): the tensor's producer then writes only the uint8
+        copy, and the reader reads a quarter of the bytes, as a QDQ model's quantized add does."""
+        if call.ty_args or not any(a in quantized for a in call.args):
+            return None
+        args = []
+        for a in call.args:
+            if a in quantized and a not in dequantized:
+                lanes, scale, zero_point = scales[a]
+                wide = relax.op.astype(quantized[a], "float32")
+                centred = relax.op.subtract(wide, relax.const(np.full(lanes, zero_point, dtype=np.float32)))
+                dequantized[a] = builder.emit(
+                    relax.op.multiply(centred, relax.const(np.full(lanes, scale, np.float32)))
+                )
+            args.append(dequantized.get(a, a))
+        return relax.Call(call.op, args, call.attrs)
 
     def int8_conv(call: Any, builder: Any) -> Any:
-        if not int8_candidate(call):
-            return None
+        if str(getattr(call.op, "name", "")) != "relax.nn.conv2d" or not int8_candidate(call):
+            return read_dequantized(call, builder)
         x, w = call.args
         a = call.attrs
         in_block = blocked_float_conv(call)[0]  # type: ignore[index]
@@ -206,6 +228,7 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
                 relax.op.round(relax.op.multiply(x, inverse)), relax.const(np.full(lanes, zero_point, dtype=np.float32))
             )
             quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
+            scales[x] = (lanes, x_scale, zero_point)
         xq = builder.emit(relax.op.reshape(quantized[x], [*x.ty.shape.values[:4], in_block // _QUADS, _QUADS]))
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
         sums = builder.emit_te(
@@ -219,7 +242,7 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
         centred = relax.op.subtract(sums, relax.const(offset))
         return relax.op.multiply(relax.op.astype(centred, "float32"), relax.const(rescale))
 
-    out = rewrite_calls(mod, "relax.nn.conv2d", int8_conv)
+    out = rewrite_calls(mod, None, int8_conv)
     if count[0] != len(ranges):
         raise RuntimeError(f"int8: {count[0]} convolutions rewritten but {len(ranges)} calibrated")
     return out, count[0]

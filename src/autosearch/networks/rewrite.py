@@ -24,9 +24,10 @@ def rewrite_functions(mutator: Any, mod: Any) -> Any:
     return rewriter.builder_.get()
 
 
-def rewrite_calls(mod: Any, op_name: str, rewrite: CallRewrite) -> Any:
-    """`mod` with every call of the Relax operator `op_name` (e.g. `relax.matmul`) replaced by
-    `rewrite(call, builder)` where that gives an expression, innermost calls first."""
+def rewrite_calls(mod: Any, op_name: str | None, rewrite: CallRewrite) -> Any:
+    """`mod` with every call of the Relax operator `op_name` (e.g. `relax.matmul`; None: every
+    call) replaced by `rewrite(call, builder)` where that gives an expression, innermost calls
+    first, in the order of the bindings."""
     from tvm import relax
     from tvm.relax import expr_functor
 
@@ -34,7 +35,7 @@ def rewrite_calls(mod: Any, op_name: str, rewrite: CallRewrite) -> Any:
     class Calls(relax.PyExprMutator):
         def visit_call_(self, call: Any) -> Any:
             call = super().visit_call_(call)
-            if str(getattr(call.op, "name", "")) != op_name:
+            if op_name is not None and str(getattr(call.op, "name", "")) != op_name:
                 return call
             out = rewrite(call, self.builder_)
             return call if out is None else out
