@@ -424,18 +424,18 @@ def test_calibration_observes_the_input_range_of_each_convolution_int8_computes(
     import tvm
 
     from autosearch.networks.calibration import input_ranges
-    from autosearch.networks.graph import lowered
+    from autosearch.networks.graph import untuned_build
     from autosearch.networks.lowp import int8_candidate
 
     x = np.random.default_rng(1).random((1, 2, 8, 8, 16), dtype=np.float32)
     target = tvm.target.Target("llvm")
     with target:
-        ranges = input_ranges(_blocked_convolutions_module(), int8_candidate, [x], target, lowered)
+        ranges = input_ranges(_blocked_convolutions_module(), int8_candidate, [x], untuned_build(target))
     s = 3.0 * x - 1.0
     assert len(ranges) == 1 and ranges[0] == pytest.approx((s.min(), s.max()), rel=1e-6)
     x[0, 0, 0, 0, 0] = np.nan
     with target, pytest.raises(InputError, match="non-finite"):
-        input_ranges(_blocked_convolutions_module(), int8_candidate, [x], target, lowered)
+        input_ranges(_blocked_convolutions_module(), int8_candidate, [x], untuned_build(target))
 
 
 def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero_point() -> None:

@@ -48,20 +48,13 @@ def observed(mod: Any, chosen: Callable[[Any], bool], op_name: str = "relax.nn.c
 
 
 def input_ranges(
-    mod: Any,
-    chosen: Callable[[Any], bool],
-    inputs: Sequence[np.ndarray],
-    target: Any,
-    lower: Callable[[Any], Any],
+    mod: Any, chosen: Callable[[Any], bool], inputs: Sequence[np.ndarray], build: Callable[[Any], Any]
 ) -> list[tuple[float, float]]:
     """(smallest, largest) value of the first argument of each `conv2d` call `chosen` accepts, over
-    one run of `mod` on `inputs` (`lower`: the graph's lowering to tasks); a non-finite value
-    fails in one line naming the operator's number."""
+    one run of `mod` on `inputs` (`build`: a graph to its untuned Relax executable); a non-finite
+    value fails in one line naming the operator's number."""
     import tvm
     from tvm import relax
-    from tvm.s_tir import meta_schedule as ms
-
-    from autosearch.networks.graph import build_module
 
     probe, n = observed(mod, chosen)
     if n == 0:
@@ -77,7 +70,7 @@ def input_ranges(
 
     tvm.register_global_func(OBSERVER, record, override=True)
     dev = tvm.cpu()
-    executable = build_module(lower(probe), ms.database.MemoryDatabase(), target)
+    executable = build(probe)
     relax.VirtualMachine(executable, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in inputs])
     bad = [i for i in range(n) if not (math.isfinite(lo[i]) and math.isfinite(hi[i]))]
     if bad:

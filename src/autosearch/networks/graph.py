@@ -621,9 +621,17 @@ def _graph_passes(
         from autosearch.networks.calibration import input_ranges
         from autosearch.networks.lowp import int8_candidate, int8_convolutions
 
-        ranges = input_ranges(mod, int8_candidate, calibration, tvm.target.Target.current(), lowered)
+        ranges = input_ranges(mod, int8_candidate, calibration, untuned_build(tvm.target.Target.current()))
         mod, _ = int8_convolutions(mod, ranges)
     return lowered(mod)
+
+
+def untuned_build(target: Any) -> Any:
+    """A function from a prepared graph (before `lowered`) to its Relax executable as TVM builds it
+    untuned: `calibration`'s probe."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return lambda mod: build_module(lowered(mod), ms.database.MemoryDatabase(), target)
 
 
 def lowered(mod: Any) -> Any:

@@ -320,7 +320,7 @@ def onnxruntime_int8_arm(
 
         names = [i.name for i in ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()]
 
-        class Once(CalibrationDataReader):  # type: ignore[misc]
+        class Once(CalibrationDataReader):
             def __init__(self) -> None:
                 self.feeds = iter([_feeds(names, specs, arrays)])
 
