@@ -1,6 +1,6 @@
-"""A network's dense layers and convolutions in bf16: each matmul by a constant weight and each
-blocked convolution computes on bf16 operands with fp32 sums, its weight packed once for the CPU's
-`vdpbf16ps`.
+"""A network's dense layers and convolutions in bf16, and its convolutions in int8 (at the end):
+each matmul by a constant weight and each blocked convolution computes on bf16 operands with fp32
+sums, its weight packed once for the CPU's `vdpbf16ps`.
 
 Why these layers: in a transformer they are nearly all the arithmetic (BERT-base: 22 of its 22.5
 GFLOP), and they are what OpenVINO runs in bf16 by default on a CPU with AVX512_BF16. Everything
@@ -22,6 +22,11 @@ position's 16 outputs x 2 input channels are one `vdpbf16ps` operand); its bias,
 residual add fuse after it as after the fp32 one. The RGB stem (NCHW input), depthwise and
 grouped convolutions, and an output block other than 16 stay fp32: the stem and depthwise ones
 have no channel sum for the instruction to pair.
+
+int8 (`int8_convolutions`): the same convolutions on uint8 activations (one scale and zero point a
+tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel), int32 sums
+by `vpdpbusd`; docs/networks.md "Convolutions in int8" says how the zero point and the readers of
+a quantized tensor are handled.
 """
 
 from __future__ import annotations
@@ -34,7 +39,14 @@ from autosearch.networks.layouts import blocked_float_conv, padded_window
 from autosearch.networks.rewrite import rewrite_calls, static_shape
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
-__all__ = ["bf16_convolutions", "bf16_dense_layers", "int8_candidate", "int8_convolutions"]
+__all__ = [
+    "activation_quantization",
+    "bf16_convolutions",
+    "bf16_dense_layers",
+    "int8_candidate",
+    "int8_convolutions",
+    "weight_quantization",
+]
 
 #: Products each output lane of `vdpbf16ps` sums (the packing's inner width), and its lanes.
 _PAIRS = 2

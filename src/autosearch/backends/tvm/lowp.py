@@ -28,6 +28,7 @@ __all__ = [
     "Precision",
     "check_precision",
     "get_precision",
+    "kernel_of",
     "module_precision",
     "register_dot_kernels",
     "space_generator",
