@@ -95,6 +95,14 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
     return out, count[0]
 
 
+def _channel_steps(builder: Any, x: Any, in_block: int, depth: int) -> Any:
+    """NCHW{b}c `x` viewed as (N, C/b, H, W, b/depth, depth): the operand layout of the
+    channel-block kernel the packed convolution is tensorized with (`backends.tvm.lowp.kernel_of`)."""
+    from tvm import relax
+
+    return builder.emit(relax.op.reshape(x, [*x.ty.shape.values[:4], in_block // depth, depth]))
+
+
 def _te_packed_conv(data: Any, weight: Any, strides: list[int], padding: list[int], dilation: list[int]) -> Any:
     kh, kw = int(weight.shape[2]), int(weight.shape[3])
     padded, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation)
@@ -121,8 +129,7 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
         if weight.shape[1] % in_block:
             return None
         packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
-        xb = builder.emit(relax.op.astype(x, "bfloat16"))
-        xb = builder.emit(relax.op.reshape(xb, [*x.ty.shape.values[:4], in_block // _PAIRS, _PAIRS]))
+        xb = _channel_steps(builder, builder.emit(relax.op.astype(x, "bfloat16")), in_block, _PAIRS)
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
         count[0] += 1
         return builder.emit_te(
@@ -233,7 +240,7 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
         if x not in quantized:
             # the scale and zero point as tensors, not scalars: a scalar is compiled into the task
             # as an immediate, so every convolution became a task of its own (ResNet-50: 60
-            # tasks, not 35) and each was tuned on its own share of the budget
+            # tasks, not 44) and each was tuned on its own share of the budget
             lanes = (1,) * (len(x.ty.shape.values) - 1) + (in_block,)
             inverse = relax.const(np.full(lanes, 1.0 / x_scale, dtype=np.float32))
             shifted = relax.op.add(
@@ -241,7 +248,7 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
             )
             quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
             scales[x] = (lanes, x_scale, zero_point)
-        xq = builder.emit(relax.op.reshape(quantized[x], [*x.ty.shape.values[:4], in_block // _QUADS, _QUADS]))
+        xq = _channel_steps(builder, quantized[x], in_block, _QUADS)
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
         sums = builder.emit_te(
             _te_packed_conv_int8,
