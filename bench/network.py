@@ -108,6 +108,8 @@ def time_every_arm(
             rounds=max(1, args.timing_rounds),
             min_round_s=args.min_round_s,
             tvm_precisions={label: args.precision for label in libs if label.startswith("ours")},
+            inputs=args.check_input,
+            calibration=args.calibration,
         )
         for _ in range(max(1, args.timing_processes))
     ]
@@ -216,7 +218,12 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
                 TuneSettings(trials_per_round=args.trials_per_round, seed=args.seed),
                 budget=NetworkBudget(trials=0 if not minutes else None, minutes=minutes or None),
                 options=NetworkTuneOptions(
-                    seed=args.seed, time_torch=False, blocked=layout == "blocked", precision=args.precision
+                    seed=args.seed,
+                    time_torch=False,
+                    blocked=layout == "blocked",
+                    precision=args.precision,
+                    check_input=tuple(args.check_input),
+                    calibration=tuple(args.calibration),
                 ),
                 store=store,
                 evaluator=EVALUATORS[timing](target),
@@ -511,8 +518,24 @@ def main(argv: list[str] | None = None) -> int:
         "precision (bf16 on a CPU with AVX512_BF16 or AMX) / ours; each --build arm (e.g. ours in fp32) / ours is "
         "printed too (int8's goal: our own fp32 build / ours int8)",
     )
+    ap.add_argument(
+        "--calibration",
+        action="append",
+        default=[],
+        help="with --precision int8: tune-model's --calibration (FILE.npy or NAME=FILE.npy, N samples), also "
+        "ONNX Runtime int8's calibration set; default: the random example inputs",
+    )
+    ap.add_argument(
+        "--check-input",
+        action="append",
+        default=[],
+        help="FILE.npy or NAME=FILE.npy: every arm, ours' tune-model check too, runs, is checked and timed on "
+        "its first sample (data held out of --calibration); default: the random example inputs",
+    )
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
+    if args.calibration and args.precision != "int8":
+        ap.error("--calibration calibrates --precision int8")
     args.build = [tuple(b.split("=", 1)) for b in args.build]
     if any(len(b) != 2 or not (Path(b[1]) / "model.so").is_file() for b in args.build):
         ap.error("--build takes LABEL=DIR, DIR a folder with the model.so a tune-model --out wrote")

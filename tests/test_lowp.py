@@ -5,6 +5,7 @@ where this CPU has them, the kernels and a bf16 network run against NumPy and Py
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -275,16 +276,22 @@ def test_the_output_check_holds_each_precision_to_its_own_tolerance() -> None:
 
 
 def _tune_model_bf16(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, input_spec: str, precision: str = "bf16"
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    body: str,
+    input_spec: str,
+    precision: str = "bf16",
+    extra: Sequence[str] = (),
 ) -> tuple[dict, str]:
-    """`tune-model --trials 0 --precision bf16` (or `precision`) on the model `make_model()` returns
-    (`body`, its code after `torch.manual_seed(0)`): the JSON summary and what it printed to stderr."""
+    """`tune-model --trials 0 --precision bf16` (or `precision`; `extra` arguments) on the model
+    `make_model()` returns (`body`, its code after `torch.manual_seed(0)`): the JSON summary and
+    what it printed to stderr."""
     import json
 
     from autosearch.cli import main
 
     (tmp_path / "net.py").write_text(f"import torch\ndef make_model():\n    torch.manual_seed(0)\n{body}")
-    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", input_spec, "--trials", "0"]
+    argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", input_spec, "--trials", "0", *extra]
     try:
         main([*argv, "--precision", precision, "--db", str(tmp_path / "n.db"), "--json"])
     except SystemExit as exc:
@@ -420,22 +427,75 @@ def _blocked_convolutions_module() -> object:
 
 def test_calibration_observes_the_input_range_of_each_convolution_int8_computes() -> None:
     """The observers run in a real untuned build of the graph: the one convolution int8 takes gets
-    the exact range of its input (3x - 1), the two it leaves are not observed."""
+    the exact range of its input (3x - 1) over every sample, the two it leaves are not observed; a
+    NaN in a later sample (after finite ranges) is refused, naming the sample."""
     import tvm
 
     from autosearch.networks.calibration import input_ranges
     from autosearch.networks.graph import untuned_build
     from autosearch.networks.lowp import int8_candidate
 
-    x = np.random.default_rng(1).random((1, 2, 8, 8, 16), dtype=np.float32)
+    rng = np.random.default_rng(1)
+    x = rng.random((1, 2, 8, 8, 16), dtype=np.float32)
+    wide = 2.0 * rng.random((1, 2, 8, 8, 16), dtype=np.float32) - 0.5  # a second sample widens both ends
     target = tvm.target.Target("llvm")
     with target:
-        ranges = input_ranges(_blocked_convolutions_module(), int8_candidate, [x], untuned_build(target))
-    s = 3.0 * x - 1.0
-    assert len(ranges) == 1 and ranges[0] == pytest.approx((s.min(), s.max()), rel=1e-6)
-    x[0, 0, 0, 0, 0] = np.nan
-    with target, pytest.raises(InputError, match="non-finite"):
-        input_ranges(_blocked_convolutions_module(), int8_candidate, [x], untuned_build(target))
+        one = input_ranges(_blocked_convolutions_module(), int8_candidate, [[x]], untuned_build(target))
+        both = input_ranges(_blocked_convolutions_module(), int8_candidate, [[x], [wide]], untuned_build(target))
+    s, w = 3.0 * x - 1.0, 3.0 * wide - 1.0
+    assert len(one) == 1 and one[0] == pytest.approx((s.min(), s.max()), rel=1e-6)
+    assert both[0] == pytest.approx((min(s.min(), w.min()), max(s.max(), w.max())), rel=1e-6)
+    assert both[0][0] < one[0][0] and both[0][1] > one[0][1]
+    wide[0, 0, 0, 0, 0] = np.nan
+    with target, pytest.raises(InputError, match="non-finite .* on calibration sample 1"):
+        input_ranges(_blocked_convolutions_module(), int8_candidate, [[x], [wide]], untuned_build(target))
+
+
+def test_a_samples_file_is_read_as_samples_of_each_input_and_bad_files_fail_in_one_line(tmp_path: Path) -> None:
+    from autosearch.networks.inputs import InputSpec, load_samples
+
+    image = InputSpec("x", "float32", (1, 3, 4, 4))
+    rng = np.random.default_rng(0)
+    stacked = rng.random((5, 1, 3, 4, 4))  # float64: cast to the input's dtype
+    np.save(tmp_path / "stacked.npy", stacked)
+    np.save(tmp_path / "batch.npy", stacked[:, 0])  # five images on the batch axis of a batch-1 input
+    np.save(tmp_path / "one.npy", stacked[0])
+    for name, count in [("stacked", 5), ("batch", 5), ("one", 1)]:
+        samples = load_samples([str(tmp_path / f"{name}.npy")], [image])
+        assert len(samples) == count and all(len(s) == 1 for s in samples)
+        assert samples[0][0].dtype == np.float32 and samples[0][0].shape == image.shape
+        np.testing.assert_allclose(samples[-1][0], stacked[count - 1], rtol=1e-6)
+    ids = InputSpec("ids", "int64", (1, 8))
+    np.save(tmp_path / "ids.npy", np.arange(16).reshape(2, 1, 8))
+    np.save(tmp_path / "two.npy", stacked[:2])
+    pairs = load_samples([f"ids={tmp_path / 'ids.npy'}", f"x={tmp_path / 'two.npy'}"], [image, ids])
+    assert len(pairs) == 2 and [a.dtype for a in pairs[1]] == [np.float32, np.int64]  # in the inputs' order
+    np.testing.assert_array_equal(pairs[1][1], np.arange(8, 16).reshape(1, 8))
+    with pytest.raises(InputError, match="different sample counts .x 5, ids 2"):
+        load_samples([f"ids={tmp_path / 'ids.npy'}", f"x={tmp_path / 'batch.npy'}"], [image, ids])
+    bad_nan = stacked.copy()
+    bad_nan[3, 0, 0, 0, 0] = np.nan
+    np.save(tmp_path / "nan.npy", bad_nan)
+    np.save(tmp_path / "shape.npy", stacked[:, :, :2])
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "ints.npy", np.zeros((2, 1, 3, 4, 4), dtype=np.int32))
+    np.savez(tmp_path / "archive.npz", x=stacked)
+    (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
+    cases = [
+        (["nan.npy"], [image], "non-finite"),
+        (["shape.npy"], [image], "holds shape 5x1x2x4x4; expected N x 1x3x4x4"),
+        (["objects.npy"], [image], "cannot read .* as a .npy array"),
+        (["ints.npy"], [image], "holds int32 values; the input is float32"),
+        (["archive.npz"], [image], "an .npz archive"),
+        (["corrupt.npy"], [image], "cannot read"),
+        (["missing.npy"], [image], "cannot read"),
+        (["one.npy"], [image, ids], "the model has 2 inputs"),
+        (["y=one.npy"], [image], "NAME one of x"),
+        ([f"x={tmp_path / 'one.npy'}"], [image, ids], "no samples for input ids"),
+    ]
+    for items, specs, message in cases:
+        with pytest.raises(InputError, match=message):
+            load_samples([i if "=" in i else str(tmp_path / i) for i in items], specs)
 
 
 def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero_point() -> None:
@@ -466,9 +526,16 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
 def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_pytorch(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Signed inputs (a zero point inside the range) through padded, strided and 1x1 convolutions
-    and a residual add that reads its input dequantized: a wrong padding value or zero-point
-    correction is off by ~the input's scale, far past this."""
+    """Signed inputs (a zero point inside the range: a calibration set of 16 normal samples, the
+    checked input a 17th; with 3 the held-out one outran the calibrated ranges: 1.1e-1 of scale) through padded, strided and 1x1 convolutions and a residual add that
+    reads its input dequantized: a wrong padding value or zero-point correction is off by ~the
+    input's scale, far past this. The check ran on the given input: its output's scale is PyTorch's
+    on that input."""
+    import torch
+
+    samples = np.random.default_rng(3).standard_normal((17, 1, 16, 14, 14)).astype(np.float32)
+    np.save(tmp_path / "calibration.npy", samples[:16])
+    np.save(tmp_path / "check.npy", samples[16])
     s, err = _tune_model_bf16(
         capsys,
         tmp_path,
@@ -484,13 +551,41 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
         "    return Block().eval()\n",
         "x:float32:1,16,14,14",
         precision="int8",
+        extra=["--calibration", str(tmp_path / "calibration.npy"), "--check-input", str(tmp_path / "check.npy")],
     )
-    assert s["precision"] == "int8" and s["output_matches"], s
+    assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 16, s
+    namespace: dict = {}
+    exec(compile((tmp_path / "net.py").read_text(), "net.py", "exec"), namespace)  # the test's own model file
+    with torch.no_grad():
+        scale = float(namespace["make_model"]()(torch.from_numpy(samples[16])).abs().max())
+    assert s["output_scale"] == pytest.approx(scale, rel=1e-6)
     names = [t["name"] for t in s["tasks"]]
     assert sum("conv2d_NCHWc_int8" in n for n in names) == 3, names  # every one, the 3x3s direct
     assert not any("winograd" in n for n in names), names
     assert 0 < s["relative_err"] < 2e-2, s["relative_err"]
     assert "Tensorize failed" not in err
+
+
+@needs_vnni
+def test_int8_leaves_a_3x3_convolution_it_cannot_take_to_winograd_and_takes_the_others_direct() -> None:
+    """A 3x3 convolution whose output is no whole 16-lane block (24 channels: NCHW8c) stays float32,
+    so it keeps the fp32 build's Winograd; the 32-channel one computes in int8, direct. (Without
+    Winograd, PP-OCRv4's two 96 -> 24 head convolutions ran 5.5 and 6.8 ms direct in int8's build.)"""
+    import torch
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 24, 3, padding=1)
+    ).eval()
+    x = np.random.default_rng(0).random((1, 16, 14, 14), dtype=np.float32)
+    graph = import_network("c3", net, [InputSpec("x", "float32", x.shape)], [x], host_target(), precision="int8")
+    names = [w.name for w in graph.workloads]
+    assert sum("conv2d_NCHWc_int8" in n for n in names) == 1, names
+    assert any("winograd" in n for n in names), names
 
 
 @pytest.mark.parametrize(("precision", "steps", "instruction"), [("int8", 4, "vpdpbusd"), ("bf16", 8, "vdpbf16ps")])

@@ -246,3 +246,41 @@ def test_candidates_a_multi_function_build_refuses_are_built_one_library_each(
     assert len(made) >= 2 and len({b.library for b in made}) == len(made)
     trace = timed_built(task, target, None, made)
     assert trace in {b.trace for b in made} and schedule_matches(task, trace, target, 0)
+
+
+def test_a_candidate_whose_build_runs_past_the_builders_cap_is_killed_and_the_others_decide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`timed_pick` builds its candidates in the builder pool's worker processes: a runner-up with
+    every loop unrolled (614,656 bodies; three of its four loops alone took 94 s of LLVM in one
+    process, Zen 4) is killed at the pool's cap, and the runner-up that builds is returned, long
+    before that build would end.
+    Built in the run's own process, such a pick held a 10-minute run for over ten minutes more."""
+    import time
+
+    from tvm import s_tir
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.build import PoolBuilder
+    from autosearch.backends.tvm.space import TaskSpace, replay_postprocessed, trace_json
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.register_blocks import timed_pick
+    from autosearch.workloads.module import ModuleWorkload
+
+    target = host_target()
+    mod = _batch_matmul(8, 49, 32, 49)
+    space = TaskSpace(mod, target)
+    sketch = json.loads(trace_json(space.spaces[0]))
+    runner = replay_postprocessed(
+        mod, space.context.space_generator.postprocs, lambda s: Trace.apply_json_to_schedule(sketch, s)
+    )
+    assert runner is not None
+    slow = s_tir.Schedule(mod)
+    for loop in slow.get_loops(slow.get_sblock("matmul")):
+        slow.unroll(loop)
+    monkeypatch.setattr(PoolBuilder, "adaptive_timeout", lambda self, *a, **k: 3.0)
+    task = ModuleWorkload(name="net/attention", ir_module=mod)
+    t0 = time.perf_counter()
+    chosen = timed_pick(task, target, None, 0, [trace_json(slow), trace_json(runner)])
+    assert chosen == trace_json(runner)
+    assert time.perf_counter() - t0 < 45.0

@@ -173,3 +173,40 @@ def test_onnxruntime_int8_quantizes_the_model_statically_and_is_held_to_the_int8
     assert arm.ok and 1e-6 < arm.relative_err < PRECISION_RTOL["int8"], arm.check
     got = np.asarray(arm.call()[0])
     assert np.abs(got - expected[0]).max() > 1e-5 * np.abs(expected[0]).max()  # not the float model
+
+
+def test_onnxruntime_int8_calibrates_on_the_set_it_is_given(tiny, tmp_path):
+    """Calibrated on a set ten times wider than the input, the int8 steps are ten times coarser:
+    the error on the input grows (the arm read the set, not the input)."""
+    net, arrays, expected = tiny
+    own = runtimes.runtime_arms(net, SPECS, arrays, expected, 1, tmp_path / "own", int8=True)[-1]
+    wide = [[10.0 * arrays[0]], [-10.0 * arrays[0]]]
+    coarse = runtimes.runtime_arms(net, SPECS, arrays, expected, 1, tmp_path / "wide", int8=True, calibration=wide)[-1]
+    assert own.name == coarse.name == runtimes.ONNXRUNTIME_INT8 and own.call and coarse.call, (own.error, coarse.error)
+    assert coarse.relative_err > 3 * own.relative_err, (coarse.relative_err, own.relative_err)
+
+
+def test_compare_runtimes_runs_and_checks_every_arm_on_the_arrays_given(tmp_path):
+    """`arrays` replaces the random example inputs: eager's output is checked against the model's
+    output on them (a scale 100x the random input's)."""
+    (tmp_path / "net.py").write_text(
+        "import torch\ndef make():\n    torch.manual_seed(0)\n    return torch.nn.Linear(16, 8).eval()\n"
+    )
+    given = [100.0 * example_arrays(SPECS, 5)[0]]
+    arms = runtimes.compare_runtimes(
+        f"{tmp_path / 'net.py'}:make",
+        SPECS,
+        threads=1,
+        work=tmp_path,
+        arrays=given,
+        compile_arm=False,
+        runtimes=False,
+        rounds=1,
+        min_round_s=0.01,
+    )
+    eager = arms[runtimes.EAGER]
+    assert eager.ok and eager.latency and eager.latency > 0
+    torch.manual_seed(0)
+    with torch.no_grad():
+        scale = float(torch.nn.Linear(16, 8)(torch.from_numpy(given[0])).abs().max())
+    assert f"scale {scale:.2e}" in eager.check, eager.check

@@ -98,8 +98,22 @@ def tune_model(
         help="fp32, bf16 or int8. bf16: every matmul by a constant weight (a transformer's dense layers) and every "
         "blocked convolution of one group computes on bf16 operands with fp32 sums (AVX512_BF16); the output check's "
         "tolerance is then 2e-2 of the output's scale. int8: every blocked convolution of one group on uint8 "
-        "activations (ranges calibrated on the example inputs) and int8 weights (one scale an output channel), "
+        "activations (ranges calibrated on the example inputs or --calibration) and int8 weights (one scale an output channel), "
         "int32 sums (AVX512_VNNI); tolerance 1e-1. The rest stays fp32 (docs/networks.md).",
+    ),
+    check_input: list[str] = typer.Option(
+        [],
+        "--check-input",
+        help="FILE.npy (a one-input model) or NAME=FILE.npy per input: the example input the build is checked "
+        "and timed on (a file of N samples: the first). Default: random, which a trained model may answer with "
+        "saturated outputs too small to check against.",
+    ),
+    calibration: list[str] = typer.Option(
+        [],
+        "--calibration",
+        help="int8's calibration set: FILE.npy (a one-input model) or NAME=FILE.npy per input, N samples each "
+        "(N x the input's shape; N x the rest where the batch is 1); the activation ranges cover every sample. "
+        "Default: the example input.",
     ),
     rpc_tracker: Optional[str] = typer.Option(
         None, "--rpc-tracker", help="HOST:PORT of a TVM RPC tracker: measurements go to its devices."
@@ -141,6 +155,8 @@ def tune_model(
         progress=True,
         seed=seed,
         out_dir=str(out) if out is not None else None,
+        check_input=tuple(check_input),
+        calibration=tuple(calibration),
     )
     check_precision(get_precision(precision), tgt, measured_here=rpc is None)
     strategy, task_scorer = assemble_network(model, search, target=tgt, seed=seed)  # fails before the import
@@ -207,8 +223,10 @@ def _print_network(r: Any) -> None:
             "this run's measurements of the other tasks"
         )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
+    calibrated = f" (ranges calibrated on {r.calibration_samples} sample(s))" if r.calibration_samples else ""
     console.print(
-        f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers and convolutions in {r.precision}"
+        f"fast math: {'on' if r.fast_math else 'off'}{_fallback_note(r)}; dense layers and convolutions in "
+        f"{r.precision}{calibrated}"
     )
     line = f"end-to-end: tuned TVM {format_seconds(r.tuned_latency)} | PyTorch eager {format_seconds(r.torch_latency)}"
     if r.tuned_latency and r.torch_latency:

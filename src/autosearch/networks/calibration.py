@@ -6,7 +6,8 @@ folding and blocking (a batch norm folded into a convolution, a transposed convo
 one); their inputs are tensors of this graph, and an ONNX model has them too. How: each such
 input passes through an observer (a packed call back into Python that records the tensor's
 smallest and largest value and returns it unchanged), the graph is built as TVM builds it
-untuned (no search: its compile and its run take seconds), and run once on each input. The
+untuned (no search: its compile and its run take seconds), and run once on each calibration
+sample (the example inputs, or the set `--calibration` reads: `inputs.load_samples`). The
 observers are numbered in the order the rewrite meets the operators, which is the order
 `lowp.int8_convolutions` meets them in the same graph.
 """
@@ -48,34 +49,43 @@ def observed(mod: Any, chosen: Callable[[Any], bool], op_name: str = "relax.nn.c
 
 
 def input_ranges(
-    mod: Any, chosen: Callable[[Any], bool], inputs: Sequence[np.ndarray], build: Callable[[Any], Any]
+    mod: Any,
+    chosen: Callable[[Any], bool],
+    samples: Sequence[Sequence[np.ndarray]],
+    build: Callable[[Any], Any],
 ) -> list[tuple[float, float]]:
     """(smallest, largest) value of the first argument of each `conv2d` call `chosen` accepts, over
-    one run of `mod` on `inputs` (`build`: a graph to its untuned Relax executable); a non-finite
-    value fails in one line naming the operator's number."""
+    one run of `mod` on each sample (one array per input; `build`: a graph to its untuned Relax
+    executable); a non-finite value fails in one line naming the operator's number."""
     import tvm
     from tvm import relax
 
     probe, n = observed(mod, chosen)
     if n == 0:
         return []
-    if not inputs:
+    if not samples:
         raise InputError("--precision int8 calibrates its activation ranges on example inputs; none were given")
     lo, hi = [math.inf] * n, [-math.inf] * n
+    nonfinite: set[int] = set()
 
     def record(x: Any, number: Any) -> Any:
         a, i = x.numpy(), int(number.numpy())
-        lo[i], hi[i] = min(lo[i], float(a.min())), max(hi[i], float(a.max()))
+        smallest, largest = float(a.min()), float(a.max())
+        if not (math.isfinite(smallest) and math.isfinite(largest)):
+            nonfinite.add(i)  # min() would skip a NaN met after a finite range
+        lo[i], hi[i] = min(lo[i], smallest), max(hi[i], largest)
         return x
 
     tvm.register_global_func(OBSERVER, record, override=True)
     dev = tvm.cpu()
     executable = build(probe)
-    relax.VirtualMachine(executable, dev)["main"](*[tvm.runtime.tensor(a, dev) for a in inputs])
-    bad = [i for i in range(n) if not (math.isfinite(lo[i]) and math.isfinite(hi[i]))]
-    if bad:
-        raise InputError(
-            f"--precision int8: the input of quantized operator {bad[0]} (of {n}) holds a non-finite value "
-            "(NaN or inf) on the example inputs: its range cannot be calibrated"
-        )
+    main = relax.VirtualMachine(executable, dev)["main"]
+    for k, inputs in enumerate(samples):
+        main(*[tvm.runtime.tensor(a, dev) for a in inputs])
+        if nonfinite:
+            where = "the example inputs" if len(samples) == 1 else f"calibration sample {k}"
+            raise InputError(
+                f"--precision int8: the input of quantized operator {min(nonfinite)} (of {n}) holds a non-finite value "
+                f"(NaN or inf) on {where}: its range cannot be calibrated"
+            )
     return list(zip(lo, hi, strict=True))

@@ -567,12 +567,12 @@ def _graph_passes(
     fast_math: bool,
     register_bits: int = 0,
     precision: str = "fp32",
-    calibration: Sequence[np.ndarray] = (),
+    calibration: Sequence[Sequence[np.ndarray]] = (),
 ) -> Any:
     """Parameters bound, BatchNorm folded, convolutions blocked to `register_bits` SIMD registers
     (`layouts`; 0: as imported), (fast math), dense layers and convolutions in `precision`
-    (`lowp`; int8's activation ranges observed on the `calibration` inputs), TVM's zero pipeline
-    with layout-free weights."""
+    (`lowp`; int8's activation ranges observed on the `calibration` samples, one array an input
+    each), TVM's zero pipeline with layout-free weights."""
     import tvm
     from tvm import relax
 
@@ -604,14 +604,17 @@ def _graph_passes(
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
-    if register_bits > 0 and precision != "int8":
+    if register_bits > 0:
+        from autosearch.networks.lowp import int8_candidate
         from autosearch.networks.winograd import winograd_convolutions
 
         # before bf16: a float32 F(4x4, 3x3) does a quarter of the multiplies a bf16 direct 3x3
         # convolution does at twice the rate (ResNet-50 in bf16 from the prior alone, bench/README
         # "3x3 convolutions by Winograd's minimal filtering"); int8's `vpdpbusd` does four times
-        # fp32's multiplies a cycle on a quarter of the bytes, so its 3x3 ones stay direct
-        mod = winograd_convolutions(mod)
+        # fp32's multiplies a cycle on a quarter of the bytes, so the 3x3 ones int8 takes stay
+        # direct, and those it leaves float32 (an output block narrower than 16 lanes: PP-OCRv4's
+        # 96 -> 24 head convolutions, 5.5-6.8 ms direct against Winograd's ~4) keep Winograd
+        mod = winograd_convolutions(mod, kept=int8_candidate if precision == "int8" else lambda call: False)
     if precision == "bf16":
         from autosearch.networks.lowp import bf16_convolutions, bf16_dense_layers
 
@@ -696,10 +699,12 @@ def import_network(
     fast_math: bool = False,
     blocked: bool = True,
     precision: str = "fp32",
+    calibration: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> NetworkGraph:
     """The prepared module and tasks of a loaded model (`load_source`); see the module doc.
-    `blocked=False` keeps every convolution in its imported layout; `precision="bf16"` computes
-    the dense layers in bf16 (`lowp`)."""
+    `blocked=False` keeps every convolution in its imported layout; `precision` "bf16"/"int8"
+    computes the dense layers and convolutions in it (`lowp`), int8's ranges calibrated on the
+    `calibration` samples (None: on `arrays`)."""
     from autosearch.networks.support import check_lowered
     from autosearch.search.registers import simd_bits
 
@@ -716,7 +721,7 @@ def import_network(
             fast_math=fast_math,
             register_bits=simd_bits(target) if blocked else 0,
             precision=precision,
-            calibration=arrays,
+            calibration=[list(arrays)] if calibration is None else calibration,
         )
     check_lowered(prepared, spec, target)  # an operator with no kernel: one line now, not at the build
     tasks, workloads = tasks_of(prepared, target, spec)

@@ -16,7 +16,7 @@ import numpy as np
 
 from autosearch.errors import InputError
 
-__all__ = ["DTYPES", "InputSpec", "example_arrays", "onnx_inputs", "parse_inputs"]
+__all__ = ["DTYPES", "InputSpec", "example_arrays", "load_samples", "onnx_inputs", "parse_inputs"]
 
 #: The dtypes an input may have (what PyTorch's exporter and TVM both take).
 DTYPES = ("float32", "float16", "int64", "int32", "bool")
@@ -199,3 +199,77 @@ def example_arrays(specs: Sequence[InputSpec], seed: int = 0) -> list[np.ndarray
             a = rng.random(s.shape, dtype=np.float32).astype(s.dtype)
         out.append(a)
     return out
+
+
+#: The most samples a set may hold: each calibration sample is one run of the untuned graph (about
+#: a second for a ResNet-50 on 2 cores), and min/max ranges stop moving long before this.
+MAX_SAMPLES = 1024
+
+
+def load_samples(
+    items: Sequence[str], specs: Sequence[InputSpec], option: str = "--calibration"
+) -> list[list[np.ndarray]]:
+    """Samples of the model's inputs from `.npy` files given as `option FILE.npy` (a one-input
+    model) or `option NAME=FILE.npy` per input (`--calibration`, `--check-input`): each file holds N
+    samples of its input stacked on a new first axis (N, *shape), one sample (shape), or, where
+    the input's batch is 1, N samples stacked on the batch axis (N, *shape[1:]). Read without
+    pickles; a wrong shape, dtype kind, non-finite value or sample count fails in one line naming
+    the option and the input. Returns N lists, one array per input each, in the inputs' order and
+    dtypes."""
+    names = [s.name for s in specs]
+    files: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            if len(specs) != 1:
+                raise InputError(
+                    f"{option} {item!r}: the model has {len(specs)} inputs; give NAME=FILE.npy for each of "
+                    f"{', '.join(names)}"
+                )
+            name, path = names[0], item
+        if name not in names:
+            raise InputError(f"{option} must be NAME=FILE.npy with NAME one of {', '.join(names)}; got {item!r}")
+        if name in files:
+            raise InputError(f"{option} names input {name} twice")
+        files[name] = path
+    missing = [n for n in names if n not in files]
+    if missing:
+        raise InputError(f"{option} gives no samples for input {', '.join(missing)} (NAME=FILE.npy each)")
+    stacks = [_stack(files[s.name], s, option) for s in specs]
+    counts = {len(a) for a in stacks}
+    if len(counts) > 1:
+        detail = ", ".join(f"{s.name} {len(a)}" for s, a in zip(specs, stacks, strict=True))
+        raise InputError(f"{option}: the inputs' files hold different sample counts ({detail})")
+    return [[a[i] for a in stacks] for i in range(len(stacks[0]))]
+
+
+def _stack(path: str, spec: InputSpec, option: str) -> np.ndarray:
+    """One input's samples file as an (N, *spec.shape) array of the input's dtype."""
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise InputError(f"{option} {spec.name}: cannot read {path} as a .npy array: {exc}") from None
+    if not isinstance(a, np.ndarray):  # an .npz archive
+        a.close()
+        raise InputError(f"{option} {spec.name}: {path} is an .npz archive; give one .npy array an input")
+    shape = spec.shape
+    if a.shape == shape:
+        a = a[None]
+    elif a.shape[1:] == shape:
+        pass
+    elif shape[0] == 1 and a.ndim == len(shape) and a.shape[1:] == shape[1:]:
+        a = a[:, None]
+    else:
+        want = "x".join(map(str, shape))
+        raise InputError(
+            f"{option} {spec.name}: {path} holds shape {'x'.join(map(str, a.shape))}; expected N x {want} "
+            f"(N samples) or {want}"
+        )
+    if not 1 <= len(a) <= MAX_SAMPLES:
+        raise InputError(f"{option} {spec.name}: {path} holds {len(a)} samples; give 1 to {MAX_SAMPLES}")
+    kind = "b" if spec.dtype == "bool" else ("iu" if spec.dtype.startswith("int") else "f")
+    if a.dtype.kind not in kind:
+        raise InputError(f"{option} {spec.name}: {path} holds {a.dtype} values; the input is {spec.dtype}")
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        raise InputError(f"{option} {spec.name}: {path} holds a non-finite value (NaN or inf)")
+    return np.ascontiguousarray(a, dtype=spec.dtype)

@@ -58,7 +58,9 @@ class NetworkTuneOptions:
     they were imported in (what bench/network.py compares against); time_torch: time PyTorch
     eager beside the build; precision: what the dense layers and convolutions compute in (fp32, bf16); progress:
     the live task bar; seed: the searches' and the example inputs'; out_dir: where the library is
-    exported (None: not exported)."""
+    exported (None: not exported); check_input: the example inputs' file items (`--check-input`,
+    `inputs.load_samples`; empty: drawn at random); calibration: int8's calibration set
+    (`--calibration` items; empty: the example inputs calibrate)."""
 
     fast_math: bool = True
     time_torch: bool = True
@@ -67,9 +69,13 @@ class NetworkTuneOptions:
     progress: bool = True
     seed: int = 0
     out_dir: str | None = None
+    check_input: tuple[str, ...] = ()
+    calibration: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.precision not in ("fp32", "bf16", "int8"):
             raise InputError(f"tune-model --precision is fp32, bf16 or int8, got {self.precision!r}")
+        if self.calibration and self.precision != "int8":
+            raise InputError(f"--calibration calibrates --precision int8; this run is {self.precision}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
             raise InputError(f"--seed must be a whole number, got {self.seed!r}")

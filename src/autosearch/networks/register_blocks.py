@@ -20,6 +20,8 @@ where it is the fastest, as `networks.spatial`'s loop nests are.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -184,19 +186,38 @@ def timed_pick(
     (`spatial.cold_seconds`, as the rounds time; a weight that `RewriteLayout` packs is timed
     packed, as the network builds it), that computes what the task computes (`verify`); `trace`
     where there is nothing to time. For a network built from the prior alone
-    (`networks.prior.prior_schedule`; the pass's worker processes build theirs: `timed_built`)."""
-    from autosearch.backends.tvm.build import fast_build
+    (`networks.prior.prior_schedule`; the pass's worker processes build theirs: `timed_built`).
+
+    The candidates are built in the builder pool's worker processes, killed past the pool's build
+    cap (`PoolBuilder.adaptive_timeout`), as the rounds build theirs: built here, one pick (a
+    global mean of a 640x640 text detector, after 10 minutes of rounds) held LLVM for over ten
+    minutes past the run's budget, uninterruptible."""
+    import tvm
+
+    from autosearch.backends.tvm.build import pool_builder
     from autosearch.networks.spatial import built_args, cold_seconds
 
     cands = candidates(workload.mod(), target, trace, runners_up)
+    builder = pool_builder()
+    results = builder.build([_Candidate(sch) for sch, _ in cands], target, timeout=builder.adaptive_timeout())
     timed: list[tuple[float, int]] = []
-    for k, (sch, _) in enumerate(cands):
+    for k, ((sch, _), result) in enumerate(zip(cands, results, strict=True)):
+        if result.artifact_path is None:  # a candidate TVM does not build in time: the others decide
+            continue
         try:
-            lib = fast_build(sch.mod, target, None)
+            lib = tvm.runtime.load_module(result.artifact_path)
             timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
-        except Exception:  # a candidate TVM does not build or run: the others decide
+        except Exception:  # one that does not load or run: the others decide
             interrupts.check()
+        finally:
+            shutil.rmtree(os.path.dirname(result.artifact_path), ignore_errors=True)
     return _fastest_right(workload, target, trace, timed, lambda k: (_text(*cands[k], trace), cands[k][1]), seed)
+
+
+class _Candidate(NamedTuple):
+    """A schedule as `PoolBuilder.build` takes one (it reads `.sch.mod`)."""
+
+    sch: Any
 
 
 def built_candidates(

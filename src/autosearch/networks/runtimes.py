@@ -309,10 +309,12 @@ def onnxruntime_int8_arm(
     arrays: Sequence[np.ndarray],
     expected: Sequence[np.ndarray] | None,
     threads: int,
+    calibration: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> Arm:
     """ONNX Runtime on the model quantized as its docs show for a CPU: `quantize_static` (QDQ, int8
-    weights per channel, uint8 activations) calibrated on the example inputs, as `tune-model
-    --precision int8` calibrates; then `onnxruntime_arm`'s session on the quantized model."""
+    weights per channel, uint8 activations, min/max ranges) calibrated on the `calibration` samples
+    (None: the inputs `arrays`), as `tune-model --precision int8` calibrates; then
+    `onnxruntime_arm`'s session on the quantized model."""
 
     def setup() -> tuple[Callable[[], Any], str | None]:
         import onnxruntime as ort
@@ -320,9 +322,11 @@ def onnxruntime_int8_arm(
 
         names = [i.name for i in ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()]
 
-        class Once(CalibrationDataReader):
+        samples = [arrays] if calibration is None else calibration
+
+        class Samples(CalibrationDataReader):
             def __init__(self) -> None:
-                self.feeds = iter([_feeds(names, specs, arrays)])
+                self.feeds = iter([_feeds(names, specs, sample) for sample in samples])
 
             def get_next(self) -> dict[str, np.ndarray] | None:
                 return next(self.feeds, None)
@@ -332,7 +336,7 @@ def onnxruntime_int8_arm(
             quantize_static(
                 str(onnx_path),
                 str(quantized),
-                Once(),
+                Samples(),
                 quant_format=QuantFormat.QDQ,
                 per_channel=True,
                 activation_type=QuantType.QUInt8,
@@ -438,9 +442,10 @@ def runtime_arms(
     *,
     onnx_path: str | Path | None = None,
     int8: bool = False,
+    calibration: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> list[Arm]:
     """ONNX Runtime, OpenVINO f32 and OpenVINO default (and with `int8`, ONNX Runtime on the model
-    statically quantized) from one ONNX export of `net` into `work` (or from `onnx_path`, a model
+    statically quantized, calibrated on `calibration`: `onnxruntime_int8_arm`) from one ONNX export of `net` into `work` (or from `onnx_path`, a model
     that already is ONNX). A failed export fails all the arms with its reason; a missing package
     fails its arm with an install hint. `exporter` names the ONNX exporter that wrote the model."""
     names = [ONNXRUNTIME, OPENVINO_F32, OPENVINO_DEFAULT, *([ONNXRUNTIME_INT8] if int8 else [])]
@@ -468,7 +473,7 @@ def runtime_arms(
         if name == ONNXRUNTIME:
             arm = onnxruntime_arm(path, specs, arrays, expected, threads)
         elif name == ONNXRUNTIME_INT8:
-            arm = onnxruntime_int8_arm(path, specs, arrays, expected, threads)
+            arm = onnxruntime_int8_arm(path, specs, arrays, expected, threads, calibration)
         else:
             arm = openvino_arm(path, specs, arrays, expected, threads, f32=name == OPENVINO_F32)
         if arm.setup_s is not None:
@@ -528,20 +533,24 @@ def compare_runtimes(
     int8_runtime: bool = False,
     rounds: int = ROUNDS,
     min_round_s: float = MIN_ROUND_S,
+    arrays: Sequence[np.ndarray] | None = None,
+    calibration: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> dict[str, Arm]:
     """Every arm of the model `spec` (`FILE.py:FUNC` or `FILE.onnx`) set up, checked against the
     original model's output, and timed by one `interleaved_medians` on `threads` threads: PyTorch
     eager and torch.compile (`torch_arms`, `compile_arm`; none for an ONNX model), ONNX Runtime and
-    both OpenVINO arms (`runtimes`; `int8_runtime`: ONNX Runtime's static int8 too), then `tvm_builds` (label -> executable or exported library;
-    `tvm_precisions`: label -> the precision it was built in, fp32 where absent). An arm that
-    failed to set up keeps its reason and no latency."""
+    both OpenVINO arms (`runtimes`; `int8_runtime`: ONNX Runtime's static int8 too, calibrated on
+    the `calibration` samples, else on the inputs), then `tvm_builds` (label -> executable or
+    exported library; `tvm_precisions`: label -> the precision it was built in, fp32 where absent).
+    Every arm runs on `arrays` (None: the example inputs drawn with `seed`). An arm that failed to
+    set up keeps its reason and no latency."""
     from autosearch.networks.graph import load_source
     from autosearch.networks.inputs import example_arrays
     from autosearch.networks.tune import reference_outputs
 
     set_threads(threads)
     net = load_source(spec)
-    arrays = example_arrays(specs, seed)
+    arrays = example_arrays(specs, seed) if arrays is None else arrays
     expected = reference_outputs(net, arrays)
     is_onnx = spec.endswith(".onnx")
     arms: list[Arm] = []
@@ -551,7 +560,17 @@ def compare_runtimes(
             arms.append(torch_compile_arm(net, arrays, expected))
     if runtimes:
         onnx_path = spec if is_onnx else None
-        arms += runtime_arms(net, specs, arrays, expected, threads, work, onnx_path=onnx_path, int8=int8_runtime)
+        arms += runtime_arms(
+            net,
+            specs,
+            arrays,
+            expected,
+            threads,
+            work,
+            onnx_path=onnx_path,
+            int8=int8_runtime,
+            calibration=calibration,
+        )
     for label, ex in (tvm_builds or {}).items():
         arms.append(tvm_arm(label, ex, arrays, expected, (tvm_precisions or {}).get(label, "fp32")))
     calls = {a.name: a.call for a in arms if a.call is not None}
@@ -576,10 +595,15 @@ def compare_runtimes_isolated(
     rounds: int = ROUNDS,
     min_round_s: float = MIN_ROUND_S,
     timeout: float = 3600.0,
+    inputs: Sequence[str] = (),
+    calibration: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """`compare_runtimes` in a fresh interpreter (the module doc says why), ours as libraries
-    exported with `export_library`; each arm as `Arm.to_json`. A process that fails gives every
-    arm its last error line."""
+    exported with `export_library`; each arm as `Arm.to_json`. `inputs` and `calibration` are
+    tune-model's `--check-input` and `--calibration` items (`inputs.load_samples`): the arms run on
+    the first sample of `inputs` (none: the example inputs), ONNX Runtime's int8 calibrates on
+    `calibration`. A
+    process that fails gives every arm its last error line."""
     kwargs = {
         "threads": threads,
         "work": str(work),
@@ -596,10 +620,13 @@ def compare_runtimes_isolated(
     code = (
         "import json, warnings\n"
         "warnings.simplefilter('ignore')\n"
-        "from autosearch.networks.inputs import InputSpec\n"
+        "from autosearch.networks.inputs import InputSpec, load_samples\n"
         "from autosearch.networks.runtimes import compare_runtimes\n"
         f"specs = [InputSpec.from_json(d) for d in json.loads({json.dumps([s.to_json() for s in specs])!r})]\n"
-        f"arms = compare_runtimes({spec!r}, specs, **json.loads({json.dumps(kwargs)!r}))\n"
+        f"inputs, calibration = {list(inputs)!r}, {list(calibration)!r}\n"
+        "arrays = load_samples(inputs, specs, '--check-input')[0] if inputs else None\n"
+        "samples = load_samples(calibration, specs) if calibration else None\n"
+        f"arms = compare_runtimes({spec!r}, specs, arrays=arrays, calibration=samples, **json.loads({json.dumps(kwargs)!r}))\n"
         "print(json.dumps({k: a.to_json() for k, a in arms.items()}))\n"
     )
     env = {**os.environ, "TVM_NUM_THREADS": str(threads)}

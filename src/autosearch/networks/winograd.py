@@ -29,6 +29,7 @@ tile `m` is 4 where it divides the output's height and width, else 2 (`winograd_
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -247,8 +248,9 @@ def grouped_weight_transform(weight: np.ndarray, m: int, groups: int) -> np.ndar
     return np.ascontiguousarray(u.transpose(0, 1, 3, 2, 4))
 
 
-def winograd_convolutions(mod: Any) -> Any:
-    """`mod` with every eligible blocked 3x3 convolution computed by F(m x m, 3 x 3)."""
+def winograd_convolutions(mod: Any, kept: Callable[[Any], bool] = lambda call: False) -> Any:
+    """`mod` with every eligible blocked 3x3 convolution computed by F(m x m, 3 x 3), but those
+    `kept` says stay direct (int8's: `lowp.int8_candidate`)."""
     import tvm
     from tvm import relax
 
@@ -256,7 +258,7 @@ def winograd_convolutions(mod: Any) -> Any:
         x, w = call.args
         a = call.attrs
         blocks = blocked_float_grouped_conv(call)
-        if blocks is None:
+        if blocks is None or kept(call):
             return None
         if [int(v) for v in a.strides] != [1, 1] or [int(v) for v in a.dilation] != [1, 1]:
             return None
