@@ -136,10 +136,10 @@ def runners(onnx_path: Path, calibration: np.ndarray, builds: list[tuple[str, st
     import onnxruntime as ort
     import openvino as ov
     import tvm
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from tvm import relax
 
     from autosearch.networks.check import flatten_outputs
+    from autosearch.networks.runtimes import onnx_quantized
 
     def session(path: Path) -> Callable[[np.ndarray], np.ndarray]:
         opts = ort.SessionOptions()
@@ -147,23 +147,7 @@ def runners(onnx_path: Path, calibration: np.ndarray, builds: list[tuple[str, st
         sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         return lambda x: sess.run(None, {"x": x})[0]
 
-    class Samples(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.feeds = iter({"x": c} for c in calibration)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.feeds, None)
-
-    quantized = onnx_path.with_suffix(".int8.onnx")
-    quantize_static(
-        str(onnx_path),
-        str(quantized),
-        Samples(),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-    )
+    quantized = onnx_quantized(onnx_path, [{"x": c} for c in calibration])
     arms: dict[str, Callable[[np.ndarray], np.ndarray]] = {
         "ONNX Runtime (fp32, reference)": session(onnx_path),
         "ONNX Runtime int8": session(quantized),

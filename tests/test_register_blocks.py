@@ -147,6 +147,23 @@ def _batch_matmul(b: int, m: int, k: int, n: int):  # type: ignore[no-untyped-de
     return tvm.IRModule({"main": te.create_prim_func([x, y, z]).with_attr("tirx.noalias", True)})
 
 
+def _attention_sketch(target: object) -> tuple:  # type: ignore[type-arg]
+    """A window-attention batch matmul (49 columns: no register block) and its design space's
+    first sketch, post-processed: a runner-up `timed_pick` can return."""
+    from tvm.s_tir.schedule import Trace
+
+    from autosearch.backends.tvm.space import TaskSpace, replay_postprocessed, trace_json
+
+    mod = _batch_matmul(8, 49, 32, 49)
+    space = TaskSpace(mod, target)
+    sketch = json.loads(trace_json(space.spaces[0]))
+    runner = replay_postprocessed(
+        mod, space.context.space_generator.postprocs, lambda s: Trace.apply_json_to_schedule(sketch, s)
+    )
+    assert runner is not None
+    return mod, runner
+
+
 def test_unroll_variants_change_only_the_unroll_step_and_timed_pick_returns_one_that_computes_the_task() -> None:
     """A window-attention batch matmul (49 columns: no register block): `unroll_variants` of a
     post-processed pick are the pick with each other value of its unroll decision and nothing
@@ -195,22 +212,15 @@ def test_timed_pick_chooses_among_the_priors_runners_up_and_checks_the_one_it_re
     """The schedules the prior ordered after its pick are candidates too (`prior.ranked_schedules`):
     with no pick and no register block (49 columns), `timed_pick` returns the runner-up given, as
     checked against the task; a runner-up whose trace does not apply is passed over."""
-    from tvm.s_tir.schedule import Trace
 
-    from autosearch.backends.tvm.space import TaskSpace, replay_postprocessed, trace_json
+    from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.register_blocks import timed_pick
     from autosearch.networks.verify import schedule_matches
     from autosearch.workloads.module import ModuleWorkload
 
     target = host_target()
-    mod = _batch_matmul(8, 49, 32, 49)
-    space = TaskSpace(mod, target)
-    sketch = json.loads(trace_json(space.spaces[0]))
-    runner = replay_postprocessed(
-        mod, space.context.space_generator.postprocs, lambda s: Trace.apply_json_to_schedule(sketch, s)
-    )
-    assert runner is not None
+    mod, runner = _attention_sketch(target)
     task = ModuleWorkload(name="net/attention", ir_module=mod)
     chosen = timed_pick(task, target, None, 0, [trace_json(runner)])
     assert chosen == trace_json(runner) and schedule_matches(task, chosen, target, 0)
@@ -259,22 +269,15 @@ def test_a_candidate_whose_build_runs_past_the_builders_cap_is_killed_and_the_ot
     import time
 
     from tvm import s_tir
-    from tvm.s_tir.schedule import Trace
 
     from autosearch.backends.tvm.build import PoolBuilder
-    from autosearch.backends.tvm.space import TaskSpace, replay_postprocessed, trace_json
+    from autosearch.backends.tvm.space import trace_json
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.register_blocks import timed_pick
     from autosearch.workloads.module import ModuleWorkload
 
     target = host_target()
-    mod = _batch_matmul(8, 49, 32, 49)
-    space = TaskSpace(mod, target)
-    sketch = json.loads(trace_json(space.spaces[0]))
-    runner = replay_postprocessed(
-        mod, space.context.space_generator.postprocs, lambda s: Trace.apply_json_to_schedule(sketch, s)
-    )
-    assert runner is not None
+    mod, runner = _attention_sketch(target)
     slow = s_tir.Schedule(mod)
     for loop in slow.get_loops(slow.get_sblock("matmul")):
         slow.unroll(loop)

@@ -67,6 +67,7 @@ __all__ = [
     "eager_arm",
     "export_onnx",
     "interleaved_medians",
+    "onnx_quantized",
     "onnxruntime_arm",
     "onnxruntime_int8_arm",
     "openvino_arm",
@@ -303,6 +304,33 @@ def onnxruntime_arm(
     return build_arm(ONNXRUNTIME, setup, expected)
 
 
+def onnx_quantized(onnx_path: str | Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> Path:
+    """The model at `onnx_path` quantized as ONNX Runtime's docs show for a CPU, written beside it
+    (`.int8.onnx`): `quantize_static`, QDQ, int8 weights per channel, uint8 activations, min/max
+    ranges over the calibration `feeds` (input name -> array, one a sample)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Samples(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter([dict(f) for f in feeds])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    quantized = Path(onnx_path).with_suffix(".int8.onnx")
+    with _quiet():
+        quantize_static(
+            str(onnx_path),
+            str(quantized),
+            Samples(),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+        )
+    return quantized
+
+
 def onnxruntime_int8_arm(
     onnx_path: str | Path,
     specs: Sequence[InputSpec],
@@ -318,30 +346,10 @@ def onnxruntime_int8_arm(
 
     def setup() -> tuple[Callable[[], Any], str | None]:
         import onnxruntime as ort
-        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
         names = [i.name for i in ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).get_inputs()]
-
         samples = [arrays] if calibration is None else calibration
-
-        class Samples(CalibrationDataReader):
-            def __init__(self) -> None:
-                self.feeds = iter([_feeds(names, specs, sample) for sample in samples])
-
-            def get_next(self) -> dict[str, np.ndarray] | None:
-                return next(self.feeds, None)
-
-        quantized = Path(onnx_path).with_suffix(".int8.onnx")
-        with _quiet():
-            quantize_static(
-                str(onnx_path),
-                str(quantized),
-                Samples(),
-                quant_format=QuantFormat.QDQ,
-                per_channel=True,
-                activation_type=QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-            )
+        quantized = onnx_quantized(onnx_path, [_feeds(names, specs, sample) for sample in samples])
         session = onnxruntime_arm(quantized, specs, arrays, None, threads)
         if session.call is None:
             raise RuntimeError(f"the quantized model: {session.error}")
