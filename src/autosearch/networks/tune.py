@@ -329,8 +329,9 @@ def _import_stage(job: NetworkJob, specs: Sequence[InputSpec], result: NetworkRe
     given) are `--check-input`'s first sample, else drawn at random."""
     from autosearch.networks.graph import import_network, load_source
 
-    given = load_samples(job.check_input, specs, "--check-input")[0] if job.check_input else None
-    arrays = given if given is not None else example_arrays(specs, job.seed)
+    arrays = (
+        load_samples(job.check_input, specs, "--check-input")[0] if job.check_input else example_arrays(specs, job.seed)
+    )
     samples = load_samples(job.calibration, specs) if job.calibration else None
     result.precision = job.precision
     if job.precision == "int8":
