@@ -115,7 +115,7 @@ def test_the_prior_score_has_a_finite_nonzero_gradient_in_the_knobs(sketches, pr
     assert cat_moved > 0
 
 
-def test_descent_raises_the_prior_score_and_rounds_to_schedules_that_build(sketches, prior, host) -> None:
+def test_descent_raises_the_prior_score_and_rounds_to_schedules_that_build(sketches, prior, host, tmp_path) -> None:
     """Adam from uniform starts: the rounded vectors score better under the prior than the starts
     (on average and at best), are valid factorisations, and replay, post-process and build."""
     from tvm.s_tir.meta_schedule import MeasureCandidate
@@ -145,7 +145,7 @@ def test_descent_raises_the_prior_score_and_rounds_to_schedules_that_build(sketc
         sch = replay_postprocessed(ctx.mod, postprocs, lambda s, t=trace: Trace.apply_json_to_schedule(t, s))
         assert sch is not None
         cands.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
-    built = build_in_process(cands, host)
+    built = build_in_process(cands, host, str(tmp_path))  # not run: the artifacts go with tmp_path
     assert all(b.error_msg is None and b.artifact_path for b in built), [b.error_msg for b in built]
 
 

@@ -502,9 +502,9 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
     import tvm
 
     from autosearch.backends.tvm.lowp import module_precision
-    from autosearch.networks.lowp import int8_convolutions
+    from autosearch.networks.lowp import int8_layers
 
-    mod, count = int8_convolutions(_blocked_convolutions_module(), [(-1.0, 2.0)])
+    mod, count = int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0)])
     assert count == 1
     text = mod.script()
     assert text.count("R.nn.conv2d") == 2 and "conv2d_NCHWc_int8" in text and '"uint8"' in text
@@ -518,7 +518,99 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
     assert f'T.Buffer(({packed_shape}), "int8")' in task.script()
     assert "T.uint8(85)" in task.script()  # the padding: zero's step, round(1 / (3 / 255))
     with pytest.raises(RuntimeError, match="2 calibrated"):
-        int8_convolutions(_blocked_convolutions_module(), [(-1.0, 2.0), (0.0, 1.0)])
+        int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0), (0.0, 1.0)])
+
+
+def _dense_layers_module(w: np.ndarray, w_odd: np.ndarray) -> object:
+    """x (1, 8, 32), signed, times `w` (32 x 48: int8) and times `w_odd` (32 x 40: 40 outputs are
+    no whole 16-lane blocks, so it stays fp32 and reads x dequantized), and a matmul of two
+    activations (fp32)."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 32), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            s = bb.emit(
+                relax.op.subtract(relax.op.multiply(x, relax.const(np.float32(2.0))), relax.const(np.float32(1.0)))
+            )
+            a = bb.emit(relax.op.matmul(s, relax.const(w)))
+            b = bb.emit(relax.op.matmul(s, relax.const(w_odd)))
+            c = bb.emit(relax.op.matmul(s, relax.op.permute_dims(s, [0, 2, 1])))
+            out = bb.emit_output(relax.Tuple([a, b, c]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_networks_dense_layer_becomes_an_int8_one_that_computes_it_within_its_quantization_step() -> None:
+    """Calibrated on the input it is run on, the int8 dense layer (u8 activations with a zero
+    point, per-output-channel int8 weights, int32 sums, the zero point's share taken off) is within
+    a few quantization steps of the float32 product in a real untuned build; the fp32 matmul that
+    reads the same input reads it dequantized, within half a step of each input."""
+    import tvm
+
+    from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.networks.calibration import input_ranges
+    from autosearch.networks.graph import untuned_build
+    from autosearch.networks.lowp import int8_candidate, int8_layers
+
+    rng = np.random.default_rng(4)
+    w, w_odd = rng.standard_normal((32, 48)).astype("float32"), rng.standard_normal((32, 40)).astype("float32")
+    x = rng.random((1, 8, 32), dtype=np.float32)
+    target = tvm.target.Target("llvm")
+    with target:
+        ranges = input_ranges(_dense_layers_module(w, w_odd), int8_candidate, [[x]], untuned_build(target))
+        assert ranges == [pytest.approx(((2 * x - 1).min(), (2 * x - 1).max()), rel=1e-6)]  # the int8 one only
+        mod, count = int8_layers(_dense_layers_module(w, w_odd), ranges)
+        assert count == 1
+        text = mod.script()
+        assert "dense_packed_int8" in text and text.count("R.matmul") == 2
+        task = tvm.IRModule({"main": mod["dense_packed_int8"]})
+        assert module_precision(task).name == "int8"  # tuned in the VNNI design space
+        assert (
+            'T.Buffer((T.int64(3), T.int64(8), T.int64(16), T.int64(4)), "int8")' in task.script()
+        )  # (N/16, K/4, 16, 4)
+        vm = tvm.relax.VirtualMachine(untuned_build(target)(mod), tvm.cpu())
+        a, b, c = (o.numpy() for o in vm["main"](tvm.runtime.tensor(x)))
+    s = 2 * x - 1
+    step = (s.max() - s.min()) / 255  # one input step; the weights' is each channel's peak / 127
+    bound = step * np.abs(w).sum(axis=0) + np.abs(s).sum(axis=-1, keepdims=True) * np.abs(w).max(axis=0) / 127
+    assert (np.abs(a - s @ w) <= bound).all() and np.abs(a - s @ w).max() > 0  # quantized, and within its steps
+    assert np.abs(b - s @ w_odd).max() <= 0.5 * step * np.abs(w_odd).sum(axis=0).max() + 1e-5
+    np.testing.assert_allclose(c, s @ s.transpose(0, 2, 1), atol=step * 32)
+
+
+@needs_vnni
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tune_model_builds_a_transformer_mlp_in_int8_with_vnni_dense_layers_that_match_pytorch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A pre-norm MLP block (LayerNorm, Linear 64 -> 128, GELU, Linear 128 -> 64, residual add):
+    both Linear layers in int8 on VNNI, calibrated on 8 samples and checked on a 9th."""
+    samples = np.random.default_rng(5).standard_normal((9, 16, 64)).astype(np.float32)
+    np.save(tmp_path / "calibration.npy", samples[:8])
+    np.save(tmp_path / "check.npy", samples[8])
+    s, err = _tune_model_bf16(
+        capsys,
+        tmp_path,
+        "    class Block(torch.nn.Module):\n"
+        "        def __init__(self):\n"
+        "            super().__init__()\n"
+        "            self.norm = torch.nn.LayerNorm(64)\n"
+        "            self.up = torch.nn.Linear(64, 128)\n"
+        "            self.down = torch.nn.Linear(128, 64)\n"
+        "        def forward(self, x):\n"
+        "            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))\n"
+        "    return Block().eval()\n",
+        "x:float32:16,64",
+        precision="int8",
+        extra=["--calibration", str(tmp_path / "calibration.npy"), "--check-input", str(tmp_path / "check.npy")],
+    )
+    assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 8, s
+    names = [t["name"] for t in s["tasks"]]
+    assert sum("dense_packed_int8" in n for n in names) == 2, names
+    assert 0 < s["relative_err"] < 2e-2, s["relative_err"]
+    assert "Tensorize failed" not in err
 
 
 @needs_vnni

@@ -9,7 +9,7 @@ smallest and largest value and returns it unchanged), the graph is built as TVM 
 untuned (no search: its compile and its run take seconds), and run once on each calibration
 sample (the example inputs, or the set `--calibration` reads: `inputs.load_samples`). The
 observers are numbered in the order the rewrite meets the operators, which is the order
-`lowp.int8_convolutions` meets them in the same graph.
+`lowp.int8_layers` meets them in the same graph.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ __all__ = ["input_ranges", "observed"]
 OBSERVER = "autosearch.calibration_observe"
 
 
-def observed(mod: Any, chosen: Callable[[Any], bool], op_name: str = "relax.nn.conv2d") -> tuple[Any, int]:
-    """`mod` with the first argument of every `op_name` call `chosen` accepts passed through an
-    observer numbered 0, 1, ... in the rewrite's order; and how many."""
+def observed(mod: Any, chosen: Callable[[Any], bool]) -> tuple[Any, int]:
+    """`mod` with the first argument of every call `chosen` accepts passed through an observer
+    numbered 0, 1, ... in the rewrite's order (every call's, as `lowp.int8_layers` meets them); and
+    how many."""
     from tvm import relax
 
     count = [0]
@@ -45,7 +46,7 @@ def observed(mod: Any, chosen: Callable[[Any], bool], op_name: str = "relax.nn.c
         count[0] += 1
         return relax.Call(call.op, [seen, *call.args[1:]], call.attrs)
 
-    return rewrite_calls(mod, op_name, observe), count[0]
+    return rewrite_calls(mod, None, observe), count[0]
 
 
 def input_ranges(
@@ -54,7 +55,7 @@ def input_ranges(
     samples: Sequence[Sequence[np.ndarray]],
     build: Callable[[Any], Any],
 ) -> list[tuple[float, float]]:
-    """(smallest, largest) value of the first argument of each `conv2d` call `chosen` accepts, over
+    """(smallest, largest) value of the first argument of each call `chosen` accepts, over
     one run of `mod` on each sample (one array per input; `build`: a graph to its untuned Relax
     executable); a non-finite value fails in one line naming the operator's number."""
     import tvm

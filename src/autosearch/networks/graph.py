@@ -622,10 +622,10 @@ def _graph_passes(
         mod, _ = bf16_convolutions(mod)
     if precision == "int8":
         from autosearch.networks.calibration import input_ranges
-        from autosearch.networks.lowp import int8_candidate, int8_convolutions
+        from autosearch.networks.lowp import int8_candidate, int8_layers
 
         ranges = input_ranges(mod, int8_candidate, calibration, untuned_build(tvm.target.Target.current()))
-        mod, _ = int8_convolutions(mod, ranges)
+        mod, _ = int8_layers(mod, ranges)
     return lowered(mod)
 
 

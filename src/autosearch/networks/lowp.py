@@ -1,4 +1,4 @@
-"""A network's dense layers and convolutions in bf16, and its convolutions in int8 (at the end):
+"""A network's dense layers and convolutions in bf16, and in int8 (at the end):
 each matmul by a constant weight and each blocked convolution computes on bf16 operands with fp32
 sums, its weight packed once for the CPU's `vdpbf16ps`.
 
@@ -23,9 +23,9 @@ residual add fuse after it as after the fp32 one. The RGB stem (NCHW input), dep
 grouped convolutions, and an output block other than 16 stay fp32: the stem and depthwise ones
 have no channel sum for the instruction to pair.
 
-int8 (`int8_convolutions`): the same convolutions on uint8 activations (one scale and zero point a
-tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel), int32 sums
-by `vpdpbusd`; docs/networks.md "Convolutions in int8" says how the zero point and the readers of
+int8 (`int8_layers`): the same convolutions and dense layers on uint8 activations (one scale and
+zero point a tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel),
+int32 sums by `vpdpbusd`; docs/networks.md "Convolutions and dense layers in int8" says how the zero point and the readers of
 a quantized tensor are handled.
 """
 
@@ -44,7 +44,7 @@ __all__ = [
     "bf16_convolutions",
     "bf16_dense_layers",
     "int8_candidate",
-    "int8_convolutions",
+    "int8_layers",
     "weight_quantization",
 ]
 
@@ -64,6 +64,31 @@ def _te_packed_dense(data: Any, weight: Any) -> Any:
     return packed_dense(data, weight, "float32")
 
 
+def _te_packed_dense_int8(data: Any, weight: Any) -> Any:
+    return packed_dense(data, weight, "int32")
+
+
+def _packable_matmul(call: Any, depth: int) -> tuple[tuple[int, ...], int, int] | None:
+    """(the input's shape, K, N) of a float32 `matmul` of an input (..., K) by a constant (K, N)
+    weight that the dot-product packing divides (N by 16 lanes, K by `depth`); None for any other."""
+    import tvm
+
+    if str(getattr(call.op, "name", "")) != "relax.matmul":
+        return None
+    x, w = call.args
+    if not isinstance(w, tvm.ir.expr.Constant):
+        return None
+    xdims, wdims = static_shape(x), static_shape(w)
+    if xdims is None or wdims is None or len(wdims) != 2 or len(xdims) < 2:
+        return None
+    if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
+        return None
+    k, n = wdims
+    if xdims[-1] != k or n % _LANES or k % depth:
+        return None
+    return xdims, k, n
+
+
 def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
     """`mod` with every float32 matmul by a constant weight computed in bf16; and how many."""
     import tvm
@@ -72,17 +97,11 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
     count = [0]
 
     def bf16_dense(call: Any, builder: Any) -> Any:
+        shape = _packable_matmul(call, _PAIRS)
+        if shape is None:
+            return None
         x, w = call.args
-        if not isinstance(w, tvm.ir.expr.Constant):
-            return None
-        xdims, wdims = static_shape(x), static_shape(w)
-        if xdims is None or wdims is None or len(wdims) != 2 or len(xdims) < 2:
-            return None
-        if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
-            return None
-        k, n = wdims
-        if xdims[-1] != k or n % _LANES or k % _PAIRS:
-            return None
+        xdims, k, n = shape
         rows = int(np.prod(xdims[:-1]))
         packed = relax.const(tvm.runtime.tensor(_packed_bf16(w.value.numpy())))
         x2 = builder.emit(relax.op.reshape(x, [rows, k]))
@@ -152,8 +171,13 @@ _U8_MAX = 255.0
 
 
 def int8_candidate(call: Any) -> bool:
-    """Whether `lowp` computes this `conv2d` in int8: one group, NCHW{b}c input with whole
-    quadruples of channels in a block, NCHW16c output, a constant weight."""
+    """Whether `lowp` computes this call in int8: a `conv2d` of one group, NCHW{b}c input with whole
+    quadruples of channels in a block, NCHW16c output and a constant weight; or a `matmul` by a
+    constant weight the packing divides (`_packable_matmul`)."""
+    if str(getattr(call.op, "name", "")) == "relax.matmul":
+        return _packable_matmul(call, _QUADS) is not None
+    if str(getattr(call.op, "name", "")) != "relax.nn.conv2d":
+        return False
     blocks = blocked_float_conv(call)
     if blocks is None or blocks[0] % _QUADS or blocks[1] != _LANES:
         return False
@@ -173,9 +197,15 @@ def activation_quantization(lo: float, hi: float) -> tuple[float, int]:
 def weight_quantization(weight_oihwo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A blocked OIHW16o float32 weight as int8 with one scale an output channel (its largest
     magnitude / 127): (the int8 weight, the scales in the shape (C_out/16, 16))."""
-    peak = np.abs(weight_oihwo).max(axis=(1, 2, 3))
+    return _per_channel_int8(weight_oihwo, (1, 2, 3))
+
+
+def _per_channel_int8(weight: np.ndarray, within: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """`weight` as int8 with one scale (largest magnitude / 127) over each slice along the axes
+    `within` (an output channel's weights): (the int8 weight, the scales, those axes dropped)."""
+    peak = np.abs(weight).max(axis=within)
     scale = np.where(peak > 0, peak / _WEIGHT_MAX, 1.0).astype(np.float64)
-    q = np.clip(np.round(weight_oihwo / scale[:, None, None, None, :]), -_WEIGHT_MAX, _WEIGHT_MAX)
+    q = np.clip(np.round(weight / np.expand_dims(scale, within)), -_WEIGHT_MAX, _WEIGHT_MAX)
     return q.astype(np.int8), scale
 
 
@@ -187,23 +217,24 @@ def _te_packed_conv_int8(
     return packed_conv2d_nchwc(padded, weight, (oh, ow), strides, dilation, "int32")
 
 
-def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
-    """`mod` with every `int8_candidate` convolution computed in int8 (`ranges`: its input's
-    calibrated (smallest, largest) value, in the order `calibration.input_ranges` gave); and how
-    many.
+def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
+    """`mod` with every `int8_candidate` convolution and dense layer computed in int8 (`ranges`:
+    its input's calibrated (smallest, largest) value, in the order `calibration.input_ranges`
+    gave); and how many.
 
     Each becomes: its input quantized to uint8 (scale and zero point from its range; a cast fused
-    into the operator before it), the packed convolution of u8 x i8 products summed in int32
-    (`vpdpbusd`; the padding holds the zero point), the zero point's share subtracted (the zero
-    point times the weight's sum over each output channel, a constant) and the sum scaled back to
-    float32 per output channel; bias, activation and residual add fuse after it as before. Any
-    other operator reading a quantized input after its quantization reads it dequantized
-    (`read_dequantized`)."""
+    into the operator before it), the packed convolution or dense layer of u8 x i8 products summed
+    in int32 (`vpdpbusd`; a convolution's padding holds the zero point), the zero point's share
+    subtracted (the zero point times the weight's sum over each output channel, a constant) and
+    the sum scaled back to float32 per output channel; bias, activation and residual add fuse
+    after it as before (a dense layer keeps its input's shape: no reshape to rows ends the fusion
+    as in bf16). Any other operator reading a quantized input after its quantization reads it
+    dequantized (`read_dequantized`)."""
     import tvm
     from tvm import relax
 
     count = [0]
-    quantized: dict[Any, Any] = {}  # an input two convolutions read (a ResNet block's) is quantized once
+    quantized: dict[Any, Any] = {}  # an input two layers read (a ResNet block's, attention's) is quantized once
     scales: dict[Any, tuple[tuple[int, ...], float, int]] = {}
     dequantized: dict[Any, Any] = {}
 
@@ -225,29 +256,52 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
             args.append(dequantized.get(a, a))
         return relax.Call(call.op, args, call.attrs)
 
+    def quantize(x: Any, builder: Any) -> tuple[float, int]:
+        """`x`'s uint8 copy, made once (`quantized[x]`), with the range of the next observer; its
+        (scale, zero point)."""
+        x_scale, zero_point = activation_quantization(*ranges[count[0]])
+        count[0] += 1
+        if x in quantized:
+            return scales[x][1], scales[x][2]
+        # the scale and zero point as tensors, not scalars: a scalar is compiled into the task as
+        # an immediate, so every convolution became a task of its own (ResNet-50: 60 tasks, not
+        # 44) and each was tuned on its own share of the budget
+        dims = x.ty.shape.values
+        lanes = (1,) * (len(dims) - 1) + (int(dims[-1]),)
+        inverse = relax.const(np.full(lanes, 1.0 / x_scale, dtype=np.float32))
+        shifted = relax.op.add(
+            relax.op.round(relax.op.multiply(x, inverse)), relax.const(np.full(lanes, zero_point, dtype=np.float32))
+        )
+        quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
+        scales[x] = (lanes, x_scale, zero_point)
+        return x_scale, zero_point
+
+    def rescaled(sums: Any, weight_sums: np.ndarray, w_scale: np.ndarray, x: Any) -> Any:
+        """int32 `sums` less the zero point's share (its zero point x `weight_sums`, the int8
+        weight summed over each output channel), scaled to float32 per output channel
+        (`w_scale`, shaped as `weight_sums`: both broadcast over the sums)."""
+        _, x_scale, zero_point = scales[x]
+        offset = (zero_point * weight_sums).astype(np.int32)
+        centred = relax.op.subtract(sums, relax.const(offset))
+        return relax.op.multiply(
+            relax.op.astype(centred, "float32"), relax.const((x_scale * w_scale).astype(np.float32))
+        )
+
+    def int8_dense(call: Any, builder: Any) -> Any:
+        x, w = call.args
+        quantize(x, builder)
+        wq, w_scale = _per_channel_int8(np.ascontiguousarray(w.value.numpy().T), (1,))  # (N, K): a scale a row
+        packed = relax.const(tvm.runtime.tensor(pack_weight(wq, _QUADS)))
+        # on the input's own shape, not reshaped to rows as bf16's: the bias and activation fuse after it
+        sums = builder.emit_te(_te_packed_dense_int8, quantized[x], packed, primfunc_name_hint="dense_packed_int8")
+        return rescaled(sums, wq.astype(np.int64).sum(axis=1), w_scale, x)
+
     def int8_conv(call: Any, builder: Any) -> Any:
-        if str(getattr(call.op, "name", "")) != "relax.nn.conv2d" or not int8_candidate(call):
-            return read_dequantized(call, builder)
         x, w = call.args
         a = call.attrs
         in_block = blocked_float_conv(call)[0]  # type: ignore[index]
-        x_scale, zero_point = activation_quantization(*ranges[count[0]])
-        count[0] += 1
+        _, zero_point = quantize(x, builder)
         wq, w_scale = weight_quantization(w.value.numpy())
-        channel = (1, wq.shape[0], 1, 1, _LANES)
-        offset = (zero_point * wq.astype(np.int64).sum(axis=(1, 2, 3))).astype(np.int32).reshape(channel)
-        rescale = (x_scale * w_scale).astype(np.float32).reshape(channel)
-        if x not in quantized:
-            # the scale and zero point as tensors, not scalars: a scalar is compiled into the task
-            # as an immediate, so every convolution became a task of its own (ResNet-50: 60
-            # tasks, not 44) and each was tuned on its own share of the budget
-            lanes = (1,) * (len(x.ty.shape.values) - 1) + (in_block,)
-            inverse = relax.const(np.full(lanes, 1.0 / x_scale, dtype=np.float32))
-            shifted = relax.op.add(
-                relax.op.round(relax.op.multiply(x, inverse)), relax.const(np.full(lanes, zero_point, dtype=np.float32))
-            )
-            quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
-            scales[x] = (lanes, x_scale, zero_point)
         xq = _channel_steps(builder, quantized[x], in_block, _QUADS)
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
         sums = builder.emit_te(
@@ -258,10 +312,18 @@ def int8_convolutions(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any,
             zero_point,
             primfunc_name_hint="conv2d_NCHWc_int8",
         )
-        centred = relax.op.subtract(sums, relax.const(offset))
-        return relax.op.multiply(relax.op.astype(centred, "float32"), relax.const(rescale))
+        channel = (1, wq.shape[0], 1, 1, _LANES)
+        weight_sums = wq.astype(np.int64).sum(axis=(1, 2, 3)).reshape(channel)
+        return rescaled(sums, weight_sums, w_scale.reshape(channel), x)
 
-    out = rewrite_calls(mod, None, int8_conv)
+    def int8_layer(call: Any, builder: Any) -> Any:
+        if not int8_candidate(call):
+            return read_dequantized(call, builder)
+        if str(call.op.name) == "relax.matmul":
+            return int8_dense(call, builder)
+        return int8_conv(call, builder)
+
+    out = rewrite_calls(mod, None, int8_layer)
     if count[0] != len(ranges):
-        raise RuntimeError(f"int8: {count[0]} convolutions rewritten but {len(ranges)} calibrated")
+        raise RuntimeError(f"int8: {count[0]} layers rewritten but {len(ranges)} calibrated")
     return out, count[0]

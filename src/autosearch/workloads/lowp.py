@@ -53,19 +53,22 @@ def pack_weight(weight_nk: Any, pairs: int) -> Any:
 
 def packed_dense(data: Any, weight: Any, accumulate: str) -> Any:
     """The packed dense layer on TE tensors: data (M, K) times weight (N/16, K/pairs, 16, pairs)
-    -> (M, N), summed in `accumulate` (the registry's workloads and a network's layers alike)."""
+    -> (M, N), summed in `accumulate` (the registry's workloads and a network's layers alike).
+    Data of more axes (..., K) gives (..., N): a network's int8 layer keeps its input's shape, so
+    that the bias and activation after it fuse into its task (a reshape to rows ends the fusion)."""
     from tvm import te
 
-    m, k = data.shape
     pairs = int(weight.shape[3])
+    k = data.shape[-1]
     r = te.reduce_axis((0, k), name="k")
-    return te.compute(
-        (m, weight.shape[0] * 16),
-        lambda i, j: te.sum(
-            data[i, r].astype(accumulate) * weight[j // 16, r // pairs, j % 16, r % pairs].astype(accumulate), axis=r
-        ),
-        name="dense_packed",
-    )
+
+    def product(row: Any, j: Any) -> Any:
+        return data[(*row, r)].astype(accumulate) * weight[j // 16, r // pairs, j % 16, r % pairs].astype(accumulate)
+
+    out = (*data.shape[:-1], weight.shape[0] * 16)
+    if len(data.shape) == 2:  # named i, j: the registry's and bf16's tasks keep the IR their records were stored with
+        return te.compute(out, lambda i, j: te.sum(product((i,), j), axis=r), name="dense_packed")
+    return te.compute(out, lambda *ij: te.sum(product(ij[:-1], ij[-1]), axis=r), name="dense_packed")
 
 
 def pack_conv_weight(weight_oihwo: Any, in_block: int, pairs: int) -> Any:

@@ -186,15 +186,17 @@ def pool_builder(timeout: float = 60.0, max_workers: int | None = None) -> PoolB
     return _BUILDERS[key]
 
 
-def build_in_process(candidates: list[Any], target: Any) -> list[Any]:
+def build_in_process(candidates: list[Any], target: Any, parent: str | None = None) -> list[Any]:
     """BuilderResults built in this process (no isolation, no timeout: for single trusted
-    schedules such as a saved best one; tuning uses `PoolBuilder`)."""
+    schedules such as a saved best one; tuning uses `PoolBuilder`). Each artifact is in a
+    directory of its own under `parent` (default: the system's temporary one) until a run removes
+    it (`Measurer.run_built`); whoever builds without running removes them."""
     from tvm.s_tir.meta_schedule.builder import BuilderResult
 
     out = []
     for c in candidates:
         try:
-            out.append(BuilderResult(_pool_build(c.sch.mod, target)[0], None))
+            out.append(BuilderResult(_pool_build(c.sch.mod, target, parent)[0], None))
         except KeyboardInterrupt:
             raise
         except Exception as exc:

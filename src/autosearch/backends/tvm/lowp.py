@@ -31,6 +31,7 @@ __all__ = [
     "kernel_of",
     "module_precision",
     "register_dot_kernels",
+    "script_precision",
     "space_generator",
 ]
 
@@ -206,23 +207,21 @@ _PACKED = {
 }
 
 
-def _packed_weight_dtypes(mod: Any) -> set[str]:
-    """Element types of the buffers of `mod` in a dot-product packing (`workloads.lowp`'s weight
-    layout)."""
-    text = mod.script()
-    return {dtype for dtype, pattern in _PACKED.items() if pattern.search(text)}
-
-
-def module_precision(mod: Any) -> Precision:
-    """The precision a workload's program computes in: bf16 or int8 where a block reads a weight
-    packed for the dot-product instruction, else fp32 (a bf16 model's other programs included:
-    they keep MetaSchedule's own space)."""
-    packed = _packed_weight_dtypes(mod)
+def script_precision(text: str) -> Precision:
+    """The precision a program in TVMScript computes in: bf16 or int8 where a buffer is a weight in
+    the dot-product packing (`workloads.lowp`'s layout), else fp32 (a bf16 model's other programs
+    included: they keep MetaSchedule's own space). A store's workload IR is such text."""
+    packed = {dtype for dtype, pattern in _PACKED.items() if pattern.search(text)}
     if "bfloat16" in packed:
         return PRECISIONS["bf16"]
     if "int8" in packed:
         return PRECISIONS["int8"]
     return PRECISIONS["fp32"]
+
+
+def module_precision(mod: Any) -> Precision:
+    """`script_precision` of a workload's program."""
+    return script_precision(mod.script())
 
 
 _REGISTERED: set[str] = set()
