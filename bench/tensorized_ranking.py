@@ -74,13 +74,22 @@ def _random(lat: np.ndarray, draws: int, rng: np.random.Generator) -> dict[str, 
     }
 
 
-def _scores(model: Any, ds: Any, groups: Sequence[int]) -> list[dict[str, float]]:
+#: Candidates a model scored NaN or infinite, by model name: such a score ranks nowhere.
+NONFINITE: dict[str, int] = {}
+
+
+def _scores(model: Any, ds: Any, groups: Sequence[int], name: str) -> list[dict[str, float]]:
     from autosearch.training.metrics import group_metrics
 
     out = []
     for gi in groups:
         g = ds.groups[gi]
-        m = group_metrics(model.predict(ds.group_batch(gi)), ds.latencies[g.start : g.stop])
+        scores = np.asarray(model.predict(ds.group_batch(gi)), dtype=np.float64)
+        bad = ~np.isfinite(scores)
+        NONFINITE[name] = NONFINITE.get(name, 0) + int(bad.sum())
+        if bad.any():  # ranked last (all alike where none is finite)
+            scores = np.where(bad, scores[~bad].min() - 1.0 if not bad.all() else 0.0, scores)
+        m = group_metrics(scores, ds.latencies[g.start : g.stop])
         out.append({k: float(m[k]) for k in METRICS})
     return out
 
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         for prior in PRIORS:
             shipped = load_model(pretrained_dir(prior))
             row[prior] = _mean(
-                [r for p, _, _ in mine for r in _scores(shipped, data[prior][p], groups[p].get(precision, []))]
+                [r for p, _, _ in mine for r in _scores(shipped, data[prior][p], groups[p].get(precision, []), prior)]
             )
             train = [data[prior][p].subset(groups[p][precision]) for p, _, _ in others if groups[p].get(precision)]
             row[f"{prior} fine-tuned"] = None
@@ -156,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
                 tuned = load_model(pretrained_dir(prior))
                 tuned.update(Dataset.concat(train))
                 row[f"{prior} fine-tuned"] = _mean(
-                    [r for p, _, _ in mine for r in _scores(tuned, data[prior][p], groups[p].get(precision, []))]
+                    [
+                        r
+                        for p, _, _ in mine
+                        for r in _scores(tuned, data[prior][p], groups[p].get(precision, []), f"{prior} fine-tuned")
+                    ]
                 )
                 row["fine-tuned on"] = sum(d.n_groups for d in train)
         return row
@@ -165,9 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     for net, precision in dict.fromkeys((n, pr) for _, n, pr in stores):
         rows.append(held_out_rows(net, precision))
     fp32: dict[str, Any] = {"groups": 0}
+    fp32["random"] = _mean(
+        [
+            _random(data[PRIORS[0]][p].latencies[g.start : g.stop], args.draws, rng)
+            for p, _, _ in stores
+            for g in (data[PRIORS[0]][p].groups[gi] for gi in groups[p].get("fp32", []))
+        ]
+    )
     for prior in PRIORS:
         shipped = load_model(pretrained_dir(prior))
-        per = [r for p, _, _ in stores for r in _scores(shipped, data[prior][p], groups[p].get("fp32", []))]
+        per = [r for p, _, _ in stores for r in _scores(shipped, data[prior][p], groups[p].get("fp32", []), prior)]
         fp32[prior] = _mean(per)
         fp32["groups"] = len(per)
 
@@ -199,10 +219,11 @@ def main(argv: list[str] | None = None) -> int:
             + " |"
         )
     print(
-        f"| the same stores' fp32 tasks | fp32 | {fp32['groups']} | - | "
+        f"| the same stores' fp32 tasks | fp32 | {fp32['groups']} | {cell(fp32['random'])} | "
         + " | ".join(cell(fp32[p]) for p in PRIORS)
         + " | - | - |"
     )
+    print("non-finite scores (ranked last): " + (", ".join(f"{k} {v}" for k, v in NONFINITE.items() if v) or "none"))
     for precision, m in means.items():
         best = max((h for h in heads if h != "random"), key=lambda h: m[h]["top1"] if h in m else -1.0)
         print(
@@ -211,7 +232,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"args": vars(args), "measured_on": cpus, "rows": rows, "means": means, "fp32": fp32}, indent=1)
+            json.dumps(
+                {
+                    "args": vars(args),
+                    "measured_on": cpus,
+                    "rows": rows,
+                    "means": means,
+                    "fp32": fp32,
+                    "nonfinite": NONFINITE,
+                },
+                indent=1,
+            )
         )
     return 0
 
