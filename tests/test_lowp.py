@@ -300,6 +300,17 @@ def _tune_model_bf16(
     return json.loads(captured.out[captured.out.index("{") :]), captured.err
 
 
+def _tune_model_int8(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, input_spec: str, samples: np.ndarray
+) -> tuple[dict, str]:
+    """`_tune_model_bf16` in int8, calibrated on every sample of `samples` but the last, checked on
+    the last (`--calibration`, `--check-input`)."""
+    np.save(tmp_path / "calibration.npy", samples[:-1])
+    np.save(tmp_path / "check.npy", samples[-1])
+    files = ["--calibration", str(tmp_path / "calibration.npy"), "--check-input", str(tmp_path / "check.npy")]
+    return _tune_model_bf16(capsys, tmp_path, body, input_spec, precision="int8", extra=files)
+
+
 @needs_bf16
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolerance(
@@ -588,9 +599,7 @@ def test_tune_model_builds_a_transformer_mlp_in_int8_with_vnni_dense_layers_that
     """A pre-norm MLP block (LayerNorm, Linear 64 -> 128, GELU, Linear 128 -> 64, residual add):
     both Linear layers in int8 on VNNI, calibrated on 8 samples and checked on a 9th."""
     samples = np.random.default_rng(5).standard_normal((9, 16, 64)).astype(np.float32)
-    np.save(tmp_path / "calibration.npy", samples[:8])
-    np.save(tmp_path / "check.npy", samples[8])
-    s, err = _tune_model_bf16(
+    s, err = _tune_model_int8(
         capsys,
         tmp_path,
         "    class Block(torch.nn.Module):\n"
@@ -603,8 +612,7 @@ def test_tune_model_builds_a_transformer_mlp_in_int8_with_vnni_dense_layers_that
         "            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))\n"
         "    return Block().eval()\n",
         "x:float32:16,64",
-        precision="int8",
-        extra=["--calibration", str(tmp_path / "calibration.npy"), "--check-input", str(tmp_path / "check.npy")],
+        samples,
     )
     assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 8, s
     names = [t["name"] for t in s["tasks"]]
@@ -626,9 +634,7 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
     import torch
 
     samples = np.random.default_rng(3).standard_normal((17, 1, 16, 14, 14)).astype(np.float32)
-    np.save(tmp_path / "calibration.npy", samples[:16])
-    np.save(tmp_path / "check.npy", samples[16])
-    s, err = _tune_model_bf16(
+    s, err = _tune_model_int8(
         capsys,
         tmp_path,
         "    class Block(torch.nn.Module):\n"
@@ -642,8 +648,7 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
         "            return torch.relu(self.c(self.b(y)) + y)\n"
         "    return Block().eval()\n",
         "x:float32:1,16,14,14",
-        precision="int8",
-        extra=["--calibration", str(tmp_path / "calibration.npy"), "--check-input", str(tmp_path / "check.npy")],
+        samples,
     )
     assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 16, s
     namespace: dict = {}
