@@ -120,16 +120,15 @@ def main(argv: list[str] | None = None) -> int:
 
     stores = _stores(args.db)
     rng = np.random.default_rng(args.seed)
+    shipped = {prior: load_model(pretrained_dir(prior)) for prior in PRIORS}  # read only: scored, never updated
     # per prior: store -> its dataset; and per store: precision -> the groups that count
     data: dict[str, dict[str, Any]] = {p: {} for p in PRIORS}
     groups: dict[str, dict[str, list[int]]] = {}
     for path, _net, _precision in stores:
         resolved = resolve_db(path)
         kinds = _precisions(resolved)
-        for prior in PRIORS:
-            m = load_model(pretrained_dir(prior))
-            ds = load_model_data(path, m.extractor, bool(getattr(m, "device", False)), readonly=True)
-            data[prior][path] = ds
+        for prior, m in shipped.items():
+            data[prior][path] = load_model_data(path, m.extractor, bool(getattr(m, "device", False)), readonly=True)
         ds = data[PRIORS[0]][path]
         by: dict[str, list[int]] = {}
         for gi, g in enumerate(ds.groups):
@@ -142,22 +141,29 @@ def main(argv: list[str] | None = None) -> int:
         if keys[0] != keys[1]:
             raise SystemExit(f"{path}: the two priors' datasets list different groups")
 
+    def latencies(of: Sequence[tuple[str, str, str]], precision: str) -> list[np.ndarray]:
+        """Each counted group's latencies, of the stores `of`, in `precision`."""
+        return [
+            data[PRIORS[0]][p].latencies[g.start : g.stop]
+            for p, _, _ in of
+            for g in (data[PRIORS[0]][p].groups[gi] for gi in groups[p].get(precision, []))
+        ]
+
     def held_out_rows(net: str, precision: str) -> dict[str, Any]:
         mine = [s for s in stores if s[1] == net and s[2] == precision]
         others = [s for s in stores if s[1] != net and s[2] == precision]
         row: dict[str, Any] = {"network": net, "precision": precision}
-        lat_groups = [
-            (data[PRIORS[0]][p].latencies[g.start : g.stop])
-            for p, _, _ in mine
-            for g in (data[PRIORS[0]][p].groups[gi] for gi in groups[p].get(precision, []))
-        ]
+        lat_groups = latencies(mine, precision)
         row["groups"] = len(lat_groups)
         row["schedules"] = int(sum(len(x) for x in lat_groups))
         row["random"] = _mean([_random(lat, args.draws, rng) for lat in lat_groups])
         for prior in PRIORS:
-            shipped = load_model(pretrained_dir(prior))
             row[prior] = _mean(
-                [r for p, _, _ in mine for r in _scores(shipped, data[prior][p], groups[p].get(precision, []), prior)]
+                [
+                    r
+                    for p, _, _ in mine
+                    for r in _scores(shipped[prior], data[prior][p], groups[p].get(precision, []), prior)
+                ]
             )
             train = [data[prior][p].subset(groups[p][precision]) for p, _, _ in others if groups[p].get(precision)]
             row[f"{prior} fine-tuned"] = None
@@ -178,16 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     for net, precision in dict.fromkeys((n, pr) for _, n, pr in stores):
         rows.append(held_out_rows(net, precision))
     fp32: dict[str, Any] = {"groups": 0}
-    fp32["random"] = _mean(
-        [
-            _random(data[PRIORS[0]][p].latencies[g.start : g.stop], args.draws, rng)
-            for p, _, _ in stores
-            for g in (data[PRIORS[0]][p].groups[gi] for gi in groups[p].get("fp32", []))
-        ]
-    )
+    fp32["random"] = _mean([_random(lat, args.draws, rng) for lat in latencies(stores, "fp32")])
     for prior in PRIORS:
-        shipped = load_model(pretrained_dir(prior))
-        per = [r for p, _, _ in stores for r in _scores(shipped, data[prior][p], groups[p].get("fp32", []), prior)]
+        per = [
+            r for p, _, _ in stores for r in _scores(shipped[prior], data[prior][p], groups[p].get("fp32", []), prior)
+        ]
         fp32[prior] = _mean(per)
         fp32["groups"] = len(per)
 

@@ -25,8 +25,8 @@ have no channel sum for the instruction to pair.
 
 int8 (`int8_layers`): the same convolutions and dense layers on uint8 activations (one scale and
 zero point a tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel),
-int32 sums by `vpdpbusd`; docs/networks.md "Convolutions and dense layers in int8" says how the zero point and the readers of
-a quantized tensor are handled.
+int32 sums by `vpdpbusd`; docs/networks.md "Convolutions and dense layers in int8" says how the
+zero point and the readers of a quantized tensor are handled.
 """
 
 from __future__ import annotations
@@ -174,9 +174,10 @@ def int8_candidate(call: Any) -> bool:
     """Whether `lowp` computes this call in int8: a `conv2d` of one group, NCHW{b}c input with whole
     quadruples of channels in a block, NCHW16c output and a constant weight; or a `matmul` by a
     constant weight the packing divides (`_packable_matmul`)."""
-    if str(getattr(call.op, "name", "")) == "relax.matmul":
+    op = str(getattr(call.op, "name", ""))
+    if op == "relax.matmul":
         return _packable_matmul(call, _QUADS) is not None
-    if str(getattr(call.op, "name", "")) != "relax.nn.conv2d":
+    if op != "relax.nn.conv2d":
         return False
     blocks = blocked_float_conv(call)
     if blocks is None or blocks[0] % _QUADS or blocks[1] != _LANES:
@@ -256,25 +257,24 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
             args.append(dequantized.get(a, a))
         return relax.Call(call.op, args, call.attrs)
 
-    def quantize(x: Any, builder: Any) -> tuple[float, int]:
-        """`x`'s uint8 copy, made once (`quantized[x]`), with the range of the next observer; its
-        (scale, zero point)."""
-        x_scale, zero_point = activation_quantization(*ranges[count[0]])
+    def quantize(x: Any, builder: Any) -> int:
+        """`x`'s uint8 copy, made once (`quantized[x]`) with the range of its first reader's
+        observer (every int8 layer has one, a shared input's readers alike); its zero point."""
         count[0] += 1
-        if x in quantized:
-            return scales[x][1], scales[x][2]
-        # the scale and zero point as tensors, not scalars: a scalar is compiled into the task as
-        # an immediate, so every convolution became a task of its own (ResNet-50: 60 tasks, not
-        # 44) and each was tuned on its own share of the budget
-        dims = x.ty.shape.values
-        lanes = (1,) * (len(dims) - 1) + (int(dims[-1]),)
-        inverse = relax.const(np.full(lanes, 1.0 / x_scale, dtype=np.float32))
-        shifted = relax.op.add(
-            relax.op.round(relax.op.multiply(x, inverse)), relax.const(np.full(lanes, zero_point, dtype=np.float32))
-        )
-        quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
-        scales[x] = (lanes, x_scale, zero_point)
-        return x_scale, zero_point
+        if x not in quantized:
+            x_scale, zero_point = activation_quantization(*ranges[count[0] - 1])
+            # the scale and zero point as tensors, not scalars: a scalar is compiled into the task
+            # as an immediate, so every convolution became a task of its own (ResNet-50: 60 tasks,
+            # not 44) and each was tuned on its own share of the budget
+            dims = x.ty.shape.values
+            lanes = (1,) * (len(dims) - 1) + (int(dims[-1]),)
+            inverse = relax.const(np.full(lanes, 1.0 / x_scale, dtype=np.float32))
+            shifted = relax.op.add(
+                relax.op.round(relax.op.multiply(x, inverse)), relax.const(np.full(lanes, zero_point, dtype=np.float32))
+            )
+            quantized[x] = builder.emit(relax.op.astype(relax.op.clip(shifted, 0, int(_U8_MAX)), "uint8"))
+            scales[x] = (lanes, x_scale, zero_point)
+        return scales[x][2]
 
     def rescaled(sums: Any, weight_sums: np.ndarray, w_scale: np.ndarray, x: Any) -> Any:
         """int32 `sums` less the zero point's share (its zero point x `weight_sums`, the int8
@@ -300,7 +300,7 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
         x, w = call.args
         a = call.attrs
         in_block = blocked_float_conv(call)[0]  # type: ignore[index]
-        _, zero_point = quantize(x, builder)
+        zero_point = quantize(x, builder)
         wq, w_scale = weight_quantization(w.value.numpy())
         xq = _channel_steps(builder, quantized[x], in_block, _QUADS)
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
