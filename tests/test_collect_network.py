@@ -46,8 +46,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path
     return argv, db, proc.stderr + proc.stdout
 
 
-def _tune_model_workloads(spec: str) -> list[Any]:
-    """The task workloads `tune-model` would tune and store (its import, with its defaults)."""
+def _tune_model_workloads(spec: str, precision: str = "fp32") -> list[Any]:
+    """The task workloads `tune-model --precision` would tune and store (its import, with its defaults)."""
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.graph import import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
@@ -56,7 +56,7 @@ def _tune_model_workloads(spec: str) -> list[Any]:
     specs, opts = parse_inputs([INPUT]), NetworkTuneOptions()
     graph = import_network(
         spec, load_source(spec), specs, example_arrays(specs), host_target(), fast_math=opts.fast_math,
-        blocked=opts.blocked,
+        blocked=opts.blocked, precision=precision,
     )  # fmt: skip
     return list(graph.workloads)
 
@@ -109,4 +109,31 @@ def test_network_with_workloads_and_bad_inputs_are_one_line(tmp_path: Path) -> N
     assert "dtype" in error_line(run_cli("collect", "--network", net, "--input", "x:float99:1,16,8,8", "--db", db))
     assert "--network" in error_line(run_cli("collect", "-w", "softmax/256x256", "--input", INPUT, "--db", db))
     assert "does not exist" in error_line(run_cli("collect", "--network", str(tmp_path / "no.onnx"), "--db", db))
+    assert "--network" in error_line(run_cli("collect", "-w", "softmax/256x256", "--precision", "int8", "--db", db))
+    assert "unknown precision 'int4'" in error_line(
+        run_cli("collect", "--network", net, "--precision", "int4", "--db", db)
+    )
     assert not Path(db).exists()  # refused before the store was opened
+
+
+@pytest.mark.skipif("avx512_vnni" not in Path("/proc/cpuinfo").read_text(), reason="this CPU has no AVX512_VNNI")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_int8_collects_tune_models_int8_tasks_from_their_tensorized_space(tmp_path: Path) -> None:
+    """--precision int8: the convolution is `tune-model --precision int8`'s VNNI task, stored under
+    that build's key, and every schedule drawn for it calls the VNNI kernel (the tensorized design
+    space, as tune-model searches it)."""
+    from autosearch.backends.tvm.lowp import INT8_INTRIN
+    from autosearch.store import Store
+
+    (tmp_path / "net.py").write_text(NET)
+    spec, db = f"{tmp_path / 'net.py'}:make_net", tmp_path / "int8.db"
+    proc = run_cli(
+        "collect", "--network", spec, "--input", INPUT, "--precision", "int8", "-n", "2", *FAST, "--db", str(db)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = {wl.key: wl.name for wl in _tune_model_workloads(spec, "int8")}
+    with Store(db, readonly=True) as s:
+        records = list(s.measurements())
+        int8 = [r for r in records if "conv2d_NCHWc_int8" in expected.get(r.workload_key, "")]
+        assert {r.workload_key for r in records} <= set(expected)
+        assert len(int8) == 2 and all(INT8_INTRIN in r.schedule and r.status == "ok" for r in int8), int8

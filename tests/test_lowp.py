@@ -532,6 +532,68 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
         int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0), (0.0, 1.0)])
 
 
+def _stem_module(w: np.ndarray) -> object:
+    """x (NCHW, 3 channels: no block divides them) shifted to signed values, then a padded,
+    strided 7x7 convolution into NCHW16c by `w` (OIHW16o), as `layouts` leaves a ResNet's stem."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 3, 12, 12), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            s = bb.emit(relax.op.subtract(x, relax.const(np.float32(0.25))))
+            y = bb.emit(
+                relax.op.nn.conv2d(
+                    s, relax.const(w), strides=2, padding=3, kernel_layout="OIHW16o", out_layout="NCHW16c"
+                )
+            )
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_an_rgb_stem_becomes_an_int8_convolution_of_four_channels_within_its_quantization_steps() -> None:
+    """The 3-channel stem reads its channels as one block of four (the fourth zero, and its weights
+    zero), padded spatially with the zero point, in a real untuned build: it matches the same
+    rounded operands convolved in float64 (the packed weight is (O/16, 1, KH, KW, 1, 16, 4))."""
+    import torch
+    import tvm
+
+    from autosearch.networks.calibration import input_ranges
+    from autosearch.networks.graph import untuned_build
+    from autosearch.networks.lowp import activation_quantization, int8_candidate, int8_layers, weight_quantization
+
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((2, 3, 7, 7, 16)).astype("float32")  # 32 outputs, OIHW16o
+    x = rng.random((1, 3, 12, 12), dtype=np.float32)
+    target = tvm.target.Target("llvm")
+    with target:
+        ranges = input_ranges(_stem_module(w), int8_candidate, [[x]], untuned_build(target))
+        assert ranges == [pytest.approx(((x - 0.25).min(), (x - 0.25).max()), rel=1e-6)]
+        mod, count = int8_layers(_stem_module(w), ranges)
+        assert count == 1
+        task = mod["conv2d_NCHWc_int8"].script()
+        packed = ", ".join(f"T.int64({v})" for v in (2, 1, 7, 7, 1, 16, 4))
+        assert f'T.Buffer(({packed}), "int8")' in task, task
+        got = tvm.relax.VirtualMachine(untuned_build(target)(mod), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    def conv(data: np.ndarray, weight_oihwo: np.ndarray) -> np.ndarray:
+        oihw = torch.from_numpy(weight_oihwo.transpose(0, 4, 1, 2, 3).reshape(32, 3, 7, 7).astype(np.float64))
+        y = torch.nn.functional.conv2d(torch.from_numpy(data.astype(np.float64)), oihw, stride=2, padding=3).numpy()
+        return y.reshape(1, 2, 16, 6, 6).transpose(0, 1, 3, 4, 2)  # NCHW16c
+
+    s = x - 0.25
+    scale, zero_point = activation_quantization(float(s.min()), float(s.max()))
+    assert 50 < zero_point < 70  # inside the range (about a quarter of it): the padding must hold it
+    s_steps = (np.clip(np.round(s / scale) + zero_point, 0, 255) - zero_point) * scale
+    wq, w_scale = weight_quantization(w)
+    # the same rounded operands in float64: the int8 kernel's sums are exact, so only float32's
+    # rescaling differs (a wrong zero point or padding is off by ~the weights' sum, ~1)
+    emulated = conv(s_steps, wq * w_scale.reshape(2, 1, 1, 1, 16))
+    np.testing.assert_allclose(got, emulated, atol=1e-4 * np.abs(emulated).max())
+    assert np.abs(got - conv(s, w)).max() > 1e-3  # quantized: not the float32 convolution
+
+
 def _dense_layers_module(w: np.ndarray, w_odd: np.ndarray) -> object:
     """x (1, 8, 32), signed, times `w` (32 x 48: int8) and times `w_odd` (32 x 40: 40 outputs are
     no whole 16-lane blocks, so it stays fp32 and reads x dequantized), and a matmul of two
@@ -629,25 +691,27 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
     """Signed inputs (a zero point inside the range: a calibration set of 16 normal samples, the
     checked input a 17th; with 3 the held-out one outran the calibrated ranges: 1.1e-1 of scale) through padded, strided and 1x1 convolutions and a residual add that
     reads its input dequantized: a wrong padding value or zero-point correction is off by ~the
-    input's scale, far past this. The check ran on the given input: its output's scale is PyTorch's
-    on that input."""
+    input's scale, far past this. The first convolution is an RGB stem (3 channels read as a block
+    of four). The check ran on the given input: its output's scale is PyTorch's on that input. Its
+    error was 4.9e-2 of scale (4.7e-2 with the stem left fp32; 16 input channels gave under 2e-2):
+    under 6e-2 here, where a wrong kernel is off by ~1."""
     import torch
 
-    samples = np.random.default_rng(3).standard_normal((17, 1, 16, 14, 14)).astype(np.float32)
+    samples = np.random.default_rng(3).standard_normal((17, 1, 3, 14, 14)).astype(np.float32)
     s, err = _tune_model_int8(
         capsys,
         tmp_path,
         "    class Block(torch.nn.Module):\n"
         "        def __init__(self):\n"
         "            super().__init__()\n"
-        "            self.a = torch.nn.Conv2d(16, 32, 3, padding=1, stride=2)\n"
+        "            self.a = torch.nn.Conv2d(3, 32, 3, padding=1, stride=2)\n"
         "            self.b = torch.nn.Conv2d(32, 32, 1)\n"
         "            self.c = torch.nn.Conv2d(32, 32, 3, padding=1)\n"
         "        def forward(self, x):\n"
         "            y = torch.relu(self.a(x))\n"
         "            return torch.relu(self.c(self.b(y)) + y)\n"
         "    return Block().eval()\n",
-        "x:float32:1,16,14,14",
+        "x:float32:1,3,14,14",
         samples,
     )
     assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 16, s
@@ -659,7 +723,7 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
     names = [t["name"] for t in s["tasks"]]
     assert sum("conv2d_NCHWc_int8" in n for n in names) == 3, names  # every one, the 3x3s direct
     assert not any("winograd" in n for n in names), names
-    assert 0 < s["relative_err"] < 2e-2, s["relative_err"]
+    assert 0 < s["relative_err"] < 6e-2, s["relative_err"]
     assert "Tensorize failed" not in err
 
 

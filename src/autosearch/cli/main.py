@@ -127,6 +127,13 @@ def collect(
         "--fast-math/--no-fast-math",
         help="With --network: the tasks of tune-model run with the same flag (on by default there too).",
     ),
+    precision: str = typer.Option(
+        "fp32",
+        "--precision",
+        help="With --network: fp32, bf16 or int8, as for tune-model: the tasks of its build in that precision "
+        "(int8's ranges calibrated on the example input), sampled from the tensorized design space tune-model "
+        "searches (a CPU without the instructions is refused).",
+    ),
     per_workload: int = typer.Option(
         64, "--per-workload", "-n", help="Top each workload (each task of --network) up to N schedules."
     ),
@@ -158,6 +165,7 @@ def collect(
     (resumable: re-run to continue)."""
     import time
 
+    from autosearch.backends.tvm.lowp import check_precision, get_precision
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import canonical_target, parse_target
     from autosearch.collect import collect as run_collect
@@ -168,12 +176,14 @@ def collect(
         raise InputError("give --workloads or --network, not both")
     if workloads is None and network is None:
         raise InputError("give --workloads or --network (see autosearch collect --help)")
-    if network is None and (inputs or input_shape):
-        raise InputError("--input and --input-shape go with --network")
+    if network is None and (inputs or input_shape or precision != "fp32"):
+        raise InputError("--input, --input-shape and --precision go with --network")
     check_number(budget_minutes, "--budget-minutes")
+    lowp = get_precision(precision)
     specs = _network_inputs(network, inputs, input_shape) if network is not None else []
     rpc = parse_rpc(rpc_tracker, rpc_key)
     tgt = apply_threads(threads, parse_target(target), rpc)
+    check_precision(lowp, tgt, measured_here=rpc is None)
     repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
     base = EvaluatorSettings()
     if network is not None:
@@ -183,7 +193,7 @@ def collect(
     evaluator = _collect_evaluator(base, number, repeats, min_repeat_ms, cache_flush)
     if network is not None:
         err.print(f"importing {network} as tune-model does ...", highlight=False)
-        wls = _network_tasks(network, specs, tgt, fast_math)
+        wls = _network_tasks(network, specs, tgt, fast_math, lowp.name)
         what = f"{len(wls)} task{'s' if len(wls) != 1 else ''} of {network}"
         if budget_minutes:  # the import counts: what is left, never 0 (which would mean no limit)
             budget_minutes = max(budget_minutes - (time.monotonic() - t_start) / 60, 1e-3)
@@ -283,10 +293,11 @@ def _collect_evaluator(
     return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
-def _network_tasks(network: str, specs: list[Any], target: Any, fast_math: bool) -> list[Any]:
-    """The workloads of a model's tasks, as `tune-model` imports the model (`graph.load_source`,
-    `graph.import_network` with tune-model's defaults) and names and keys them (`net/<task>`),
-    costliest first: weight x FLOPs, ties as imported."""
+def _network_tasks(network: str, specs: list[Any], target: Any, fast_math: bool, precision: str) -> list[Any]:
+    """The workloads of a model's tasks, as `tune-model --precision` imports the model
+    (`graph.load_source`, `graph.import_network` with tune-model's defaults; int8 calibrated on
+    its default example input) and names and keys them (`net/<task>`), costliest first: weight x
+    FLOPs, ties as imported."""
     from autosearch.networks.graph import import_network, load_source, quiet_import
     from autosearch.networks.inputs import example_arrays
     from autosearch.networks.options import NetworkTuneOptions
@@ -295,7 +306,9 @@ def _network_tasks(network: str, specs: list[Any], target: Any, fast_math: bool)
     arrays = example_arrays(specs, defaults.seed)
     with quiet_import():
         source = load_source(network)
-        graph = import_network(network, source, specs, arrays, target, fast_math=fast_math, blocked=defaults.blocked)
+        graph = import_network(
+            network, source, specs, arrays, target, fast_math=fast_math, blocked=defaults.blocked, precision=precision
+        )
 
     def cost(wl: Any) -> float:
         return float(wl.params.get("weight", 1)) * float(wl.flops or 0.0)

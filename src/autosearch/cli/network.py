@@ -97,9 +97,9 @@ def tune_model(
         "--precision",
         help="fp32, bf16 or int8. bf16: every matmul by a constant weight (a transformer's dense layers) and every "
         "blocked convolution of one group computes on bf16 operands with fp32 sums (AVX512_BF16); the output check's "
-        "tolerance is then 2e-2 of the output's scale. int8: every blocked convolution of one group on uint8 "
-        "activations (ranges calibrated on the example inputs or --calibration) and int8 weights (one scale an output channel), "
-        "int32 sums (AVX512_VNNI); tolerance 1e-1. The rest stays fp32 (docs/networks.md).",
+        "tolerance is then 2e-2 of the output's scale. int8: the same dense layers and convolutions, and an RGB stem, on "
+        "uint8 activations (ranges calibrated on the example inputs or --calibration) and int8 weights (one scale an "
+        "output channel), int32 sums (AVX512_VNNI); tolerance 1e-1. The rest stays fp32 (docs/networks.md).",
     ),
     check_input: list[str] = typer.Option(
         [],

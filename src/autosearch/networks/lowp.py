@@ -25,7 +25,7 @@ have no channel sum for the instruction to pair.
 
 int8 (`int8_layers`): the same convolutions and dense layers on uint8 activations (one scale and
 zero point a tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel),
-int32 sums by `vpdpbusd`; docs/networks.md "Convolutions and dense layers in int8" says how the
+int32 sums by `vpdpbusd`, and the RGB stem too, its 3 channels padded to a quadruple; docs/networks.md "Convolutions and dense layers in int8" says how the
 zero point and the readers of a quantized tensor are handled.
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.layouts import blocked_float_conv, padded_window
+from autosearch.networks.layouts import blocked_float_conv, layout_block, padded_window
 from autosearch.networks.rewrite import rewrite_calls, static_shape
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
@@ -172,17 +172,58 @@ _U8_MAX = 255.0
 
 def int8_candidate(call: Any) -> bool:
     """Whether `lowp` computes this call in int8: a `conv2d` of one group, NCHW{b}c input with whole
-    quadruples of channels in a block, NCHW16c output and a constant weight; or a `matmul` by a
-    constant weight the packing divides (`_packable_matmul`)."""
+    quadruples of channels in a block, NCHW16c output and a constant weight, or an RGB stem
+    (`_stem_block`); or a `matmul` by a constant weight the packing divides (`_packable_matmul`)."""
     op = str(getattr(call.op, "name", ""))
     if op == "relax.matmul":
         return _packable_matmul(call, _QUADS) is not None
     if op != "relax.nn.conv2d":
         return False
     blocks = blocked_float_conv(call)
-    if blocks is None or blocks[0] % _QUADS or blocks[1] != _LANES:
+    if blocks is None:
+        return _stem_block(call) is not None
+    if blocks[0] % _QUADS or blocks[1] != _LANES:
         return False
     return int(call.args[1].value.shape[1]) % blocks[0] == 0
+
+
+def _stem_block(call: Any) -> int | None:
+    """The channel block an RGB stem reads in int8: its channels padded to whole quadruples, where
+    the call is a one-group float32 `conv2d` of NCHW data with under 16 channels (no register block
+    divides them, so `layouts` left its input NCHW) into NCHW16c by a constant weight; else None.
+    The stem is the costliest layer fp32 leaves in an int8 ResNet-18 (1.18 of 5.68 ms)."""
+    import tvm
+
+    x, w = call.args
+    a = call.attrs
+    if int(a.groups) != 1 or not isinstance(w, tvm.ir.expr.Constant) or str(a.data_layout) != "NCHW":
+        return None
+    if (
+        layout_block(str(a.out_layout), "NCHW", "c") != _LANES
+        or layout_block(str(a.kernel_layout), "OIHW", "o") != _LANES
+    ):
+        return None
+    if (
+        str(x.ty.dtype) != "float32"
+        or str(w.ty.dtype) != "float32"
+        or str(a.out_dtype) not in ("", "void", "None", "float32")
+    ):
+        return None
+    channels = int(w.ty.shape.values[1])
+    return -(-channels // _QUADS) * _QUADS if channels < _LANES else None
+
+
+def _te_channel_block(data: Any, block: int) -> Any:
+    """NCHW `data` of under `block` channels as NCHW{block}c, the channels past its own zero (the
+    padded weight's are zero too, so their products add nothing)."""
+    from tvm import te
+
+    n, channels, height, width = (int(v) for v in data.shape)
+    return te.compute(
+        (n, 1, height, width, block),
+        lambda b, c, y, x, i: te.if_then_else(i < channels, data[b, i, y, x], te.const(0, data.dtype)),
+        name="nchw_to_nchwc",
+    )
 
 
 def activation_quantization(lo: float, hi: float) -> tuple[float, int]:
@@ -299,10 +340,19 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
     def int8_conv(call: Any, builder: Any) -> Any:
         x, w = call.args
         a = call.attrs
-        in_block = blocked_float_conv(call)[0]  # type: ignore[index]
         zero_point = quantize(x, builder)
         wq, w_scale = weight_quantization(w.value.numpy())
-        xq = _channel_steps(builder, quantized[x], in_block, _QUADS)
+        blocks = blocked_float_conv(call)
+        if blocks is None:  # an RGB stem: its channels one block, padded with zeros to whole quadruples
+            in_block = _stem_block(call)
+            assert in_block is not None  # int8_candidate took it
+            wq = np.pad(wq, [(0, 0), (0, in_block - wq.shape[1]), (0, 0), (0, 0), (0, 0)])
+            blocked = builder.emit_te(
+                _te_channel_block, quantized[x], in_block, primfunc_name_hint="nchw_to_nchwc_uint8"
+            )
+        else:
+            in_block, blocked = blocks[0], quantized[x]
+        xq = _channel_steps(builder, blocked, in_block, _QUADS)
         geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
         sums = builder.emit_te(
             _te_packed_conv_int8,
