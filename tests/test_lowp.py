@@ -71,6 +71,24 @@ def test_a_precision_the_target_cpu_lacks_is_refused_in_one_line_naming_the_feat
             check_precision(get_precision("bf16"), _target(ZNVER4), measured_here=True)
 
 
+def test_a_cpu_whose_flags_have_the_instructions_but_whose_llvm_name_lacks_them_is_told_the_target_to_give(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A VM reporting an older CPU model than its flags (an Intel Xeon with AMX that LLVM names
+    rocketlake): the refusal names a target that has the instructions, in one line under
+    `one_line`'s 200 characters."""
+    from autosearch.backends.tvm import lowp
+    from autosearch.errors import one_line
+
+    monkeypatch.setattr(lowp, "cpu_flags", lambda: {"avx512f", "avx512_bf16", "avx512_vnni"})
+    with pytest.raises(TargetError, match="this CPU has it but LLVM names it znver3") as exc:
+        lowp.check_precision(lowp.get_precision("bf16"), _target(ZNVER3), measured_here=True)
+    assert one_line(exc.value) == str(exc.value) and '"mcpu":"sapphirerapids","num-cores":2' in str(exc.value)
+    monkeypatch.setattr(lowp, "cpu_flags", lambda: {"avx512f"})  # neither has it: the plain refusal
+    with pytest.raises(TargetError, match="use --precision fp32"):
+        lowp.check_precision(lowp.get_precision("bf16"), _target(ZNVER3), measured_here=True)
+
+
 def _sampled_schedules(name: str, target: object, n: int = 4) -> list:
     from tvm.s_tir import meta_schedule as ms
 

@@ -184,12 +184,20 @@ def check_precision(precision: Precision, target: Any, *, measured_here: bool = 
         raise TargetError("--precision bf16 needs TVM built with LLVM >= 17 (bfloat vector types)")
     mcpu = str(target.attrs.get("mcpu", "") or "generic")
     missing = [f for f in precision.llvm_features if not codegen.llvm_cpu_has_features([f], target)]
+    flags = cpu_flags() if measured_here else None
     if missing:
+        # a VM may report an older CPU model than its flags (an Intel Xeon with AMX that LLVM names
+        # rocketlake): the instructions run here, only the target's name lacks them
+        if flags is not None and all(f in flags for f in precision.cpu_flags):
+            cores = target.attrs.get("num-cores", 1)
+            raise TargetError(
+                f"--precision {precision.name} needs {', '.join(missing)}: this CPU has it but LLVM names it {mcpu}; "
+                f'give --target \'{{"kind":"llvm","mcpu":"sapphirerapids","num-cores":{cores}}}\''
+            )
         raise TargetError(
             f"--precision {precision.name} needs {', '.join(missing)}, which the target CPU {mcpu} lacks "
             "(LLVM's feature list); use --precision fp32 or a CPU that has it"
         )
-    flags = cpu_flags() if measured_here else None
     if flags is not None:
         lacking = [f for f in precision.cpu_flags if f not in flags]
         if lacking:
