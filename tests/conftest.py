@@ -111,6 +111,21 @@ def collected_db(tmp_path_factory, host) -> Path:
     return made_once(tmp_path_factory, "collected", make) / "tiny.db"
 
 
+def host_runs(precision: str) -> bool:
+    """Whether `--precision` builds and runs here on the default target: this CPU has the
+    instructions and LLVM's name for it has them too (a VM may list AVX512_BF16 in its flags yet
+    be named `rocketlake`, which lacks them, and is then refused)."""
+    from autosearch.backends.tvm.lowp import check_precision, get_precision
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.errors import TargetError
+
+    try:
+        check_precision(get_precision(precision), host_target(), measured_here=True)
+    except TargetError:
+        return False
+    return True
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The `autosearch` command run in this process (a fresh interpreter costs seconds of imports):
     its exit code, stdout and stderr, the rich consoles included."""

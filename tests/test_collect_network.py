@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import error_line, run_cli
+from conftest import error_line, host_runs, run_cli
 
 #: Two layers: a convolution whose 16 channels take the blocked layout (a `conv2d_NCHWc` task, the
 #: kind no registry workload is) and a dense; between them the layout transforms and a reshape.
@@ -116,7 +116,7 @@ def test_network_with_workloads_and_bad_inputs_are_one_line(tmp_path: Path) -> N
     assert not Path(db).exists()  # refused before the store was opened
 
 
-@pytest.mark.skipif("avx512_vnni" not in Path("/proc/cpuinfo").read_text(), reason="this CPU has no AVX512_VNNI")
+@pytest.mark.skipif(not host_runs("int8"), reason="this CPU, as LLVM names it, has no AVX512_VNNI")
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_int8_collects_tune_models_int8_tasks_from_their_tensorized_space(tmp_path: Path) -> None:
     """--precision int8: the convolution is `tune-model --precision int8`'s VNNI task, stored under

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from autosearch.errors import InputError, TargetError, WorkloadError
+from conftest import host_runs
 
 ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX512_BF16 and AVX512_VNNI
 ZNVER3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}  # AVX2 only
@@ -23,8 +24,8 @@ def _host_flags() -> set[str]:
     return cpu_flags() or set()
 
 
-needs_bf16 = pytest.mark.skipif("avx512_bf16" not in _host_flags(), reason="this CPU has no AVX512_BF16")
-needs_vnni = pytest.mark.skipif("avx512_vnni" not in _host_flags(), reason="this CPU has no AVX512_VNNI")
+needs_bf16 = pytest.mark.skipif(not host_runs("bf16"), reason="this CPU, as LLVM names it, has no AVX512_BF16")
+needs_vnni = pytest.mark.skipif(not host_runs("int8"), reason="this CPU, as LLVM names it, has no AVX512_VNNI")
 
 
 def _target(spec: dict) -> object:
