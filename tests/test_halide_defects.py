@@ -128,7 +128,8 @@ def test_sigterm_on_a_halide_run_takes_its_worker_down(tmp_path):
         f"    spec = resolve_pipeline({str(slow)!r})\n"
         "    autoschedule_and_benchmark(spec, [{'parallelism': 1, 'beam_size': 1}], threads=1, repeats=1)\n"
     )
-    parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path)
+    # SIGTERM ends the run before its `finally` removes its log folder: make that folder here, not in /tmp
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         workers: list[int] = []
         deadline = time.time() + 120
