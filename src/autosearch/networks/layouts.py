@@ -38,6 +38,7 @@ __all__ = [
     "blocked_layouts",
     "channel_block",
     "clips_as_bounds",
+    "float_conv_by_constant",
     "layer_norms_legalized",
     "layout_block",
     "legalize_map",
@@ -104,19 +105,25 @@ def blocked_float_grouped_conv(call: Any) -> tuple[int, int] | None:
     """(input block, output block) of a float32 `conv2d` (of any group count) by a constant
     weight with NCHW{b}c input, NCHW{b}c output and OIHW{b}o weights (the output's block), else
     None: the convolutions `winograd` rewrites."""
-    import tvm
-
-    x, w = call.args
     a = call.attrs
-    if not isinstance(w, tvm.ir.expr.Constant):
+    if not float_conv_by_constant(call):
         return None
     in_block = layout_block(str(a.data_layout), "NCHW", "c")
     out_block = layout_block(str(a.out_layout or a.data_layout), "NCHW", "c")
     if in_block is None or out_block is None or layout_block(str(a.kernel_layout), "OIHW", "o") != out_block:
         return None
-    if str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
-        return None
-    return (in_block, out_block) if str(a.out_dtype) in ("", "void", "None", "float32") else None
+    return in_block, out_block
+
+
+def float_conv_by_constant(call: Any) -> bool:
+    """Whether a `conv2d` computes float32 from float32 data and a constant float32 weight: the
+    convolutions whose weight a rewrite (Winograd, bf16, int8) can transform once."""
+    import tvm
+
+    x, w = call.args
+    if not isinstance(w, tvm.ir.expr.Constant) or str(x.ty.dtype) != "float32" or str(w.ty.dtype) != "float32":
+        return False
+    return str(call.attrs.out_dtype) in ("", "void", "None", "float32")
 
 
 def channel_block(channels: int, lanes: int) -> int:
