@@ -710,27 +710,25 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
     """Signed inputs (a zero point inside the range: a calibration set of 16 normal samples, the
     checked input a 17th; with 3 the held-out one outran the calibrated ranges: 1.1e-1 of scale) through padded, strided and 1x1 convolutions and a residual add that
     reads its input dequantized: a wrong padding value or zero-point correction is off by ~the
-    input's scale, far past this. The first convolution is an RGB stem (3 channels read as a block
-    of four). The check ran on the given input: its output's scale is PyTorch's on that input. Its
-    error was 4.9e-2 of scale (4.7e-2 with the stem left fp32; 16 input channels gave under 2e-2):
-    under 6e-2 here, where a wrong kernel is off by ~1."""
+    input's scale, far past this. The check ran on the given input: its output's scale is PyTorch's
+    on that input."""
     import torch
 
-    samples = np.random.default_rng(3).standard_normal((17, 1, 3, 14, 14)).astype(np.float32)
+    samples = np.random.default_rng(3).standard_normal((17, 1, 16, 14, 14)).astype(np.float32)
     s, err = _tune_model_int8(
         capsys,
         tmp_path,
         "    class Block(torch.nn.Module):\n"
         "        def __init__(self):\n"
         "            super().__init__()\n"
-        "            self.a = torch.nn.Conv2d(3, 32, 3, padding=1, stride=2)\n"
+        "            self.a = torch.nn.Conv2d(16, 32, 3, padding=1, stride=2)\n"
         "            self.b = torch.nn.Conv2d(32, 32, 1)\n"
         "            self.c = torch.nn.Conv2d(32, 32, 3, padding=1)\n"
         "        def forward(self, x):\n"
         "            y = torch.relu(self.a(x))\n"
         "            return torch.relu(self.c(self.b(y)) + y)\n"
         "    return Block().eval()\n",
-        "x:float32:1,3,14,14",
+        "x:float32:1,16,14,14",
         samples,
     )
     assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 16, s
@@ -742,7 +740,29 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
     names = [t["name"] for t in s["tasks"]]
     assert sum("conv2d_NCHWc_int8" in n for n in names) == 3, names  # every one, the 3x3s direct
     assert not any("winograd" in n for n in names), names
-    assert 0 < s["relative_err"] < 6e-2, s["relative_err"]
+    assert 0 < s["relative_err"] < 2e-2, s["relative_err"]
+    assert "Tensorize failed" not in err
+
+
+@needs_vnni
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tune_model_builds_an_rgb_stem_in_int8_as_a_tuned_vnni_convolution_that_matches_pytorch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """ResNet's stem (7x7, stride 2, 3 channels read as one block of four) through tune-model in
+    int8: tuned, tensorized and checked on a held-out 9th sample (its error 2.4e-2 of scale; a wrong kernel is off by ~1)."""
+    samples = np.random.default_rng(7).standard_normal((9, 1, 3, 32, 32)).astype(np.float32)
+    s, err = _tune_model_int8(
+        capsys,
+        tmp_path,
+        "    return torch.nn.Sequential(torch.nn.Conv2d(3, 32, 7, stride=2, padding=3), torch.nn.ReLU()).eval()\n",
+        "x:float32:1,3,32,32",
+        samples,
+    )
+    assert s["precision"] == "int8" and s["output_matches"] and s["calibration_samples"] == 8, s
+    names = [t["name"] for t in s["tasks"]]
+    assert sum("conv2d_NCHWc_int8" in n for n in names) == 1 and not any("NCHW_NCHWc" in n for n in names), names
+    assert 0 < s["relative_err"] < 4e-2, s["relative_err"]
     assert "Tensorize failed" not in err
 
 
