@@ -70,19 +70,32 @@ def _ranked(graph: Any) -> list[int]:
 
 # integration: worker processes start (~8 s) and pass the layer again (~20 s in all)
 @pytest.mark.integration
-def test_tasks_passed_in_workers_get_the_picks_of_the_pass_in_process(
+def test_tasks_passed_in_workers_get_the_picks_of_the_pass_in_process_and_the_run_that_checked_them(
     graph_and_picks: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The workers' picks are the in-process pass's, and each comes back with the unscheduled
+    task's run that checked it (`verify.reference_of` here as the task is reported, before this
+    process has checked anything of it)."""
+    from autosearch.networks import verify
+
     graph, picks = graph_and_picks
     monkeypatch.setattr(prior_workers, "MIN_TASKS", 2)  # the layer's two convolutions go to workers
+    monkeypatch.setattr(verify, "_REFERENCES", {})  # the fixture's pass ran them in this process
     _untimed(monkeypatch)
     if worker_count(len(picks)) == 0:
         pytest.skip("one physical core: the pass runs in its own process")
     seen: list[int] = []
+    checked_by_then: dict[int, bool] = {}
+
+    def reported(i: int) -> None:
+        seen.append(i)
+        checked_by_then[i] = verify.reference_of(graph.workloads[i], host_target(), 0) is not None
+
     both = PriorPass(graph.workloads, host_target(), 0)
-    both.run_all(range(len(picks)), seen.append)
+    both.run_all(range(len(picks)), reported)
     assert sorted(seen) == list(range(len(picks)))  # each task reported once
     ranked = _ranked(graph)
+    assert all(checked_by_then[i] for i in ranked if picks[i] is not None)
     assert {i: both.traces.get(i) for i in ranked} == {i: picks[i] for i in ranked}
     assert sum(picks[i] is not None for i in ranked) >= 2  # the convolutions have picks to compare
     assert all((both.traces.get(i) is None) == (picks[i] is None) for i in picks)  # timed tasks built alike

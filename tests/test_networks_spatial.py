@@ -4,6 +4,7 @@ vector; a convolution is left to the prior's design space."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -268,3 +269,30 @@ def test_a_kernel_with_no_root_block_gets_no_forms_and_no_error() -> None:
     assert root_blocks(tvm.s_tir.Schedule(mod)) == []
     assert spatial_forms(mod, 16) == [] and row_reduction_forms(mod, 16) == []
     assert register_blocks(mod, host_target(), 16, 32) == []
+
+
+def test_fastest_cold_times_again_only_the_candidates_close_to_the_fastest() -> None:
+    """Three cold calls each first; a candidate within 1.25x of the fastest is timed again with
+    twelve and ranked by that figure, one past it keeps its first figure and is not timed again,
+    and one that does not run is left out."""
+    from autosearch.networks.spatial import COLD_REPEAT, SCREEN_REPEAT, fastest_cold
+
+    figures = {
+        "a": {SCREEN_REPEAT: 1.0, COLD_REPEAT: 1.1},
+        "b": {SCREEN_REPEAT: 1.2, COLD_REPEAT: 0.9},
+        "c": {SCREEN_REPEAT: 2.0},
+    }
+    calls: list[tuple[str, int]] = []
+
+    def timer(key: str) -> Callable[[int], float]:
+        def run(repeat: int) -> float:
+            calls.append((key, repeat))
+            if key == "broken":
+                raise RuntimeError("does not run")
+            return figures[key][repeat]
+
+        return run
+
+    timed = fastest_cold({k: timer(k) for k in ("a", "b", "c", "broken")})
+    assert timed == [(0.9, "b"), (1.1, "a"), (2.0, "c")]
+    assert ("c", COLD_REPEAT) not in calls and ("a", COLD_REPEAT) in calls and ("b", COLD_REPEAT) in calls

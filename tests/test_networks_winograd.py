@@ -173,3 +173,118 @@ def test_the_output_transform_with_its_bias_and_relu_gets_tile_nests_that_match(
     assert len(blocks) == 3 and all(o.same_as(outer[0]) for o in outer)  # one nest over the tiles
     picked = spatial_schedule(task, host_target(), bits)
     assert picked is not None and picked[1] > 0
+
+
+def _sum_script(terms: list[tuple[float, str]]) -> str:
+    """`c0 * x0 + c1 * x1 + ...` in TVMScript, zero coefficients left out, units unmultiplied."""
+    parts = [x if float(c) == 1.0 else f"T.float32({float(c)!r}) * {x}" for c, x in terms if c != 0.0]
+    return " + ".join(parts) if parts else "T.float32(0.0)"
+
+
+def _input_script(shape: tuple[int, ...], padding: tuple[int, int], m: int, th: int, tw: int, groups: int) -> str:
+    """The input transform as it was written in TVMScript before `winograd` built it (its spec)."""
+    n, chunks, height, width, block = shape
+    alpha, (top, left), tiles = m + 2, padding, th * tw
+    _, b, _ = transform_matrices(m)
+    y0, x0 = f"vp % {tiles} // {tw} * {m}", f"vp % {tiles} % {tw} * {m}"
+    d = [[f"pad[vp // {tiles}, vb, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
+    rows = [
+        [f"({_sum_script([(b[r, e], d[r][s]) for r in range(alpha)])})" for s in range(alpha)] for e in range(alpha)
+    ]
+    per = chunks // groups
+    at = f"vp, vb * {block} + vi" if groups == 1 else f"vb // {per}, vp, vb % {per} * {block} + vi"
+    v_shape = f"{n * tiles}, {chunks * block}" if groups == 1 else f"{groups}, {n * tiles}, {chunks * block // groups}"
+    stores = "\n".join(
+        f"            V[{e}, {v}, {at}] = {_sum_script([(b[s, v], rows[e][s]) for s in range(alpha)])}"
+        for e in range(alpha)
+        for v in range(alpha)
+    )
+    inside = f"{top} <= v2 and v2 < {top + height} and {left} <= v3 and v3 < {left + width}"
+    return f"""
+@T.prim_func(s_tir=True)
+def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "float32"),
+                   V: T.Buffer(({alpha}, {alpha}, {v_shape}), "float32")):
+    T.func_attr({{"tirx.noalias": True, "op_pattern": 4}})
+    pad = T.sblock_alloc_buffer(({n}, {chunks}, {th * m + 2}, {tw * m + 2}, {block}))
+    for i0, i1, i2, i3, i4 in T.grid({n}, {chunks}, {th * m + 2}, {tw * m + 2}, {block}):
+        with T.sblock("data_pad"):
+            v0, v1, v2, v3, v4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
+            pad[v0, v1, v2, v3, v4] = T.if_then_else({inside}, data[v0, v1, v2 - {top}, v3 - {left}, v4], T.float32(0.0))
+    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
+        with T.sblock("winograd_input"):
+            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
+            T.reads(pad[vp // {tiles}, vb, {y0}:{y0} + {alpha}, {x0}:{x0} + {alpha}, vi])
+            T.writes(V[0:{alpha}, 0:{alpha}, {at}])
+{stores}
+"""
+
+
+def _output_script(product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, th: int, tw: int) -> str:
+    """The output transform as it was written in TVMScript before `winograd` built it (its spec)."""
+    n, chunks, out_h, out_w, block = shape
+    alpha, tiles = m + 2, th * tw
+    a, _, _ = transform_matrices(m)
+    per = product_shape[-1] // block if len(product_shape) == 5 else 0
+    at = f"vp, vb * {block} + vi" if not per else f"vb // {per}, vp, vb % {per} * {block} + vi"
+    y0, x0 = f"vp % {tiles} // {tw} * {m}", f"vp % {tiles} % {tw} * {m}"
+    sums = [
+        [f"({_sum_script([(a[v, x], f'M[{e}, {v}, {at}]') for v in range(alpha)])})" for x in range(m)]
+        for e in range(alpha)
+    ]
+    stores = []
+    for y in range(m):
+        for x in range(m):
+            store = f"Y[vp // {tiles}, vb, {y0} + {y}, {x0} + {x}, vi] = " + _sum_script(
+                [(a[e, y], sums[e][x]) for e in range(alpha)]
+            )
+            inside = [f"{y0} + {y} < {out_h}"] if y and th * m > out_h else []
+            inside += [f"{x0} + {x} < {out_w}"] if x and tw * m > out_w else []
+            guard = f"            if {' and '.join(inside)}:\n    " if inside else ""
+            stores.append(f"{guard}            {store}")
+    body = "\n".join(stores)
+    int64s = lambda dims: ", ".join(f"T.int64({d})" for d in dims)  # noqa: E731
+    return f"""
+@T.prim_func(s_tir=True)
+def winograd_output(M: T.Buffer(({int64s(product_shape)}), "float32"), Y: T.Buffer(({int64s(shape)}), "float32")):
+    T.func_attr({{"tirx.noalias": True, "op_pattern": 4}})
+    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
+        with T.sblock("winograd_output"):
+            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
+{body}
+"""
+
+
+def _parsed(script: str) -> object:
+    from tvm.script import tirx as tirx_script
+
+    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+
+
+@pytest.mark.parametrize(
+    ("shape", "padding", "m", "tiles", "groups"),
+    [
+        ((1, 2, 8, 8, 16), (1, 1), 4, (2, 2), 1),  # F(4x4), padded
+        ((1, 4, 7, 7, 8), (1, 1), 2, (4, 4), 2),  # F(2x2), a ragged 7x7 map, two groups
+        ((1, 2, 6, 6, 16), (0, 0), 2, (2, 2), 1),  # no padding
+    ],
+)
+def test_the_transforms_are_the_tvmscript_they_were_written_as(
+    shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles: tuple[int, int], groups: int
+) -> None:
+    """The IR builder's transforms are structurally the TVMScript the earlier code parsed, so a
+    store's records of a transform task (keyed by the function's structural hash) still find it."""
+    import tvm_ffi
+
+    from autosearch.networks.winograd import input_transform, output_transform
+
+    th, tw = tiles
+    assert tvm_ffi.structural_equal(
+        input_transform(shape, padding, m, th, tw, groups), _parsed(_input_script(shape, padding, m, th, tw, groups))
+    )
+    n, chunks, height, width, block = shape
+    out = (n, chunks, height + 2 * padding[0] - 2, width + 2 * padding[1] - 2, block)
+    rows = [n * th * tw] if groups == 1 else [groups, n * th * tw]
+    product = (m + 2, m + 2, *rows, chunks * block // groups)
+    assert tvm_ffi.structural_equal(
+        output_transform(product, out, m, th, tw), _parsed(_output_script(product, out, m, th, tw))
+    )

@@ -125,6 +125,7 @@ class PriorPass:
         each pick; the timing follows here, alone (those candidates, then the tasks with no reduction)."""
         from autosearch.networks.prior_workers import ranked_in_workers
         from autosearch.networks.spatial import has_timed_forms
+        from autosearch.networks.verify import keep_reference
         from autosearch.search.registers import simd_bits
 
         todo = [i for i in todo if i not in self.passed]
@@ -135,6 +136,8 @@ class PriorPass:
             def done(i: int, found: WorkerPick, seconds: float) -> None:
                 self._record(i, found.pick, seconds)
                 self.built[i] = found.built
+                if found.reference is not None:
+                    keep_reference(self.workloads[i], self.target, self.seed, found.reference)
                 if each is not None:
                     each(i)
 

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from autosearch import interrupts
 from autosearch.networks.register_blocks import Built
+from autosearch.networks.verify import Reference
 
 __all__ = ["MAX_WORKERS", "MIN_TASKS", "WorkerPick", "ranked_in_workers", "worker_count"]
 
@@ -71,11 +72,14 @@ def _start(target: str, threads: int) -> None:
 
 
 class WorkerPick(NamedTuple):
-    """A worker's answer for one task: the prior's pick and the `timed_pick` candidates it built
-    (`register_blocks.built_candidates`)."""
+    """A worker's answer for one task: the prior's pick, the `timed_pick` candidates it built
+    (`register_blocks.built_candidates`) and the unscheduled task's run that checked the pick
+    (`verify.reference_of`; None where none was checked), so the run's process checks the
+    candidate it times fastest without running the unscheduled task again."""
 
     pick: str | None
     built: list[Built]
+    reference: Reference | None = None
 
 
 def _ranked(name: str, module: str, seed: int, directory: str) -> tuple[WorkerPick, float]:
@@ -83,13 +87,14 @@ def _ranked(name: str, module: str, seed: int, directory: str) -> tuple[WorkerPi
 
     from autosearch.networks.prior import ranked_schedules
     from autosearch.networks.register_blocks import built_candidates
+    from autosearch.networks.verify import reference_of
     from autosearch.workloads.module import ModuleWorkload
 
     t0 = time.perf_counter()
     workload = ModuleWorkload(name=name, ir_module=tvm.ir.load_json(module), family="network")
     pick, runners_up = ranked_schedules(workload, _TARGET, _RANKER, seed)
     built = built_candidates(workload, _TARGET, pick, runners_up, directory)
-    return WorkerPick(pick, built), time.perf_counter() - t0
+    return WorkerPick(pick, built, reference_of(workload, _TARGET, seed)), time.perf_counter() - t0
 
 
 class _Worker:

@@ -195,22 +195,23 @@ def timed_pick(
     import tvm
 
     from autosearch.backends.tvm.build import pool_builder
-    from autosearch.networks.spatial import built_args, cold_seconds
+    from autosearch.networks.spatial import built_args, cold_timer, fastest_cold
 
     cands = candidates(workload.mod(), target, trace, runners_up)
     builder = pool_builder()
     results = builder.build([_Candidate(sch) for sch, _ in cands], target, timeout=builder.adaptive_timeout())
-    timed: list[tuple[float, int]] = []
+    timers: dict[int, Callable[[int], float]] = {}
     for k, ((sch, _), result) in enumerate(zip(cands, results, strict=True)):
         if result.artifact_path is None:  # a candidate TVM does not build in time: the others decide
             continue
         try:
             lib = tvm.runtime.load_module(result.artifact_path)
-            timed.append((cold_seconds(lib, lib.entry_name, built_args(sch.mod, seed)), k))
-        except Exception:  # one that does not load or run: the others decide
+            timers[k] = cold_timer(lib, lib.entry_name, built_args(sch.mod, seed))
+        except Exception:  # one that does not load: the others decide
             interrupts.check()
         finally:
             shutil.rmtree(os.path.dirname(result.artifact_path), ignore_errors=True)
+    timed = fastest_cold(timers)
     return _fastest_right(workload, target, trace, timed, lambda k: (_text(*cands[k], trace), cands[k][1]), seed)
 
 
@@ -286,17 +287,18 @@ def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[B
     alone; the fastest that computes what the task computes, `trace` where none was built."""
     import tvm
 
-    from autosearch.networks.spatial import cold_seconds, seeded_tensors
+    from autosearch.networks.spatial import cold_timer, fastest_cold, seeded_tensors
 
     libraries: dict[str, Any] = {}
-    timed: list[tuple[float, int]] = []
+    timers: dict[int, Callable[[int], float]] = {}
     for k, b in enumerate(built):
         try:
             if b.library not in libraries:
                 libraries[b.library] = tvm.runtime.load_module(b.library)
-            timed.append((cold_seconds(libraries[b.library], b.function, seeded_tensors(b.args, seed)), k))
-        except Exception:  # a library that does not load or run: the others decide
+            timers[k] = cold_timer(libraries[b.library], b.function, seeded_tensors(b.args, seed))
+        except Exception:  # a library that does not load: the others decide
             interrupts.check()
+    timed = fastest_cold(timers)
     return _fastest_right(workload, target, trace, timed, lambda k: (built[k].trace, built[k].verified), seed)
 
 

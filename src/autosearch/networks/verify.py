@@ -27,7 +27,9 @@ __all__ = [
     "buffer_rtol",
     "built_matches",
     "call",
+    "keep_reference",
     "random_arrays",
+    "reference_of",
     "schedule_matches",
 ]
 
@@ -99,12 +101,31 @@ def call(func: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 #: The unscheduled task's inputs and outputs per (task, target, seed): a task is verified in the
 #: prior pass and again when its tuned schedule is chosen; its reference is compiled and run once.
-_REFERENCES: dict[tuple[str, str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}
+_REFERENCES: dict[tuple[str, str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}  # (arrays, every buffer after)
 
 Run = Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
-def _reference(workload: Any, target: Any, seed: int, run: Run | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+Reference = tuple[list[np.ndarray], list[np.ndarray]]
+
+
+def reference_of(workload: Any, target: Any, seed: int) -> Reference | None:
+    """The unscheduled task's inputs and every buffer after its call, where this process has run
+    it (`built_matches`); None where it has not."""
+    return _REFERENCES.get((workload.key, str(target), seed))
+
+
+def keep_reference(workload: Any, target: Any, seed: int, reference: Reference) -> None:
+    """`reference` (another process's `reference_of` the same task) kept as this process's.
+
+    Why: a prior worker process checks its pick against the unscheduled task; the run's process
+    then checks the candidate that timed fastest (`register_blocks.timed_built`) against the same
+    task, and compiling and running the unscheduled loops again there took DenseNet-121's prior
+    pass 5.5 s, on one core while the other stood idle."""
+    _REFERENCES.setdefault((workload.key, str(target), seed), reference)
+
+
+def _reference(workload: Any, target: Any, seed: int, run: Run | None) -> Reference:
     key = (workload.key, str(target), seed)
     if key not in _REFERENCES:
         arrays = random_arrays(workload.mod()["main"], seed)

@@ -12,13 +12,13 @@ dilation 1, 3x3, float32; one group, or groups of whole channel blocks of at lea
 `_MIN_GROUP_CHANNELS` channels) becomes
   V = the input transform B^T d B of each (m+2)x(m+2) input tile (zero padding inside it): a
       hand-written TIR function, one block a (tile, channel) with B's constants folded in
-      (`input_transform_script`), marked so that FuseOps fuses no injective producer into it,
+      (`input_transform`), marked so that FuseOps fuses no injective producer into it,
   M = relax `matmul(V, U)`: (m+2)^2 products of (tiles x C_in) by (C_in x C_out), U = G g G^T the
       weight's transform, computed once in NumPy (a constant the weight packing reaches); a
       grouped convolution has (m+2)^2 x groups products, each of one group's channels (RegNet-Y's
       grouped 3x3 convolutions, 42% of its time at the FMA peak direct),
   Y = the output transform A^T M A of each tile into NCHW{b}c: a hand-written TIR function as the
-      input transform (`output_transform_script`), marked as a convolution is, so the bias,
+      input transform (`output_transform`), marked as a convolution is, so the bias,
       activation and residual add after it fuse into its task as after the direct convolution.
 Each transform is a task with no reduction and gets the timed loop nests of `spatial` (the output
 transform's tile nests: its element-wise blocks computed on each tile it writes). The
@@ -39,7 +39,8 @@ from autosearch.networks.rewrite import rewrite_calls, static_shape
 
 __all__ = [
     "grouped_weight_transform",
-    "input_transform_script",
+    "input_transform",
+    "output_transform",
     "transform_matrices",
     "weight_transform",
     "winograd_convolutions",
@@ -83,152 +84,147 @@ def winograd_tile(out_h: int, out_w: int) -> int:
     return 4 if out_h % 4 == 0 and out_w % 4 == 0 else 2
 
 
-def _term_sum(terms: list[tuple[float, str]]) -> str:
-    """`c0 * x0 + c1 * x1 + ...` in TVMScript, zero coefficients left out, units unmultiplied."""
-    parts = []
+def _term_sum(terms: list[tuple[float, Any]]) -> Any:
+    """`c0 * x0 + c1 * x1 + ...` as a float32 TIR expression, zero coefficients left out, units
+    unmultiplied, summed left to right."""
+    from tvm.tirx.script import builder as T
+
+    total = None
     for coefficient, operand in terms:
         if coefficient == 0.0:
             continue
         c = float(coefficient)
-        parts.append(operand if c == 1.0 else f"T.float32({c!r}) * {operand}")
-    return " + ".join(parts) if parts else "T.float32(0.0)"
+        term = operand if c == 1.0 else T.float32(c) * operand
+        total = term if total is None else total + term
+    return T.float32(0.0) if total is None else total
 
 
-def _tile_origin(tiles: int, tiles_w: int, m: int) -> tuple[str, str]:
-    """TVMScript of tile `vp`'s top-left row and column in its image (both transforms index by it)."""
-    return f"vp % {tiles} // {tiles_w} * {m}", f"vp % {tiles} % {tiles_w} * {m}"
+def _named(names: str, values: Any) -> Any:
+    """`values` (loop or block variables, a buffer) named as TVMScript prints them (`names`,
+    comma-separated)."""
+    from tvm.script.ir_builder import IRBuilder
+
+    IRBuilder.name_many(names.split(","), list(values))
+    return values
 
 
-def _parsed(script: str) -> Any:
-    """A transform's TVMScript parsed. No symbol of its own, as the other kernels: the build names
-    it, and the profile finds its task by a hash of the function under the symbol "main"."""
+def _int(value: int) -> Any:
+    """An int32 immediate, as TVMScript reads a literal."""
     import tvm
-    from tvm.script import tirx as tirx_script
 
-    return tvm.script.from_source(script, extra_vars={"T": tirx_script}).without_attr("global_symbol")
+    return tvm.tirx.IntImm("int32", value)
 
 
-def input_transform_script(
-    shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int = 1
-) -> str:
-    """TVMScript of the input transform V[e, v, p, c] = (B^T d_p B)[e, v] over NCHW{b}c data of
-    `shape`, zero-padded by `padding` (top, left); for a grouped convolution V[e, v, g, p, c'] (c =
-    g C/groups + c'), each group's tiles a matrix of their own for the batched product. One block a
-    (tile, channel) that reads the tile's (m+2)^2 values once and writes its (m+2)^2 outputs, each
-    a sum with B's constants folded in and its zeros left out (B^T d first, then (.) B, as two
-    nested sums LLVM's value numbering shares).
-
-    Why not a TE expression: a compute over (e, v, p, c) reads B[r, e] through selects on `e`
-    and `v` (B's zeros cost as much as its other entries) and sums (m+2)^2 products an output:
-    on ResNet-18's 56x56 maps that form took 4.9 ms a call against 0.31 for the product it feeds."""
-    n, chunks, height, width, block = shape
-    alpha = m + 2
-    top, left = padding
-    hp, wp = tiles_h * m + 2, tiles_w * m + 2
-    tiles = tiles_h * tiles_w
-    channels = chunks * block
-    _, b, _ = transform_matrices(m)
-    y0, x0 = _tile_origin(tiles, tiles_w, m)
-    d = [[f"pad[vp // {tiles}, vb, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
-    rows = [[f"({_term_sum([(b[r, e], d[r][s]) for r in range(alpha)])})" for s in range(alpha)] for e in range(alpha)]
-    per_group = chunks // groups  # channel blocks a group (a whole number: `winograd_convolutions`)
-    at = f"vp, vb * {block} + vi" if groups == 1 else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
-    v_shape = f"{n * tiles}, {channels}" if groups == 1 else f"{groups}, {n * tiles}, {channels // groups}"
-    stores = "\n".join(
-        f"            V[{e}, {v}, {at}] = {_term_sum([(b[s, v], rows[e][s]) for s in range(alpha)])}"
-        for e in range(alpha)
-        for v in range(alpha)
-    )
-    inside = f"{top} <= v2 and v2 < {top + height} and {left} <= v3 and v3 < {left + width}"
-    return f"""
-@T.prim_func(s_tir=True)
-def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "float32"),
-                   V: T.Buffer(({alpha}, {alpha}, {v_shape}), "float32")):
-    T.func_attr({{"tirx.noalias": True, "op_pattern": {_OUT_ELEMWISE_FUSABLE}}})
-    pad = T.sblock_alloc_buffer(({n}, {chunks}, {hp}, {wp}, {block}))
-    for i0, i1, i2, i3, i4 in T.grid({n}, {chunks}, {hp}, {wp}, {block}):
-        with T.sblock("data_pad"):
-            v0, v1, v2, v3, v4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
-            pad[v0, v1, v2, v3, v4] = T.if_then_else({inside}, data[v0, v1, v2 - {top}, v3 - {left}, v4], T.float32(0.0))
-    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
-        with T.sblock("winograd_input"):
-            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
-            T.reads(pad[vp // {tiles}, vb, {y0}:{y0} + {alpha}, {x0}:{x0} + {alpha}, vi])
-            T.writes(V[0:{alpha}, 0:{alpha}, {at}])
-{stores}
-"""
+def _tile_origin(vp: Any, tiles: int, tiles_w: int, m: int) -> tuple[Any, Any]:
+    """Tile `vp`'s top-left row and column in its image (both transforms index by it)."""
+    return vp % tiles // tiles_w * m, vp % tiles % tiles_w * m
 
 
 @functools.cache
-def _input_transform(
-    shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int
+def input_transform(
+    shape: tuple[int, ...], padding: tuple[int, int], m: int, tiles_h: int, tiles_w: int, groups: int = 1
 ) -> Any:
-    """`input_transform_script` parsed (`_parsed`), once per geometry: parsing an F(4x4) transform
-    takes ~1.2 s and a network repeats its geometries (DenseNet-121: 18 such convolutions, 2
-    geometries)."""
-    return _parsed(input_transform_script(shape, padding, m, tiles_h, tiles_w, groups))
+    """The input transform V[e, v, p, c] = (B^T d_p B)[e, v] over NCHW{b}c data of `shape`,
+    zero-padded by `padding` (top, left), as a TIR function; for a grouped convolution V[e, v, g,
+    p, c'] (c = g C/groups + c'), each group's tiles a matrix of their own for the batched product.
+    One block a (tile, channel) that reads the tile's (m+2)^2 values once and writes its (m+2)^2
+    outputs, each a sum with B's constants folded in and its zeros left out (B^T d first, then (.)
+    B, as two nested sums LLVM's value numbering shares). No symbol of its own, as the other
+    kernels: the build names it, and the profile finds its task by a hash of the function.
+
+    Why not a TE expression: a compute over (e, v, p, c) reads B[r, e] through selects on `e`
+    and `v` (B's zeros cost as much as its other entries) and sums (m+2)^2 products an output:
+    on ResNet-18's 56x56 maps that form took 4.9 ms a call against 0.31 for the product it feeds.
+    Why built by TVM's IR builder rather than written as TVMScript and parsed: parsing took ~1.2 s
+    an F(4x4) transform (DenseNet-121's eight: 9 s of a 200 s compile), building takes ~10 ms; the
+    function is the same one (`tests/test_networks_winograd.py` checks it against the TVMScript),
+    so the workload keys of earlier runs' stores still find it. Cached per geometry."""
+    import tvm
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script import builder as T
+
+    n, chunks, height, width, block = shape
+    alpha = m + 2
+    top, left = padding
+    tiles = tiles_h * tiles_w
+    channels = chunks * block
+    per_group = chunks // groups  # channel blocks a group (a whole number: `winograd_convolutions`)
+    v_shape = (n * tiles, channels) if groups == 1 else (groups, n * tiles, channels // groups)
+    _, b, _ = transform_matrices(m)
+    with IRBuilder() as ib, T.prim_func(s_tir=True):
+        T.func_name("winograd_input")
+        data = T.arg("data", T.Buffer((n, chunks, height, width, block), "float32"))
+        V = T.arg("V", T.Buffer((alpha, alpha, *v_shape), "float32"))
+        T.func_attr({"tirx.noalias": True, "op_pattern": _OUT_ELEMWISE_FUSABLE})
+        pad = _named("pad", [T.sblock_alloc_buffer((n, chunks, tiles_h * m + 2, tiles_w * m + 2, block))])[0]
+        with T.grid(n, chunks, tiles_h * m + 2, tiles_w * m + 2, block) as loops, T.sblock("data_pad"):
+            v0, v1, v2, v3, v4 = _named("v0,v1,v2,v3,v4", T.axis.remap("SSSSS", _named("i0,i1,i2,i3,i4", loops)))
+            rows_inside = tvm.tirx.And(tvm.tirx.LE(_int(top), v2), v2 < top + height)
+            inside = tvm.tirx.And(tvm.tirx.And(rows_inside, tvm.tirx.LE(_int(left), v3)), v3 < left + width)
+            value = T.if_then_else(inside, data[v0, v1, v2 - top, v3 - left, v4], T.float32(0.0))
+            T.buffer_store(pad, value, [v0, v1, v2, v3, v4])
+        with T.grid(n * tiles, chunks, block) as loops, T.sblock("winograd_input"):
+            vp, vb, vi = _named("vp,vb,vi", T.axis.remap("SSS", _named("p,cb,ci", loops)))
+            y0, x0 = _tile_origin(vp, tiles, tiles_w, m)
+            at = [vp, vb * block + vi] if groups == 1 else [vb // per_group, vp, vb % per_group * block + vi]
+            T.reads(pad[vp // tiles, vb, y0 : y0 + alpha, x0 : x0 + alpha, vi])
+            T.writes(V[(slice(0, alpha), slice(0, alpha), *at)])
+            d = [[pad[vp // tiles, vb, y0 + r, x0 + s, vi] for s in range(alpha)] for r in range(alpha)]
+            rows = [[_term_sum([(b[r, e], d[r][s]) for r in range(alpha)]) for s in range(alpha)] for e in range(alpha)]
+            for e in range(alpha):
+                for v in range(alpha):
+                    T.buffer_store(V, _term_sum([(b[s, v], rows[e][s]) for s in range(alpha)]), [e, v, *at])
+    return ib.get().without_attr("global_symbol")
 
 
-def output_transform_script(
-    product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int
-) -> str:
-    """TVMScript of the output transform Y = A^T M_p A of each tile p into NCHW{b}c `shape` from the
-    product M[e, v, p, c] (a grouped convolution's M[e, v, g, p, c'], its groups whole blocks of
-    the output's). One block a (tile, channel), as the input transform: it reads the tile's
+@functools.cache
+def output_transform(product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int) -> Any:
+    """The output transform Y = A^T M_p A of each tile p into NCHW{b}c `shape` from the product
+    M[e, v, p, c] (a grouped convolution's M[e, v, g, p, c'], its groups whole blocks of the
+    output's), built as `input_transform` is. One block a (tile, channel): it reads the tile's
     (m+2)^2 products once and writes its m x m outputs, A's constants folded in (M A first, then
     A^T (.)); a tile past a ragged edge (7x7 maps in 2x2 tiles) writes only its outputs inside.
+    Its buffers' extents are int64, as Relax writes them (FuseTIR maps a buffer of it and one of
+    the element-wise task fused after it onto one Relax value, and refuses the two unless their
+    shapes are the same type).
 
     Why not a TE expression: each output of a compute over (n, k, y, x, o) sums all (m+2)^2
     products with A's entries picked by selects on y % m and x % m, reading every product m^2
     times: RegNet-Y's four such tasks took 2.8 ms a run of its network from the prior alone
     (Zen 4), a 56x56 one 1.14 ms a call."""
+    import tvm
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script import builder as T
+
     n, chunks, out_h, out_w, block = shape
     alpha = m + 2
     a, _, _ = transform_matrices(m)
     tiles = tiles_h * tiles_w
     per_group = product_shape[-1] // block if len(product_shape) == 5 else 0
-    at = f"vp, vb * {block} + vi" if not per_group else f"vb // {per_group}, vp, vb % {per_group} * {block} + vi"
-    y0, x0 = _tile_origin(tiles, tiles_w, m)
-    row_sums = [
-        [f"({_term_sum([(a[v, x], f'M[{e}, {v}, {at}]') for v in range(alpha)])})" for x in range(m)]
-        for e in range(alpha)
-    ]
-    stores = []
-    for y in range(m):
-        for x in range(m):
-            store = f"Y[vp // {tiles}, vb, {y0} + {y}, {x0} + {x}, vi] = " + _term_sum(
-                [(a[e, y], row_sums[e][x]) for e in range(alpha)]
-            )
-            inside = [f"{y0} + {y} < {out_h}"] if y and tiles_h * m > out_h else []
-            inside += [f"{x0} + {x} < {out_w}"] if x and tiles_w * m > out_w else []
-            guard = f"            if {' and '.join(inside)}:\n    " if inside else ""
-            stores.append(f"{guard}            {store}")
-    body = "\n".join(stores)
-    return f"""
-@T.prim_func(s_tir=True)
-def winograd_output(M: T.Buffer(({_int64s(product_shape)}), "float32"),
-                    Y: T.Buffer(({_int64s(shape)}), "float32")):
-    T.func_attr({{"tirx.noalias": True, "op_pattern": {_OUT_ELEMWISE_FUSABLE}}})
-    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
-        with T.sblock("winograd_output"):
-            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
-{body}
-"""
-
-
-def _int64s(shape: tuple[int, ...]) -> str:
-    """A buffer shape in TVMScript as Relax writes one (int64 extents: FuseTIR maps a buffer of the
-    output transform and one of the elementwise task fused after it onto one Relax value, and
-    refuses the two unless their shapes are the same type)."""
-    return ", ".join(f"T.int64({d})" for d in shape)
-
-
-@functools.cache
-def _output_transform(
-    product_shape: tuple[int, ...], shape: tuple[int, ...], m: int, tiles_h: int, tiles_w: int
-) -> Any:
-    """`output_transform_script` parsed (`_parsed`), once per geometry (as `_input_transform`)."""
-    return _parsed(output_transform_script(product_shape, shape, m, tiles_h, tiles_w))
+    with IRBuilder() as ib, T.prim_func(s_tir=True):
+        T.func_name("winograd_output")
+        M = T.arg("M", T.Buffer(tuple(T.int64(d) for d in product_shape), "float32"))
+        Y = T.arg("Y", T.Buffer(tuple(T.int64(d) for d in shape), "float32"))
+        T.func_attr({"tirx.noalias": True, "op_pattern": _OUT_ELEMWISE_FUSABLE})
+        with T.grid(n * tiles, chunks, block) as loops, T.sblock("winograd_output"):
+            vp, vb, vi = _named("vp,vb,vi", T.axis.remap("SSS", _named("p,cb,ci", loops)))
+            at = [vp, vb * block + vi] if not per_group else [vb // per_group, vp, vb % per_group * block + vi]
+            y0, x0 = _tile_origin(vp, tiles, tiles_w, m)
+            row_sums = [
+                [_term_sum([(a[v, x], M[(e, v, *at)]) for v in range(alpha)]) for x in range(m)] for e in range(alpha)
+            ]
+            for y in range(m):
+                for x in range(m):
+                    value = _term_sum([(a[e, y], row_sums[e][x]) for e in range(alpha)])
+                    where = [vp // tiles, vb, y0 + y, x0 + x, vi]
+                    inside = [y0 + y < out_h] if y and tiles_h * m > out_h else []
+                    inside += [x0 + x < out_w] if x and tiles_w * m > out_w else []
+                    if not inside:
+                        T.buffer_store(Y, value, where)
+                        continue
+                    with T.If(functools.reduce(tvm.tirx.And, inside)), T.Then():
+                        T.buffer_store(Y, value, where)
+    return ib.get().without_attr("global_symbol")
 
 
 def weight_transform(weight: np.ndarray, m: int) -> np.ndarray:
@@ -281,7 +277,7 @@ def winograd_convolutions(mod: Any, kept: Callable[[Any], bool] = lambda call: F
             return None
         m = winograd_tile(out_h, out_w)
         tiles_h, tiles_w = -(-out_h // m), -(-out_w // m)
-        transform = _input_transform((n, chunks, height, width, in_block), (top, left), m, tiles_h, tiles_w, groups)
+        transform = input_transform((n, chunks, height, width, in_block), (top, left), m, tiles_h, tiles_w, groups)
         gv = builder.add_func(transform, "winograd_input")
         tiles = n * tiles_h * tiles_w
         rows = [tiles, chunks * in_block] if groups == 1 else [groups, tiles, chunks * in_block // groups]
@@ -290,7 +286,7 @@ def winograd_convolutions(mod: Any, kept: Callable[[Any], bool] = lambda call: F
         product = builder.emit(relax.op.matmul(v, relax.const(tvm.runtime.tensor(u))))
         shape = (n, out_chunks, out_h, out_w, out_block)
         product_shape = (m + 2, m + 2, *rows[:-1], out_chunks * out_block // groups)
-        out = builder.add_func(_output_transform(product_shape, shape, m, tiles_h, tiles_w), "winograd_output")
+        out = builder.add_func(output_transform(product_shape, shape, m, tiles_h, tiles_w), "winograd_output")
         return builder.emit(relax.call_tir(out, relax.Tuple([product]), relax.TensorType(list(shape), "float32")))
 
     return rewrite_calls(mod, "relax.nn.conv2d", winograd)
