@@ -215,7 +215,9 @@ def fastest_cold(timers: Mapping[K, Callable[[int], float]]) -> list[tuple[float
     candidate of every task with one, 12 cold calls each, and with the caches flushed before each
     call the flush costs more than most of these kernels (DenseNet-121: 1,081 timings, 32 s of its
     157 s prior pass, Intel `rocketlake`). A form 1.25x slower than the fastest over three cold
-    calls is not the fastest over twelve; the ones that are close get all twelve."""
+    calls is taken not to be the fastest over twelve, and the close ones get all twelve: three
+    DenseNet-121 builds made so ran within 2% of two made without the screen, side by side
+    (bench/README.md "DenseNet-121's compile: three cuts")."""
     from autosearch import interrupts
 
     screened: list[tuple[float, K]] = []
