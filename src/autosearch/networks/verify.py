@@ -99,20 +99,24 @@ def call(func: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [a.numpy() for a in args]
 
 
-#: The unscheduled task's inputs and outputs per (task, target, seed): a task is verified in the
-#: prior pass and again when its tuned schedule is chosen; its reference is compiled and run once.
-_REFERENCES: dict[tuple[str, str, int], tuple[list[np.ndarray], list[np.ndarray]]] = {}  # (arrays, every buffer after)
+#: The unscheduled task's run: its inputs, and every buffer after its call.
+Reference = tuple[list[np.ndarray], list[np.ndarray]]
+
+#: The unscheduled task's run per (task, target, seed): a task is verified in the prior pass and
+#: again when its tuned schedule is chosen; its reference is compiled and run once.
+_REFERENCES: dict[tuple[str, str, int], Reference] = {}
 
 Run = Callable[[list[np.ndarray]], list[np.ndarray]]
 
 
-Reference = tuple[list[np.ndarray], list[np.ndarray]]
+def _key(workload: Any, target: Any, seed: int) -> tuple[str, str, int]:
+    return workload.key, str(target), seed
 
 
 def reference_of(workload: Any, target: Any, seed: int) -> Reference | None:
-    """The unscheduled task's inputs and every buffer after its call, where this process has run
-    it (`built_matches`); None where it has not."""
-    return _REFERENCES.get((workload.key, str(target), seed))
+    """The unscheduled task's run, where this process has run it (`built_matches`); None where it
+    has not."""
+    return _REFERENCES.get(_key(workload, target, seed))
 
 
 def keep_reference(workload: Any, target: Any, seed: int, reference: Reference) -> None:
@@ -122,11 +126,11 @@ def keep_reference(workload: Any, target: Any, seed: int, reference: Reference) 
     then checks the candidate that timed fastest (`register_blocks.timed_built`) against the same
     task, and compiling and running the unscheduled loops again there took DenseNet-121's prior
     pass 5.5 s, on one core while the other stood idle."""
-    _REFERENCES.setdefault((workload.key, str(target), seed), reference)
+    _REFERENCES.setdefault(_key(workload, target, seed), reference)
 
 
 def _reference(workload: Any, target: Any, seed: int, run: Run | None) -> Reference:
-    key = (workload.key, str(target), seed)
+    key = _key(workload, target, seed)
     if key not in _REFERENCES:
         arrays = random_arrays(workload.mod()["main"], seed)
         _REFERENCES[key] = (arrays, run(arrays) if run is not None else _run(workload.mod(), target, arrays))
