@@ -432,7 +432,7 @@ def test_an_activation_range_maps_onto_uint8_with_zero_exact_and_weights_per_cha
 
 def _blocked_convolutions_module() -> object:
     """x (NCHW16c, 32 channels) scaled and shifted, then a padded 3x3 convolution (one group: int8),
-    a grouped one (stays fp32) and one into 8-channel blocks (stays fp32)."""
+    a depthwise one (no channel sum: stays fp32) and one into 8-channel blocks (stays fp32)."""
     from tvm import relax
 
     rng = np.random.default_rng(0)
@@ -440,7 +440,7 @@ def _blocked_convolutions_module() -> object:
     x = relax.Var("x", relax.TensorType((1, 2, 8, 8, 16), "float32"))
     w = relax.const(rng.standard_normal((2, 32, 3, 3, 16)).astype("float32"))
     w8 = relax.const(rng.standard_normal((4, 32, 1, 1, 8)).astype("float32"))
-    wg = relax.const(rng.standard_normal((2, 16, 3, 3, 16)).astype("float32"))
+    wd = relax.const(rng.standard_normal((2, 1, 3, 3, 16)).astype("float32"))
     blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
     with bb.function("main", [x]):
         with bb.dataflow():
@@ -449,7 +449,7 @@ def _blocked_convolutions_module() -> object:
             )
             a = bb.emit(relax.op.nn.conv2d(s, w, padding=1, **blocked))
             b = bb.emit(relax.op.nn.conv2d(s, w8, data_layout="NCHW16c", kernel_layout="OIHW8o", out_layout="NCHW8c"))
-            c = bb.emit(relax.op.nn.conv2d(s, wg, padding=1, groups=2, **blocked))
+            c = bb.emit(relax.op.nn.conv2d(s, wd, padding=1, groups=32, **blocked))
             out = bb.emit_output(relax.Tuple([a, b, c]))
         bb.emit_func_output(out)
     return bb.get()
@@ -611,6 +611,78 @@ def test_an_rgb_stem_becomes_an_int8_convolution_of_four_channels_within_its_qua
     emulated = conv(s_steps, wq * w_scale.reshape(2, 1, 1, 1, 16))
     np.testing.assert_allclose(got, emulated, atol=1e-4 * np.abs(emulated).max())
     assert np.abs(got - conv(s, w)).max() > 1e-3  # quantized: not the float32 convolution
+
+
+def _grouped_module(w: np.ndarray, groups: int) -> object:
+    """x (NCHW16c, 64 channels) shifted to signed values, then a padded, strided 3x3 convolution
+    of `groups` groups by `w` (OIHW16o: (C_out/16, 64/groups, 3, 3, 16)), as `layouts` blocks
+    RegNet's grouped convolutions."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 9, 9, 16), "float32"))
+    blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            s = bb.emit(relax.op.subtract(x, relax.const(np.float32(0.25))))
+            y = bb.emit(relax.op.nn.conv2d(s, relax.const(w), strides=2, padding=1, groups=groups, **blocked))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_grouped_convolution_of_whole_channel_blocks_becomes_an_int8_one_that_reads_only_its_groups_blocks() -> None:
+    """Two groups of 32 channels (two 16-channel blocks each) into 32 outputs a group: the int8
+    convolution's packed weight holds one group's input blocks, and in a real untuned build it
+    matches the same rounded operands convolved group by group in float64; a convolution reading
+    every group's input, or the wrong group's, is off by the weights' scale. Groups of 8 channels
+    (no whole 16-channel block) stay float32."""
+    import torch
+    import tvm
+
+    from autosearch.backends.tvm.lowp import module_precision
+    from autosearch.networks.calibration import input_ranges
+    from autosearch.networks.graph import untuned_build
+    from autosearch.networks.lowp import activation_quantization, int8_candidate, int8_layers, weight_quantization
+
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((4, 32, 3, 3, 16)).astype("float32")  # 64 outputs in 2 groups of 32 inputs
+    x = rng.random((1, 4, 9, 9, 16), dtype=np.float32)
+    target = tvm.target.Target("llvm")
+    with target:
+        ranges = input_ranges(_grouped_module(w, 2), int8_candidate, [[x]], untuned_build(target))
+        mod, count = int8_layers(_grouped_module(w, 2), ranges)
+        assert count == 1
+        task = tvm.IRModule({"main": mod["conv2d_NCHWc_int8"]})
+        assert module_precision(task).name == "int8"
+        packed = ", ".join(f"T.int64({v})" for v in (4, 2, 3, 3, 4, 16, 4))  # (O/16, I/groups/16, KH, KW, 16/4, 16, 4)
+        assert f'T.Buffer(({packed}), "int8")' in task.script()
+        got = tvm.relax.VirtualMachine(untuned_build(target)(mod), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+        eights = _grouped_module(rng.standard_normal((4, 8, 3, 3, 16)).astype("float32"), 8)
+        assert int8_layers(eights, [])[1] == 0
+
+    def nchwc(data: np.ndarray) -> np.ndarray:
+        return data.transpose(0, 1, 4, 2, 3).reshape(1, 64, 9, 9)
+
+    def conv(data: np.ndarray, weight_oihwo: np.ndarray, groups: int) -> np.ndarray:
+        oihw = weight_oihwo.transpose(0, 4, 1, 2, 3).reshape(64, 32, 3, 3).astype(np.float64)
+        if groups == 1:  # every output reads all 64 inputs: the group's weights tiled over both
+            oihw = np.concatenate([oihw, oihw], axis=1)
+        t = torch.from_numpy(nchwc(data).astype(np.float64))
+        y = torch.nn.functional.conv2d(t, torch.from_numpy(oihw), stride=2, padding=1, groups=groups).numpy()
+        return y.reshape(1, 4, 16, 5, 5).transpose(0, 1, 3, 4, 2)  # NCHW16c
+
+    s = x - 0.25
+    scale, zero_point = activation_quantization(float(s.min()), float(s.max()))
+    s_steps = (np.clip(np.round(s / scale) + zero_point, 0, 255) - zero_point) * scale
+    wq, w_scale = weight_quantization(w)
+    weights = wq * w_scale.reshape(4, 1, 1, 1, 16)
+    emulated = conv(s_steps, weights, 2)
+    np.testing.assert_allclose(got, emulated, atol=1e-4 * np.abs(emulated).max())
+    assert np.abs(got - conv(s, w, 2)).max() > 1e-3  # quantized: not the float32 convolution
+    swapped = np.concatenate([s_steps[:, 2:], s_steps[:, :2]], axis=1)  # each group reading the other's blocks
+    for wrong in (conv(s_steps, weights, 1), conv(swapped, weights, 2)):
+        assert np.abs(got - wrong).max() > 0.1 * np.abs(emulated).max()
 
 
 def _dense_layers_module(w: np.ndarray, w_odd: np.ndarray) -> object:
@@ -794,7 +866,8 @@ def test_a_networks_convolution_sums_a_whole_channel_block_a_kernel_call(
 ) -> None:
     """The convolutions' kernel runs one instruction for each `depth` channels of a 16-channel block
     and loads and stores its 16 sums once a call (one step a call stored them every instruction);
-    the dense layers keep the one-step kernel. Compiled for a CPU with the instructions."""
+    the dense layers keep the one-step kernel. Compiled for a CPU with the instructions. A grouped
+    convolution of two 16-channel groups is tensorized alike in int8 (bf16 leaves it to Winograd)."""
     import torch
     import tvm
     from tvm.s_tir import meta_schedule as ms
@@ -808,22 +881,26 @@ def test_a_networks_convolution_sums_a_whole_channel_block_a_kernel_call(
 
     target = _target(ZNVER4)
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 1)).eval()
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, padding=1, groups=2)
+    ).eval()
     x = np.random.default_rng(0).random((1, 16, 14, 14), dtype=np.float32)
     graph = import_network("c1", net, [InputSpec("x", "float32", x.shape)], [x], target, precision=precision)
-    mod = next(w.mod() for w in graph.workloads if f"conv2d_NCHWc_{precision}" in w.name)
-    kernel = kernel_of(mod, get_precision(precision))
-    assert kernel.steps == steps and kernel.intrin.endswith(f"_x{steps}")
-    assert kernel.ir().count("call <16 x") == steps and kernel.ir().count("store ") == 1
+    mods = [w.mod() for w in graph.workloads if f"conv2d_NCHWc_{precision}" in w.name]
+    assert len(mods) == (2 if precision == "int8" else 1), [w.name for w in graph.workloads]
     dense = with_precision(get_workload("bert/dense/128x768/768"), precision).mod()
     assert kernel_of(dense, get_precision(precision)).steps == 1
-    ctx = ms.TuneContext(
-        mod=mod, target=target, space_generator=space_generator(mod, target), search_strategy="replay-trace"
-    )
-    ctx.pre_tuning(max_trials=4, num_trials_per_iter=4, design_spaces=ctx.generate_design_space())
-    schedules = [c.sch for c in ctx.generate_measure_candidates()]
-    assert schedules and all(kernel.symbol in s.mod.script() for s in schedules)  # tensorized with it
-    built = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(schedules[0].mod)
-    lib = tvm.compile(built, target=target).mod
-    asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
-    assert instruction in asm and kernel.symbol not in asm  # inlined
+    for mod in mods:
+        kernel = kernel_of(mod, get_precision(precision))
+        assert kernel.steps == steps and kernel.intrin.endswith(f"_x{steps}")
+        assert kernel.ir().count("call <16 x") == steps and kernel.ir().count("store ") == 1
+        ctx = ms.TuneContext(
+            mod=mod, target=target, space_generator=space_generator(mod, target), search_strategy="replay-trace"
+        )
+        ctx.pre_tuning(max_trials=4, num_trials_per_iter=4, design_spaces=ctx.generate_design_space())
+        schedules = [c.sch for c in ctx.generate_measure_candidates()]
+        assert schedules and all(kernel.symbol in s.mod.script() for s in schedules)  # tensorized with it
+        built = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(schedules[0].mod)
+        lib = tvm.compile(built, target=target).mod
+        asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+        assert instruction in asm and kernel.symbol not in asm  # inlined

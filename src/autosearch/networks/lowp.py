@@ -35,7 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from autosearch.networks.layouts import blocked_float_conv, float_conv_by_constant, layout_block, padded_window
+from autosearch.networks.layouts import (
+    blocked_float_conv,
+    blocked_float_grouped_conv,
+    float_conv_by_constant,
+    layout_block,
+    padded_window,
+)
 from autosearch.networks.rewrite import rewrite_calls, static_shape
 from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv2d_nchwc, packed_dense
 
@@ -171,20 +177,23 @@ _U8_MAX = 255.0
 
 
 def int8_candidate(call: Any) -> bool:
-    """Whether `lowp` computes this call in int8: a `conv2d` of one group, NCHW{b}c input with whole
-    quadruples of channels in a block, NCHW16c output and a constant weight, or an RGB stem
-    (`_stem_block`); or a `matmul` by a constant weight the packing divides (`_packable_matmul`)."""
+    """Whether `lowp` computes this call in int8: a `conv2d` with NCHW{b}c input with whole
+    quadruples of channels in a block, NCHW16c output and a constant weight, of one group or of
+    groups whose channels are whole blocks (RegNet's groups of 64: not depthwise, which has no
+    channel sum), or an RGB stem (`_stem_block`); or a `matmul` by a constant weight the packing
+    divides (`_packable_matmul`)."""
     op = str(getattr(call.op, "name", ""))
     if op == "relax.matmul":
         return _packable_matmul(call, _QUADS) is not None
     if op != "relax.nn.conv2d":
         return False
-    blocks = blocked_float_conv(call)
+    blocks = blocked_float_grouped_conv(call)
     if blocks is None:
         return _stem_block(call) is not None
     if blocks[0] % _QUADS or blocks[1] != _LANES:
         return False
-    return int(call.args[1].value.shape[1]) % blocks[0] == 0
+    out_chunks, group_in = (int(v) for v in call.args[1].value.shape[:2])
+    return group_in % blocks[0] == 0 and out_chunks % int(call.attrs.groups) == 0
 
 
 def _stem_block(call: Any) -> int | None:
@@ -243,11 +252,17 @@ def _per_channel_int8(weight: np.ndarray, within: tuple[int, ...]) -> tuple[np.n
 
 
 def _te_packed_conv_int8(
-    data: Any, weight: Any, strides: list[int], padding: list[int], dilation: list[int], zero_point: int
+    data: Any,
+    weight: Any,
+    strides: list[int],
+    padding: list[int],
+    dilation: list[int],
+    zero_point: int,
+    groups: int,
 ) -> Any:
     kh, kw = int(weight.shape[2]), int(weight.shape[3])
     padded, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation, pad_value=zero_point)
-    return packed_conv2d_nchwc(padded, weight, (oh, ow), strides, dilation, "int32")
+    return packed_conv2d_nchwc(padded, weight, (oh, ow), strides, dilation, "int32", groups)
 
 
 def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
@@ -333,7 +348,7 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
         a = call.attrs
         zero_point = quantize(x, builder)
         wq, w_scale = weight_quantization(w.value.numpy())
-        blocks = blocked_float_conv(call)
+        blocks = blocked_float_grouped_conv(call)
         if blocks is None:  # an RGB stem: its channels one block, padded with zeros to whole quadruples
             in_block = _stem_block(call)
             assert in_block is not None  # int8_candidate took it
@@ -351,6 +366,7 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
             relax.const(tvm.runtime.tensor(pack_conv_weight(wq, in_block, _QUADS))),
             *geometry,
             zero_point,
+            int(a.groups),
             primfunc_name_hint="conv2d_NCHWc_int8",
         )
         channel = (1, wq.shape[0], 1, 1, _LANES)

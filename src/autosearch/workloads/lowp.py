@@ -84,27 +84,40 @@ def pack_conv_weight(weight_oihwo: Any, in_block: int, pairs: int) -> Any:
 
 
 def packed_conv2d_nchwc(
-    padded: Any, weight: Any, out_size: tuple[int, int], strides: Any, dilation: Any, accumulate: str
+    padded: Any,
+    weight: Any,
+    out_size: tuple[int, int],
+    strides: Any,
+    dilation: Any,
+    accumulate: str,
+    groups: int = 1,
 ) -> Any:
     """A convolution of zero-padded NCHW{b}c data with a weight in `pack_conv_weight`'s packing
     into NCHW16c of `out_size` (height, width), summed in `accumulate`. The two innermost loops
-    (16 output lanes, `pairs` input channels) are the dot-product instruction's."""
+    (16 output lanes, `pairs` input channels) are the dot-product instruction's. With `groups`,
+    each group's channels are whole blocks (the weight holds one group's input blocks): output
+    block `k` reads the input blocks of its group, as `layouts.grouped_nchwc` does in float32."""
     from tvm import te
 
     n = int(padded.shape[0])
     out_chunks, in_chunks, kh, kw, steps, lanes, pairs = (int(v) for v in weight.shape)
     block = steps * pairs
+    out_per_group = out_chunks // groups
     (sh, sw), (dh, dw) = ([int(v) for v in strides], [int(v) for v in dilation])
     rc = te.reduce_axis((0, in_chunks), name="rc")
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
     rp, rq = te.reduce_axis((0, block // pairs), name="rp"), te.reduce_axis((0, pairs), name="rq")
+
+    def chunk(k: Any) -> Any:
+        return rc if groups == 1 else k // out_per_group * in_chunks + rc
+
     return te.compute(
         (n, out_chunks, *out_size, lanes),
         lambda b, k, y, x, o: te.sum(
             (
-                padded[b, rc, y * sh + ry * dh, x * sw + rx * dw, rp, rq]
+                padded[b, chunk(k), y * sh + ry * dh, x * sw + rx * dw, rp, rq]
                 if len(padded.shape) == 6  # the channel block split into (steps, pairs): `conv_operand`
-                else padded[b, rc, y * sh + ry * dh, x * sw + rx * dw, rp * pairs + rq]
+                else padded[b, chunk(k), y * sh + ry * dh, x * sw + rx * dw, rp * pairs + rq]
             ).astype(accumulate)
             * weight[k, rc, ry, rx, rp, o, rq].astype(accumulate),
             axis=[rc, ry, rx, rp, rq],
