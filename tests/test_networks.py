@@ -998,6 +998,69 @@ def test_channels_half_a_register_divides_are_blocked_by_half_registers_without_
     assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
 
 
+class NarrowGroupNet:
+    """RegNetY-400MF's block at a register's scale: 3 x `lanes` channels (48 on AVX-512: a whole
+    register divides them) in groups of half a register (8), a residual add around a 1x1, a
+    grouped 3x3 and a 1x1 convolution."""
+
+    @staticmethod
+    def make(lanes: int) -> object:
+        import torch
+
+        width, group = 3 * lanes, lanes // 2
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = torch.nn.Conv2d(3, width, 3, padding=1)
+                self.a = torch.nn.Conv2d(width, width, 1)
+                self.grouped = torch.nn.Conv2d(width, width, 3, padding=1, groups=width // group)
+                self.c = torch.nn.Conv2d(width, width, 1)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                y = torch.relu(self.stem(x))
+                return self.c(torch.relu(self.grouped(torch.relu(self.a(y))))) + y
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+def test_a_grouped_convolution_in_half_register_groups_narrows_its_tensors_blocks_and_the_rest_stays_blocked() -> None:
+    """`layouts.narrowed_blocks`: groups of 8 channels on 48-channel tensors (a whole register of
+    16 divides 48, so each tensor was NCHW16c) cannot read 16-channel blocks, and TVM cannot
+    convert NCHW16c into NCHW8c: the whole network had fallen back to NCHW. Every 48-channel
+    tensor now takes the group's block, the network is blocked with no conversion but at its
+    output, and built untuned it computes PyTorch's output."""
+    import re
+
+    from tvm import relax
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import graph as graph_mod
+    from autosearch.networks import tune as nt
+    from autosearch.networks.check import flatten_outputs
+    from autosearch.search.registers import simd_bits
+
+    target = host_target()
+    lanes = simd_bits(target) // 32
+    if lanes < 8:
+        pytest.skip(f"this host's registers hold {lanes} float32 lanes: no half block of 4 or more")
+    x = np.random.default_rng(0).random((1, 3, 10, 10), dtype=np.float32)
+    specs, net = [InputSpec("x", "float32", x.shape)], NarrowGroupNet.make(lanes)
+    expected = nt.reference_outputs(net, [x])
+    graph = graph_mod.import_network("narrow", net, specs, [x], target)
+    calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
+    assert any("group_conv2d_NCHWc" in c for c in calls), calls
+    assert len([c for c in calls if "layout_transform" in c]) <= 1, calls  # the output's
+    (grouped,) = [w for w in graph.workloads if "group_conv2d_NCHWc" in w.name]
+    half = f"T.int64({6}), T.int64(10), T.int64(10), T.int64({lanes // 2}))"  # 3 x lanes channels in half blocks
+    assert half in grouped.mod()["main"].script()
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    dev, args = nt._on_device(target, [x])
+    assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
+
+
 class TFPaddedBlockNet:
     """MobileNetV2's inverted residual block as transformers writes it (TensorFlow's padding):
     an explicit zero pad before every convolution (of width 0 before a 1x1 one, one row and

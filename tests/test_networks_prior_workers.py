@@ -127,3 +127,26 @@ def test_a_worker_that_dies_leaves_its_tasks_to_the_pass(graph_and_picks: Any, m
     assert crashed.passed == set(picks)
     ranked = _ranked(graph)
     assert {i: crashed.traces.get(i) for i in ranked} == {i: picks[i] for i in ranked}
+
+
+# integration: worker processes start and die (~5 s)
+@pytest.mark.integration
+def test_workers_that_all_die_before_they_load_are_told_in_one_warning(
+    graph_and_picks: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Every worker dying before it answers (as each does where a script calling autosearch has
+    no `__main__` guard: a spawned worker reruns it) is one warning naming the cause; no task is
+    reported, so the pass takes them all."""
+    from autosearch.backends.tvm import space
+
+    graph, picks = graph_and_picks
+    monkeypatch.setattr(prior_workers, "MIN_TASKS", 2)
+    if worker_count(len(picks)) == 0:
+        pytest.skip("one physical core: the pass runs in its own process")
+    monkeypatch.setattr(space, "to_plain_json", lambda exported: {"kind": "no-such-target"})  # fails in _start
+    reported: list[int] = []
+    with pytest.warns(UserWarning, match=r"died before it loaded .*__main__"):
+        prior_workers.ranked_in_workers(
+            graph.workloads, list(picks), host_target(), 0, lambda i, pick, s: reported.append(i), str(tmp_path)
+        )
+    assert reported == []

@@ -75,7 +75,7 @@ def input_ranges(
         if not (math.isfinite(smallest) and math.isfinite(largest)):
             nonfinite.add(i)  # min() would skip a NaN met after a finite range
         lo[i], hi[i] = min(lo[i], smallest), max(hi[i], largest)
-        return x
+        return tvm.runtime.tensor(a, x.device)  # a copy: see `observed`
 
     tvm.register_global_func(OBSERVER, record, override=True)
     dev = tvm.cpu()

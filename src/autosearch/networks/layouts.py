@@ -42,6 +42,7 @@ __all__ = [
     "layer_norms_legalized",
     "layout_block",
     "legalize_map",
+    "narrowed_blocks",
     "padded_window",
     "pads_into_convolutions",
 ]
@@ -51,17 +52,9 @@ LAYER_NORM = "relax.nn.layer_norm"
 LAYOUT_TRANSFORM = "relax.layout_transform"
 
 
-def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
-    """The (data, kernel, output) layouts a `conv2d` call gets, or None where it stays as it is:
-    a layout other than NCHW/OIHW, shapes not static, or output channels that no block divides.
-    Each tensor's block is the largest of one register's lanes for its dtype and half of them that
-    divides its channel count (`channel_block`), so a tensor of 40 or 120 channels is NCHW8c on
-    AVX-512 where a 16-lane block would leave it NCHW, converted before and after every such
-    convolution; a convolution reads its input's block and writes its output's (TOPI's NCHWc
-    kernel takes the two apart). A grouped convolution takes one block that divides each group's
-    input and output channels, a depthwise one its channels'. Input channels that no block divides
-    (a 3-channel stem) are read as NCHW and the output blocked: it needs no conversion, and each
-    output block is one vector of the kernel, as in oneDNN's first convolution."""
+def _conv_channels(call: Any, register_bits: int) -> tuple[int, int, int, int] | None:
+    """(input channels, output channels, groups, the register's lanes for the dtype) of an NCHW
+    `conv2d` with static shapes, or None."""
     attrs = call.attrs
     if register_bits <= 0:
         return None
@@ -73,14 +66,79 @@ def blocked_layouts(call: Any, register_bits: int) -> list[str] | None:
         bits = _dtype_bits(str(data.dtype))
     except (AttributeError, TypeError, ValueError, IndexError):
         return None  # a symbolic channel count
-    lanes = register_bits // bits if bits else 0
-    groups = int(attrs.groups)
+    return in_channels, out_channels, int(attrs.groups), register_bits // bits if bits else 0
+
+
+def _group_block(in_channels: int, out_channels: int, groups: int, lanes: int) -> int:
+    """The block of a grouped (not depthwise) convolution: one that divides each group's input
+    and output channels, so that each output block reads whole input blocks of its group."""
+    return channel_block(math.gcd(in_channels // groups, out_channels // groups), lanes)
+
+
+def narrowed_blocks(mod: Any, register_bits: int) -> dict[tuple[int, int], int]:
+    """{(channels, lanes): block} for each channel count that a grouped convolution of `mod` reads
+    or writes in a narrower block than `channel_block` gives it (RegNetY-400MF's groups of 8 on
+    48 channels: 8, not 16).
+
+    Why: a tensor's block follows from its channel count, so a producer and its readers agree,
+    and TVM's layout inference cannot convert one channel block into another (NCHW16c to NCHW8c
+    fails, "Invalid layout axis 8b"): one such grouped convolution sent the whole network back to
+    NCHW. Every tensor of such a count takes the group's block instead."""
+    from tvm import relax
+
+    narrowed: dict[tuple[int, int], int] = {}
+
+    def visit(expr: Any) -> None:
+        if not isinstance(expr, relax.Call) or str(getattr(expr.op, "name", "")) != CONV2D:
+            return
+        shape = _conv_channels(expr, register_bits)
+        if shape is None:
+            return
+        in_channels, out_channels, groups, lanes = shape
+        if groups == 1 or groups == in_channels == out_channels:
+            return
+        block = _group_block(in_channels, out_channels, groups, lanes)
+        for channels in (in_channels, out_channels) if block else ():
+            if block < channel_block(channels, lanes):
+                narrowed[(channels, lanes)] = min(block, narrowed.get((channels, lanes), block))
+
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func.body, visit)
+    return narrowed
+
+
+def blocked_layouts(
+    call: Any, register_bits: int, narrowed: dict[tuple[int, int], int] | None = None
+) -> list[str] | None:
+    """The (data, kernel, output) layouts a `conv2d` call gets, or None where it stays as it is:
+    a layout other than NCHW/OIHW, shapes not static, or output channels that no block divides.
+    Each tensor's block is the largest of one register's lanes for its dtype and half of them that
+    divides its channel count (`channel_block`), so a tensor of 40 or 120 channels is NCHW8c on
+    AVX-512 where a 16-lane block would leave it NCHW, converted before and after every such
+    convolution; a convolution reads its input's block and writes its output's (TOPI's NCHWc
+    kernel takes the two apart). A grouped convolution takes one block that divides each group's
+    input and output channels, a depthwise one its channels'. Input channels that no block divides
+    (a 3-channel stem) are read as NCHW and the output blocked: it needs no conversion, and each
+    output block is one vector of the kernel, as in oneDNN's first convolution. `narrowed`
+    (`narrowed_blocks`) gives a channel count that a grouped convolution reads in a narrower
+    block that block wherever it is read or written."""
+    shape = _conv_channels(call, register_bits)
+    if shape is None:
+        return None
+    in_channels, out_channels, groups, lanes = shape
+    narrowed = narrowed or {}
+
+    def block_of(channels: int) -> int:
+        return narrowed.get((channels, lanes)) or channel_block(channels, lanes)
+
     if groups == 1:
-        out_block, in_block = channel_block(out_channels, lanes), channel_block(in_channels, lanes)
+        out_block, in_block = block_of(out_channels), block_of(in_channels)
     elif groups == in_channels == out_channels:  # depthwise: each lane reads its own channel
-        out_block = in_block = channel_block(out_channels, lanes)
-    else:  # each group's channels whole blocks
-        out_block = in_block = channel_block(math.gcd(in_channels // groups, out_channels // groups), lanes)
+        out_block = in_block = block_of(out_channels)
+    else:  # each group's channels whole blocks (and no wider than the tensors', where one is narrowed)
+        group = _group_block(in_channels, out_channels, groups, lanes)
+        out_block = in_block = group and min(group, block_of(in_channels), block_of(out_channels))
     if not out_block:
         return None
     out = [f"OIHW{out_block}o", f"NCHW{out_block}c"]
@@ -152,11 +210,12 @@ def blocked_convolutions(mod: Any, register_bits: int) -> Any:
 
     if register_bits <= 0:
         return mod
+    narrowed = narrowed_blocks(mod, register_bits)
 
     def layouts(call: Any) -> dict[str, list[str]]:
         if getattr(call.op, "name", "") != CONV2D:
             return {}
-        blocked = blocked_layouts(call, register_bits)
+        blocked = blocked_layouts(call, register_bits, narrowed)
         if blocked:
             return {CONV2D: blocked}
         a = call.attrs  # stays as imported (with no layout asked, it would follow a blocked input)

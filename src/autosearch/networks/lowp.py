@@ -23,7 +23,8 @@ residual add fuse after it as after the fp32 one. The RGB stem (NCHW input), dep
 grouped convolutions, and an output block other than 16 stay fp32: the stem and depthwise ones
 have no channel sum for the instruction to pair.
 
-int8 (`int8_layers`): the same convolutions and dense layers on uint8 activations (one scale and
+int8 (`int8_layers`): the same convolutions, grouped ones whose groups are whole 16-channel blocks
+too, and dense layers on uint8 activations (one scale and
 zero point a tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel),
 int32 sums by `vpdpbusd`, and the RGB stem too, its 3 channels padded to a quadruple; docs/networks.md "Convolutions and dense layers in int8" says how the
 zero point and the readers of a quantized tensor are handled.

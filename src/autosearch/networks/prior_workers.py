@@ -22,6 +22,7 @@ import json
 import multiprocessing
 import multiprocessing.connection
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -147,6 +148,14 @@ def _serve(conn: Any, target: str, threads: int) -> None:
             conn.send(("error", RuntimeError(f"a prior worker failed: {answer[1]!r} ({e})")))
 
 
+#: Why every worker can die before it loads: a worker is a fresh Python ("spawn") that imports the
+#: caller's main module, so a script that calls autosearch at its top level reruns there.
+_NONE_LOADED = (
+    "every prior worker process died before it loaded (a script calling autosearch needs its calls under "
+    '`if __name__ == "__main__":`, as each worker imports it again); the prior pass goes on in this process'
+)
+
+
 def ranked_in_workers(
     workloads: Sequence[Any],
     todo: Sequence[int],
@@ -177,11 +186,14 @@ def ranked_in_workers(
     target_json = json.dumps(to_plain_json(target.export()))
     queue = deque(todo)
     workers = [_Worker(context, target_json, max(1, physical_cores() // n)) for _ in range(n)]
+    loaded = False  # whether any worker ever answered
     try:
         while queue or any(w.task is not None for w in workers):
             interrupts.check()
             alive = [w for w in workers if w.process.is_alive() or w.conn.poll()]
             if not alive:
+                if not loaded:
+                    warnings.warn(_NONE_LOADED, stacklevel=2)
                 return  # every worker died: the caller passes what is left
             ready = multiprocessing.connection.wait(
                 [w.conn for w in alive] + [w.process.sentinel for w in alive], timeout=poll
@@ -196,6 +208,7 @@ def ranked_in_workers(
                     workers.remove(w)
                     w.stop(time.monotonic())
                     continue
+                loaded = True
                 if kind == "error":
                     raise value
                 if kind == "done" and w.task is not None:
