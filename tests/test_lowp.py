@@ -481,6 +481,42 @@ def test_calibration_observes_the_input_range_of_each_convolution_int8_computes(
         input_ranges(_blocked_convolutions_module(), int8_candidate, [[x], [wide]], untuned_build(target))
 
 
+def test_an_observer_changes_no_value_of_the_graph_it_observes() -> None:
+    """A flip reads its input back to front: given the observed tensor's storage for its output
+    (the memory planner frees a tensor after its last reader, the observer), it overwrote what it
+    still had to read. The observed graph, built untuned and run, computes what the plain one
+    does, and the range after the flip is the flipped tensor's."""
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.calibration import input_ranges
+    from autosearch.networks.graph import untuned_build
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((64,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.multiply(x, relax.const(np.float32(2.0))))
+            f = bb.emit(relax.op.flip(a, axis=0))
+            out = bb.emit_output(relax.op.negative(f))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    xs = np.linspace(-1.0, 3.0, 64, dtype=np.float32)
+    target = tvm.target.Target("llvm")
+    built: list = []
+
+    def build(probe: object) -> object:
+        built.append(untuned_build(target)(probe))
+        return built[-1]
+
+    with target:
+        chosen = lambda call: str(call.op.name) in ("relax.flip", "relax.negative")  # noqa: E731
+        ranges = input_ranges(mod, chosen, [[xs]], build)
+        got = relax.VirtualMachine(built[0], tvm.cpu())["main"](tvm.runtime.tensor(xs)).numpy()
+    np.testing.assert_array_equal(got, -(2.0 * xs)[::-1])
+    assert ranges == [pytest.approx((-2.0, 6.0)), pytest.approx((-2.0, 6.0))]
+
+
 def test_a_samples_file_is_read_as_samples_of_each_input_and_bad_files_fail_in_one_line(tmp_path: Path) -> None:
     from autosearch.networks.inputs import InputSpec, load_samples
 

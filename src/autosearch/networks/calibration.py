@@ -32,7 +32,10 @@ OBSERVER = "autosearch.calibration_observe"
 def observed(mod: Any, chosen: Callable[[Any], bool]) -> tuple[Any, int]:
     """`mod` with the first argument of every call `chosen` accepts passed through an observer
     numbered 0, 1, ... in the rewrite's order (every call's, as `lowp.int8_layers` meets them); and
-    how many."""
+    how many. An observer returns a copy of what it saw, never the tensor itself: Relax's memory
+    planner takes the observed tensor as dead after the observer and gives its storage to the
+    next output, so a returned alias was overwritten by the call that read it (a stride-2
+    convolution wrote its output over its input, and every range after it was wrong)."""
     from tvm import relax
 
     count = [0]
