@@ -957,12 +957,11 @@ class HalfBlockNet:
         return Net().eval()
 
 
-def test_channels_half_a_register_divides_are_blocked_by_half_registers_without_conversions() -> None:
-    """`layouts.channel_block`: a tensor whose channels a register's lanes do not divide but half
-    of them do is blocked by half a register, and each convolution reads its input's block and
-    writes its output's, so the network changes layout only at its output (before, each such
-    convolution stayed NCHW with a conversion on either side); built untuned it computes PyTorch's
-    output."""
+def _half_register_network(name: str, make: Any) -> tuple[Any, list[str], int]:
+    """`make(lanes)` (a net of 3-channel 10x10 input) imported for this host, blocked: (its graph,
+    the kernels its main calls, the host's float32 lanes), after checking that the graph built
+    untuned computes PyTorch's output; skipped where a register holds under 8 float32 lanes (no
+    half block of 4 or more)."""
     import re
 
     from tvm import relax
@@ -972,30 +971,40 @@ def test_channels_half_a_register_divides_are_blocked_by_half_registers_without_
     from autosearch.networks import graph as graph_mod
     from autosearch.networks import tune as nt
     from autosearch.networks.check import flatten_outputs
-    from autosearch.networks.layouts import channel_block
     from autosearch.search.registers import simd_bits
 
-    assert [channel_block(c, 16) for c in (32, 24, 40, 116, 3)] == [16, 8, 8, 0, 0]
-    assert [channel_block(c, 8) for c in (16, 12, 116, 6)] == [8, 4, 4, 0]
-    assert channel_block(6, 4) == 0  # a block of 2 lanes is no vector worth the layout
     target = host_target()
     lanes = simd_bits(target) // 32
     if lanes < 8:
         pytest.skip(f"this host's registers hold {lanes} float32 lanes: no half block of 4 or more")
     x = np.random.default_rng(0).random((1, 3, 10, 10), dtype=np.float32)
-    specs, net = [InputSpec("x", "float32", x.shape)], HalfBlockNet.make(lanes)
+    specs, net = [InputSpec("x", "float32", x.shape)], make(lanes)
     expected = nt.reference_outputs(net, [x])
-    graph = graph_mod.import_network("half", net, specs, [x], target)
-    calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
+    graph = graph_mod.import_network(name, net, specs, [x], target)
+    built = graph_mod.build_network(graph, MemoryDatabase(), target)
+    dev, args = nt._on_device(target, [x])
+    assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
+    return graph, re.findall(r"call_tir\((\w+)", graph.mod["main"].script()), lanes
+
+
+def test_channels_half_a_register_divides_are_blocked_by_half_registers_without_conversions() -> None:
+    """`layouts.channel_block`: a tensor whose channels a register's lanes do not divide but half
+    of them do is blocked by half a register, and each convolution reads its input's block and
+    writes its output's, so the network changes layout only at its output (before, each such
+    convolution stayed NCHW with a conversion on either side); built untuned it computes PyTorch's
+    output."""
+    from autosearch.networks.layouts import channel_block
+
+    assert [channel_block(c, 16) for c in (32, 24, 40, 116, 3)] == [16, 8, 8, 0, 0]
+    assert [channel_block(c, 8) for c in (16, 12, 116, 6)] == [8, 4, 4, 0]
+    assert channel_block(6, 4) == 0  # a block of 2 lanes is no vector worth the layout
+    graph, calls, lanes = _half_register_network("half", HalfBlockNet.make)
     assert len([c for c in calls if "layout_transform" in c]) <= 1, calls  # the output's
     assert sum("depthwise_conv2d_NCHWc" in c for c in calls) == 1, calls
     direct = sum("conv2d_NCHWc" in c and "depthwise" not in c for c in calls)
     assert direct + sum("winograd_output" in c for c in calls) == 3, calls  # 3x3 ones by Winograd
     half = f"T.int64({lanes * 3 // 2 // (lanes // 2)}), T.int64(10), T.int64(10), T.int64({lanes // 2}))"
     assert any(half in w.mod()["main"].script() for w in graph.workloads if "depthwise" in w.name)
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    dev, args = nt._on_device(target, [x])
-    assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
 
 
 class NarrowGroupNet:
@@ -1031,34 +1040,12 @@ def test_a_grouped_convolution_in_half_register_groups_narrows_its_tensors_block
     convert NCHW16c into NCHW8c: the whole network had fallen back to NCHW. Every 48-channel
     tensor now takes the group's block, the network is blocked with no conversion but at its
     output, and built untuned it computes PyTorch's output."""
-    import re
-
-    from tvm import relax
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
-
-    from autosearch.backends.tvm.target import host_target
-    from autosearch.networks import graph as graph_mod
-    from autosearch.networks import tune as nt
-    from autosearch.networks.check import flatten_outputs
-    from autosearch.search.registers import simd_bits
-
-    target = host_target()
-    lanes = simd_bits(target) // 32
-    if lanes < 8:
-        pytest.skip(f"this host's registers hold {lanes} float32 lanes: no half block of 4 or more")
-    x = np.random.default_rng(0).random((1, 3, 10, 10), dtype=np.float32)
-    specs, net = [InputSpec("x", "float32", x.shape)], NarrowGroupNet.make(lanes)
-    expected = nt.reference_outputs(net, [x])
-    graph = graph_mod.import_network("narrow", net, specs, [x], target)
-    calls = re.findall(r"call_tir\((\w+)", graph.mod["main"].script())
+    graph, calls, lanes = _half_register_network("narrow", NarrowGroupNet.make)
     assert any("group_conv2d_NCHWc" in c for c in calls), calls
     assert len([c for c in calls if "layout_transform" in c]) <= 1, calls  # the output's
     (grouped,) = [w for w in graph.workloads if "group_conv2d_NCHWc" in w.name]
     half = f"T.int64({6}), T.int64(10), T.int64(10), T.int64({lanes // 2}))"  # 3 x lanes channels in half blocks
     assert half in grouped.mod()["main"].script()
-    built = graph_mod.build_network(graph, MemoryDatabase(), target)
-    dev, args = nt._on_device(target, [x])
-    assert compare_outputs(flatten_outputs(relax.VirtualMachine(built, dev)["main"](*args)), expected).ok
 
 
 class TFPaddedBlockNet:
