@@ -1048,6 +1048,60 @@ def test_a_grouped_convolution_in_half_register_groups_narrows_its_tensors_block
     assert half in grouped.mod()["main"].script()
 
 
+class OddChannelNet:
+    """ShuffleNetV2's unit at a register's scale: a stem of 4 x `lanes` - 4 channels (60 on
+    AVX-512) split in two halves of 2 x `lanes` - 2 (30: neither 16 nor 8 divides them), a 1x1,
+    a depthwise 3x3 divided by a constant, a squeeze-excitation gate and a 1x1 on one half, the
+    halves concatenated and shuffled, and a 1x1 head to 8 channels."""
+
+    @staticmethod
+    def make(lanes: int) -> object:
+        import torch
+
+        odd = 2 * lanes - 2
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = torch.nn.Conv2d(3, 2 * odd, 3, padding=1)
+                self.a = torch.nn.Conv2d(odd, odd, 1)
+                self.dw = torch.nn.Conv2d(odd, odd, 3, padding=1, groups=odd)
+                self.c = torch.nn.Conv2d(odd, odd, 1)
+                self.head = torch.nn.Conv2d(2 * odd, 8, 1)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                left, right = torch.relu(self.stem(x)).chunk(2, dim=1)
+                y = self.dw(torch.relu(self.a(right))) / 2.0
+                y = torch.relu(self.c(y * torch.sigmoid(y.mean((2, 3), keepdim=True))))
+                z = torch.cat([left, y], 1)
+                n, c, h, w = z.shape
+                return self.head(z.reshape(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w))
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+def test_channels_no_register_block_divides_are_padded_with_zero_weights_so_every_convolution_is_blocked() -> None:
+    """`channel_padding`: 30 and 60 channels on AVX-512 (2 x 15: no block of 16 or 8) left each
+    convolution but the head NCHW, vectorized over a 10-wide image. Padded to 32 and 64 with zero
+    weights, every convolution is blocked (only the RGB stem reads NCHW), the padding rides
+    through the bias, ReLU, the division, the squeeze-excitation gate and the depthwise
+    convolution, the split half is padded before its 1x1, the concatenation reads the real
+    channels, and built untuned the network computes PyTorch's output."""
+    from autosearch.networks.channel_padding import padded_count
+
+    assert [padded_count(c, 16) for c in (58, 116, 232, 48, 3, 12, 20)] == [64, 128, 232, 48, 3, 12, 24]
+    assert [padded_count(c, 8) for c in (58, 12, 6)] == [64, 12, 6]
+    graph, calls, lanes = _half_register_network("odd", OddChannelNet.make)
+    convolutions = [c for c in calls if "conv2d" in c]
+    assert [c for c in convolutions if "NCHWc" not in c] == [], calls
+    assert sum("conv2d_NCHW_NCHWc" in c for c in convolutions) == 1, calls  # the stem alone reads NCHW
+    assert sum("depthwise_conv2d_NCHWc" in c for c in convolutions) == 1, calls
+    padded = -(-(2 * lanes - 2) // lanes) * lanes
+    script = "".join(w.mod()["main"].script() for w in graph.workloads if "depthwise" in w.name)
+    assert f"T.int64({padded // lanes}), T.int64(10), T.int64(10), T.int64({lanes}))" in script
+
+
 class TFPaddedBlockNet:
     """MobileNetV2's inverted residual block as transformers writes it (TensorFlow's padding):
     an explicit zero pad before every convolution (of width 0 before a 1x1 one, one row and

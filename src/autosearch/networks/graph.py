@@ -576,6 +576,7 @@ def _graph_passes(
     import tvm
     from tvm import relax
 
+    from autosearch.networks.channel_padding import padded_channels
     from autosearch.networks.folding import batch_norms_as_scale_shift, exporter_zeros_dropped, fold_in_numpy
     from autosearch.networks.layouts import (
         blocked_convolutions,
@@ -600,7 +601,8 @@ def _graph_passes(
     mod = tvm.transform.Sequential([*dispatch, t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()])(mod)
     mod = batch_norms_as_scale_shift(t.FoldConstant()(fold_in_numpy(mod)))  # NumPy first: TVM compiles per call
     if register_bits > 0:
-        mod = blocked_convolutions(pads_into_convolutions(clips_as_bounds(mod)), register_bits)
+        mod = padded_channels(pads_into_convolutions(clips_as_bounds(mod)), register_bits)
+        mod = blocked_convolutions(mod, register_bits)
     if fast_math:
         mod = fast_math_module(mod)
     mod = pad_matmul_rows(mod)
