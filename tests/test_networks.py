@@ -1088,10 +1088,12 @@ def test_channels_no_register_block_divides_are_padded_with_zero_weights_so_ever
     through the bias, ReLU, the division, the squeeze-excitation gate and the depthwise
     convolution, the split half is padded before its 1x1, the concatenation reads the real
     channels, and built untuned the network computes PyTorch's output."""
-    from autosearch.networks.channel_padding import padded_count
+    from autosearch.networks.channel_padding import padded_count, whole_register_count
 
     assert [padded_count(c, 16) for c in (58, 116, 232, 48, 3, 12, 20)] == [64, 128, 232, 48, 3, 12, 24]
     assert [padded_count(c, 8) for c in (58, 12, 6)] == [64, 12, 6]
+    # int8's policy: half blocks padded to whole registers too (its kernel writes whole ones only)
+    assert [whole_register_count(c, 16) for c in (232, 40, 24, 58, 48, 3)] == [240, 48, 24, 64, 48, 3]
     graph, calls, lanes = _half_register_network("odd", OddChannelNet.make)
     convolutions = [c for c in calls if "conv2d" in c]
     assert [c for c in convolutions if "NCHWc" not in c] == [], calls

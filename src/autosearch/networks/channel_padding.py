@@ -21,11 +21,15 @@ How (`padded_channels`, on the imported NCHW graph, before `layouts.blocked_conv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["padded_channels", "padded_count"]
+__all__ = ["ChannelCount", "padded_channels", "padded_count", "whole_register_count"]
+
+#: The channel count a tensor takes, from its own and the register's float32 lanes: a padding policy.
+ChannelCount = Callable[[int, int], int]
 
 #: The most work a padding may add: a padded convolution does (padded / real) times the multiply-adds.
 MAX_OVERHEAD = 1.25
@@ -74,6 +78,15 @@ def padded_count(channels: int, lanes: int) -> int:
     return channels
 
 
+def whole_register_count(channels: int, lanes: int) -> int:
+    """int8's policy: `padded_count`, and a count half a register divides padded to a whole one
+    within `MAX_OVERHEAD` too (ShuffleNetV2's 232 -> 240, EfficientNet's 40 -> 48): int8's kernel
+    writes whole-register output blocks only (`lowp.int8_candidate`), so a half block leaves its
+    convolution in float32."""
+    padded = -(-channels // lanes) * lanes
+    return padded if lanes >= 8 and padded <= channels * MAX_OVERHEAD else padded_count(channels, lanes)
+
+
 def _channels(expr: Any) -> int | None:
     """The channel extent of a static 4-D float tensor (NCHW), else None."""
     from autosearch.networks.rewrite import static_shape
@@ -88,9 +101,10 @@ def _pad_axis(array: np.ndarray, axis: int, size: int, value: float = 0.0) -> np
     return np.pad(array, widths, constant_values=value)
 
 
-def padded_channels(mod: Any, register_bits: int) -> Any:
-    """`mod` with every float32 convolution's channel count that no register block divides padded
-    (`padded_count`); see the module doc. Unchanged where `register_bits` is 0 or none pads."""
+def padded_channels(mod: Any, register_bits: int, count: ChannelCount = padded_count) -> Any:
+    """`mod` with every float32 convolution's channel count padded to `count`'s (`padded_count`:
+    where no register block divides it); see the module doc. Unchanged where `register_bits` is 0
+    or none pads."""
     import tvm
     from tvm import relax
     from tvm.ir.expr import Constant
@@ -195,8 +209,8 @@ def padded_channels(mod: Any, register_bits: int) -> Any:
             depthwise = groups == real_in == real_out and weight.shape[1] == 1
             if groups != 1 and not depthwise:
                 return None
-            wanted_in = max(now_in, padded_count(real_in, lanes))
-            out = wanted_in if depthwise else padded_count(real_out, lanes)
+            wanted_in = max(now_in, count(real_in, lanes))
+            out = wanted_in if depthwise else count(real_out, lanes)
             if wanted_in == real_in and out == real_out:
                 return None
             if now_in < wanted_in:  # an unpadded input whose count pads: zeros first

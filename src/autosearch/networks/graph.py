@@ -576,7 +576,7 @@ def _graph_passes(
     import tvm
     from tvm import relax
 
-    from autosearch.networks.channel_padding import padded_channels
+    from autosearch.networks.channel_padding import padded_channels, padded_count, whole_register_count
     from autosearch.networks.folding import batch_norms_as_scale_shift, exporter_zeros_dropped, fold_in_numpy
     from autosearch.networks.layouts import (
         blocked_convolutions,
@@ -601,7 +601,9 @@ def _graph_passes(
     mod = tvm.transform.Sequential([*dispatch, t.FoldBatchnormToConv2D(), t.DecomposeOpsForInference()])(mod)
     mod = batch_norms_as_scale_shift(t.FoldConstant()(fold_in_numpy(mod)))  # NumPy first: TVM compiles per call
     if register_bits > 0:
-        mod = padded_channels(pads_into_convolutions(clips_as_bounds(mod)), register_bits)
+        # int8's kernel writes whole-register output blocks only: a half block would stay float32
+        count = whole_register_count if precision == "int8" else padded_count
+        mod = padded_channels(pads_into_convolutions(clips_as_bounds(mod)), register_bits, count)
         mod = blocked_convolutions(mod, register_bits)
     if fast_math:
         mod = fast_math_module(mod)
