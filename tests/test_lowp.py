@@ -432,7 +432,7 @@ def test_an_activation_range_maps_onto_uint8_with_zero_exact_and_weights_per_cha
 
 def _blocked_convolutions_module() -> object:
     """x (NCHW16c, 32 channels) scaled and shifted, then a padded 3x3 convolution (one group: int8),
-    a depthwise one (no channel sum: stays fp32) and one into 8-channel blocks (stays fp32)."""
+    a depthwise one (int8 reads its input as uint8) and one into 8-channel blocks (stays fp32)."""
     from tvm import relax
 
     rng = np.random.default_rng(0)
@@ -456,9 +456,10 @@ def _blocked_convolutions_module() -> object:
 
 
 def test_calibration_observes_the_input_range_of_each_convolution_int8_computes() -> None:
-    """The observers run in a real untuned build of the graph: the one convolution int8 takes gets
-    the exact range of its input (3x - 1) over every sample, the two it leaves are not observed; a
-    NaN in a later sample (after finite ranges) is refused, naming the sample."""
+    """The observers run in a real untuned build of the graph: the two convolutions int8 takes (the
+    one-group and the depthwise one) get the exact range of their input (3x - 1) over every sample,
+    the one it leaves is not observed; a NaN in a later sample (after finite ranges) is refused,
+    naming the sample."""
     import tvm
 
     from autosearch.networks.calibration import input_ranges
@@ -473,7 +474,7 @@ def test_calibration_observes_the_input_range_of_each_convolution_int8_computes(
         one = input_ranges(_blocked_convolutions_module(), int8_candidate, [[x]], untuned_build(target))
         both = input_ranges(_blocked_convolutions_module(), int8_candidate, [[x], [wide]], untuned_build(target))
     s, w = 3.0 * x - 1.0, 3.0 * wide - 1.0
-    assert len(one) == 1 and one[0] == pytest.approx((s.min(), s.max()), rel=1e-6)
+    assert len(one) == 2 and one[0] == one[1] == pytest.approx((s.min(), s.max()), rel=1e-6)
     assert both[0] == pytest.approx((min(s.min(), w.min()), max(s.max(), w.max())), rel=1e-6)
     assert both[0][0] < one[0][0] and both[0][1] > one[0][1]
     wide[0, 0, 0, 0, 0] = np.nan
@@ -570,12 +571,13 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
     from autosearch.backends.tvm.lowp import module_precision
     from autosearch.networks.lowp import int8_layers
 
-    mod, count = int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0)])
-    assert count == 1
+    mod, count = int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0), (-1.0, 2.0)])
+    assert count == 2
     text = mod.script()
-    assert text.count("R.nn.conv2d") == 2 and "conv2d_NCHWc_int8" in text and '"uint8"' in text
-    # the two fp32 convolutions read the input dequantized from its uint8 copy: one cast to uint8,
-    # one back (and the int8 one's sums to float32)
+    assert text.count("R.nn.conv2d") == 1 and "conv2d_NCHWc_int8" in text and '"uint8"' in text
+    assert "depthwise_conv2d_NCHWc_uint8" in text  # the depthwise one reads the uint8 copy itself
+    # the fp32 convolution reads the input dequantized from its uint8 copy: one cast to uint8, one
+    # back (and the int8 one's sums to float32)
     casts = re.findall(r"R\.astype\(\w+, dtype=\"(\w+)\"\)", text)
     assert sorted(casts) == ["float32", "float32", "uint8"], casts
     task = tvm.IRModule({"main": mod["conv2d_NCHWc_int8"]})
@@ -583,8 +585,8 @@ def test_a_networks_blocked_convolution_becomes_an_int8_one_padded_with_its_zero
     packed_shape = ", ".join(f"T.int64({v})" for v in (2, 2, 3, 3, 4, 16, 4))  # (O/16, I/16, KH, KW, 16/4, 16, 4)
     assert f'T.Buffer(({packed_shape}), "int8")' in task.script()
     assert "T.uint8(85)" in task.script()  # the padding: zero's step, round(1 / (3 / 255))
-    with pytest.raises(RuntimeError, match="2 calibrated"):
-        int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0), (0.0, 1.0)])
+    with pytest.raises(RuntimeError, match="3 calibrated"):
+        int8_layers(_blocked_convolutions_module(), [(-1.0, 2.0), (-1.0, 2.0), (0.0, 1.0)])
 
 
 def _stem_module(w: np.ndarray) -> object:
@@ -647,6 +649,62 @@ def test_an_rgb_stem_becomes_an_int8_convolution_of_four_channels_within_its_qua
     emulated = conv(s_steps, wq * w_scale.reshape(2, 1, 1, 1, 16))
     np.testing.assert_allclose(got, emulated, atol=1e-4 * np.abs(emulated).max())
     assert np.abs(got - conv(s, w)).max() > 1e-3  # quantized: not the float32 convolution
+
+
+def _depthwise_module(w: np.ndarray) -> object:
+    """x (NCHW16c, 32 channels) shifted to signed values, then a padded, strided depthwise 3x3
+    convolution by `w` (OIHW16o: (2, 1, 3, 3, 16)), as `layouts` blocks MobileNet's."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 2, 9, 9, 16), "float32"))
+    blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            s = bb.emit(relax.op.subtract(x, relax.const(np.float32(0.25))))
+            y = bb.emit(relax.op.nn.conv2d(s, relax.const(w), strides=2, padding=1, groups=32, **blocked))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_depthwise_convolution_in_int8_reads_the_uint8_copy_padded_with_its_zero_point() -> None:
+    """The depthwise convolution reads its input's uint8 copy (a quarter of the bytes) and sums in
+    float32: in a real untuned build it matches the input rounded to its uint8 steps convolved in
+    float64 by the float weight, the padding zero (a padding of 0 in uint8 steps instead of the
+    zero point, inside the range here, would be off at the image's border by ~60 steps x the
+    weights)."""
+    import torch
+    import tvm
+
+    from autosearch.networks.calibration import input_ranges
+    from autosearch.networks.graph import untuned_build
+    from autosearch.networks.lowp import activation_quantization, int8_candidate, int8_layers
+
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((2, 1, 3, 3, 16)).astype("float32")
+    x = rng.random((1, 2, 9, 9, 16), dtype=np.float32)
+    target = tvm.target.Target("llvm")
+    with target:
+        ranges = input_ranges(_depthwise_module(w), int8_candidate, [[x]], untuned_build(target))
+        mod, count = int8_layers(_depthwise_module(w), ranges)
+        assert count == 1 and "R.nn.conv2d" not in mod.script()
+        assert '"uint8"' in mod["depthwise_conv2d_NCHWc_uint8"].script()
+        got = tvm.relax.VirtualMachine(untuned_build(target)(mod), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+    def depthwise(data: np.ndarray) -> np.ndarray:
+        t = torch.from_numpy(data.transpose(0, 1, 4, 2, 3).reshape(1, 32, 9, 9).astype(np.float64))
+        oihw = torch.from_numpy(w.transpose(0, 4, 1, 2, 3).reshape(32, 1, 3, 3).astype(np.float64))
+        y = torch.nn.functional.conv2d(t, oihw, stride=2, padding=1, groups=32).numpy()
+        return y.reshape(1, 2, 16, 5, 5).transpose(0, 1, 3, 4, 2)  # NCHW16c
+
+    s = x - 0.25
+    scale, zero_point = activation_quantization(float(s.min()), float(s.max()))
+    assert 50 < zero_point < 70  # inside the range: the padding must hold it
+    steps = np.clip(np.round(s / scale) + zero_point, 0, 255)
+    emulated = depthwise((steps - zero_point) * scale)
+    np.testing.assert_allclose(got, emulated, atol=1e-4 * np.abs(emulated).max())
+    assert np.abs(got - depthwise(s)).max() > 1e-3  # quantized: not the float32 convolution
 
 
 def _grouped_module(w: np.ndarray, groups: int) -> object:

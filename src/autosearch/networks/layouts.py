@@ -367,16 +367,23 @@ def nchw_to_nchwc(
 
 
 def depthwise_nchwc(
-    data: Any, kernel: Any, strides: list[int], padding: list[int], dilation: list[int], out_dtype: str
+    data: Any,
+    kernel: Any,
+    strides: list[int],
+    padding: list[int],
+    dilation: list[int],
+    out_dtype: str,
+    pad_value: float = 0.0,
 ) -> Any:
     """A depthwise convolution on NCHW{b}c data with OIHW{b}o weights (`(C/b, 1, KH, KW, b)`):
-    each lane of the output block reads the same lane of the input block. TVM's x86
+    each lane of the output block reads the same lane of the input block, cast to `out_dtype`
+    (uint8 data padded with its zero point: `lowp`'s int8 depthwise). TVM's x86
     `depthwise_conv2d_NCHWc` needs an AutoTVM configuration; this is its computation."""
     from tvm import te
 
     n, chunks, _, _, block = (int(v) for v in data.shape)
     kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
-    data, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation)
+    data, oh, ow = padded_window(data, padding, (kh, kw), strides, dilation, pad_value=pad_value)
     (sh, sw), (dh, dw) = strides, dilation
     ry, rx = te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
     return te.compute(

@@ -26,7 +26,9 @@ have no channel sum for the instruction to pair.
 int8 (`int8_layers`): the same convolutions, grouped ones whose groups are whole 16-channel blocks
 too, and dense layers on uint8 activations (one scale and
 zero point a tensor, from `calibration`'s ranges) and int8 weights (one scale an output channel),
-int32 sums by `vpdpbusd`, and the RGB stem too, its 3 channels padded to a quadruple; docs/networks.md "Convolutions and dense layers in int8" says how the
+int32 sums by `vpdpbusd`, and the RGB stem too, its 3 channels padded to a quadruple; a depthwise
+convolution reads its input as uint8 and sums in float32 (no channel sum for `vpdpbusd` to pair:
+what it saves is three quarters of the bytes it reads and its producer writes); docs/networks.md "Convolutions and dense layers in int8" says how the
 zero point and the readers of a quantized tensor are handled.
 """
 
@@ -39,6 +41,7 @@ import numpy as np
 from autosearch.networks.layouts import (
     blocked_float_conv,
     blocked_float_grouped_conv,
+    depthwise_nchwc,
     float_conv_by_constant,
     layout_block,
     padded_window,
@@ -180,14 +183,16 @@ _U8_MAX = 255.0
 def int8_candidate(call: Any) -> bool:
     """Whether `lowp` computes this call in int8: a `conv2d` with NCHW{b}c input with whole
     quadruples of channels in a block, NCHW16c output and a constant weight, of one group or of
-    groups whose channels are whole blocks (RegNet's groups of 64: not depthwise, which has no
-    channel sum), or an RGB stem (`_stem_block`); or a `matmul` by a constant weight the packing
-    divides (`_packable_matmul`)."""
+    groups whose channels are whole blocks (RegNet's groups of 64), a blocked depthwise one
+    (`_blocked_depthwise`: uint8 input, float32 sums), or an RGB stem (`_stem_block`); or a
+    `matmul` by a constant weight the packing divides (`_packable_matmul`)."""
     op = str(getattr(call.op, "name", ""))
     if op == "relax.matmul":
         return _packable_matmul(call, _QUADS) is not None
     if op != "relax.nn.conv2d":
         return False
+    if _blocked_depthwise(call):
+        return True
     blocks = blocked_float_grouped_conv(call)
     if blocks is None:
         return _stem_block(call) is not None
@@ -195,6 +200,16 @@ def int8_candidate(call: Any) -> bool:
         return False
     out_chunks, group_in = (int(v) for v in call.args[1].value.shape[:2])
     return group_in % blocks[0] == 0 and out_chunks % int(call.attrs.groups) == 0
+
+
+def _blocked_depthwise(call: Any) -> bool:
+    """Whether a `conv2d` is depthwise on NCHW{b}c data by a constant float32 weight: int8 reads its
+    input as uint8 (a quarter of the bytes) and sums in float32 (`int8_layers`)."""
+    blocks = blocked_float_grouped_conv(call)
+    if blocks is None or blocks[0] != blocks[1]:
+        return False
+    chunks, per_group = (int(v) for v in call.args[1].value.shape[:2])
+    return per_group == 1 and int(call.attrs.groups) == chunks * blocks[0]
 
 
 def _stem_block(call: Any) -> int | None:
@@ -374,11 +389,36 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
         weight_sums = wq.astype(np.int64).sum(axis=(1, 2, 3)).reshape(channel)
         return rescaled(sums, weight_sums, w_scale.reshape(channel), x)
 
+    def int8_depthwise(call: Any, builder: Any) -> Any:
+        """A depthwise convolution reading the uint8 copy: (q - zero point) x scale x w summed in
+        float32 as sum(q x w') - zero point x sum(w') with w' = scale x w, the padding the zero
+        point (so that it adds nothing). No channel sum pairs products for `vpdpbusd`; what int8
+        saves here is the bytes: the 1x1 convolution before writes its output as uint8."""
+        x, w = call.args
+        a = call.attrs
+        zero_point = quantize(x, builder)
+        weight = (w.value.numpy().astype(np.float64) * scales[x][1]).astype(np.float32)
+        geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+        sums = builder.emit_te(
+            depthwise_nchwc,
+            quantized[x],
+            relax.const(weight),
+            *geometry,
+            "float32",
+            float(zero_point),
+            primfunc_name_hint="depthwise_conv2d_NCHWc_uint8",
+        )
+        chunks, _, _, _, block = weight.shape
+        offset = zero_point * weight.astype(np.float64).sum(axis=(1, 2, 3)).reshape(1, chunks, 1, 1, block)
+        return relax.op.subtract(sums, relax.const(offset.astype(np.float32)))
+
     def int8_layer(call: Any, builder: Any) -> Any:
         if not int8_candidate(call):
             return read_dequantized(call, builder)
         if str(call.op.name) == "relax.matmul":
             return int8_dense(call, builder)
+        if _blocked_depthwise(call):
+            return int8_depthwise(call, builder)
         return int8_conv(call, builder)
 
     out = rewrite_calls(mod, None, int8_layer)
