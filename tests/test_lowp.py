@@ -651,23 +651,6 @@ def test_an_rgb_stem_becomes_an_int8_convolution_of_four_channels_within_its_qua
     assert np.abs(got - conv(s, w)).max() > 1e-3  # quantized: not the float32 convolution
 
 
-def _depthwise_module(w: np.ndarray) -> object:
-    """x (NCHW16c, 32 channels) shifted to signed values, then a padded, strided depthwise 3x3
-    convolution by `w` (OIHW16o: (2, 1, 3, 3, 16)), as `layouts` blocks MobileNet's."""
-    from tvm import relax
-
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 2, 9, 9, 16), "float32"))
-    blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            s = bb.emit(relax.op.subtract(x, relax.const(np.float32(0.25))))
-            y = bb.emit(relax.op.nn.conv2d(s, relax.const(w), strides=2, padding=1, groups=32, **blocked))
-            out = bb.emit_output(y)
-        bb.emit_func_output(out)
-    return bb.get()
-
-
 def test_a_depthwise_convolution_in_int8_reads_the_uint8_copy_padded_with_its_zero_point() -> None:
     """The depthwise convolution reads its input's uint8 copy (a quarter of the bytes) and sums in
     float32: in a real untuned build it matches the input rounded to its uint8 steps convolved in
@@ -686,8 +669,9 @@ def test_a_depthwise_convolution_in_int8_reads_the_uint8_copy_padded_with_its_ze
     x = rng.random((1, 2, 9, 9, 16), dtype=np.float32)
     target = tvm.target.Target("llvm")
     with target:
-        ranges = input_ranges(_depthwise_module(w), int8_candidate, [[x]], untuned_build(target))
-        mod, count = int8_layers(_depthwise_module(w), ranges)
+        depthwise = _grouped_module(w, 32, chunks=2)  # 32 channels in 32 groups
+        ranges = input_ranges(depthwise, int8_candidate, [[x]], untuned_build(target))
+        mod, count = int8_layers(depthwise, ranges)
         assert count == 1 and "R.nn.conv2d" not in mod.script()
         assert '"uint8"' in mod["depthwise_conv2d_NCHWc_uint8"].script()
         got = tvm.relax.VirtualMachine(untuned_build(target)(mod), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
@@ -707,14 +691,15 @@ def test_a_depthwise_convolution_in_int8_reads_the_uint8_copy_padded_with_its_ze
     assert np.abs(got - depthwise(s)).max() > 1e-3  # quantized: not the float32 convolution
 
 
-def _grouped_module(w: np.ndarray, groups: int) -> object:
-    """x (NCHW16c, 64 channels) shifted to signed values, then a padded, strided 3x3 convolution
-    of `groups` groups by `w` (OIHW16o: (C_out/16, 64/groups, 3, 3, 16)), as `layouts` blocks
-    RegNet's grouped convolutions."""
+def _grouped_module(w: np.ndarray, groups: int, chunks: int = 4) -> object:
+    """x (NCHW16c, `chunks` x 16 channels) shifted to signed values, then a padded, strided 3x3
+    convolution of `groups` groups by `w` (OIHW16o: (C_out/16, channels/groups, 3, 3, 16)), as
+    `layouts` blocks RegNet's grouped convolutions (and, one group a channel, MobileNet's
+    depthwise ones)."""
     from tvm import relax
 
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 4, 9, 9, 16), "float32"))
+    x = relax.Var("x", relax.TensorType((1, chunks, 9, 9, 16), "float32"))
     blocked = {"data_layout": "NCHW16c", "kernel_layout": "OIHW16o", "out_layout": "NCHW16c"}
     with bb.function("main", [x]):
         with bb.dataflow():

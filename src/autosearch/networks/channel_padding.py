@@ -149,11 +149,11 @@ def padded_channels(mod: Any, register_bits: int, count: ChannelCount = padded_c
             op = call.op if isinstance(call.op, tvm.ir.Op) else self.visit_expr(call.op)
             new = relax.Call(op, [self.visit_expr(arg) for arg in call.args], call.attrs, call.ty_args)
             name = str(getattr(new.op, "name", ""))
-            padded = [
-                (_channels(o), _channels(n))
-                for o, n in zip(call.args, new.args, strict=True)
-                if _channels(o) is not None and _channels(n) != _channels(o)
-            ]
+            padded: list[tuple[int, int]] = []  # (real, padded) channels of each padded argument
+            for o, n in zip(call.args, new.args, strict=True):
+                real, now = _channels(o), _channels(n)
+                if real is not None and now is not None and now != real:
+                    padded.append((real, now))
             if name == CONV2D:
                 conv = self._conv(call, new)
                 if conv is not None:
