@@ -38,6 +38,7 @@ __all__ = [
     "blocked_layouts",
     "channel_block",
     "clips_as_bounds",
+    "conv_geometry",
     "float_conv_by_constant",
     "layer_norms_legalized",
     "layout_block",
@@ -278,6 +279,11 @@ def layer_norms_legalized(mod: Any) -> Any:
     return rewrite_calls(mod, LAYER_NORM, lambda call, builder: legalize(builder, call))
 
 
+def conv_geometry(attrs: Any) -> list[list[int]]:
+    """A `conv2d`'s strides, padding and dilation as lists of ints: the TE kernels' arguments."""
+    return [[int(v) for v in values] for values in (attrs.strides, attrs.padding, attrs.dilation)]
+
+
 def _legalize_conv2d(bb: Any, call: Any) -> Any:
     """A blocked `conv2d` with TOPI's NCHW[x]c kernel; any other with Relax's own legalization."""
     import tvm
@@ -289,7 +295,7 @@ def _legalize_conv2d(bb: Any, call: Any) -> Any:
     out_dtype = str(attrs.out_dtype)
     if out_dtype in ("", "void", "None"):  # unset: the input's
         out_dtype = str(call.args[0].ty.dtype)
-    geometry = [[int(v) for v in values] for values in (attrs.strides, attrs.padding, attrs.dilation)]
+    geometry = conv_geometry(attrs)
     if len(attrs.data_layout) == 4:  # NCHW in, blocked out
         return bb.call_te(
             nchw_to_nchwc, call.args[0], call.args[1], *geometry, out_dtype, primfunc_name_hint="conv2d_NCHW_NCHWc"

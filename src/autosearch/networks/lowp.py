@@ -41,6 +41,7 @@ import numpy as np
 from autosearch.networks.layouts import (
     blocked_float_conv,
     blocked_float_grouped_conv,
+    conv_geometry,
     depthwise_nchwc,
     float_conv_by_constant,
     layout_block,
@@ -159,7 +160,7 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
             return None
         packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
         xb = _channel_steps(builder, builder.emit(relax.op.astype(x, "bfloat16")), in_block, _PAIRS)
-        geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+        geometry = conv_geometry(a)
         count[0] += 1
         return builder.emit_te(
             _te_packed_conv,
@@ -375,7 +376,7 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
         else:
             in_block, blocked = blocks[0], quantized[x]
         xq = _channel_steps(builder, blocked, in_block, _QUADS)
-        geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+        geometry = conv_geometry(a)
         sums = builder.emit_te(
             _te_packed_conv_int8,
             xq,
@@ -398,7 +399,7 @@ def int8_layers(mod: Any, ranges: list[tuple[float, float]]) -> tuple[Any, int]:
         a = call.attrs
         zero_point = quantize(x, builder)
         weight = (w.value.numpy().astype(np.float64) * scales[x][1]).astype(np.float32)
-        geometry = [[int(v) for v in values] for values in (a.strides, a.padding, a.dilation)]
+        geometry = conv_geometry(a)
         sums = builder.emit_te(
             depthwise_nchwc,
             quantized[x],
