@@ -88,7 +88,7 @@ def whole_register_count(channels: int, lanes: int) -> int:
 
 
 def _channels(expr: Any) -> int | None:
-    """The channel extent of a static 4-D float tensor (NCHW), else None."""
+    """The channel extent of a static 4-D tensor (NCHW), else None."""
     from autosearch.networks.rewrite import static_shape
 
     shape = static_shape(expr)
@@ -111,7 +111,7 @@ def padded_channels(mod: Any, register_bits: int, count: ChannelCount = padded_c
     from tvm.relax import expr_functor
 
     from autosearch.networks.layouts import float_conv_by_constant
-    from autosearch.networks.rewrite import rewrite_functions
+    from autosearch.networks.rewrite import rewrite_functions, static_shape
 
     lanes = register_bits // 32
     if lanes < 8:
@@ -179,8 +179,7 @@ def padded_channels(mod: Any, register_bits: int, count: ChannelCount = padded_c
                 return None
             args = []
             for i, arg in enumerate(new.args):
-                shape = getattr(getattr(arg, "ty", None), "shape", None)
-                dims = [int(d) for d in shape.values] if shape is not None else None
+                dims = static_shape(arg)  # None where an extent is symbolic: the real channels are read
                 if dims is None or len(dims) > 4:
                     return None
                 channel = dims[len(dims) - 3] if len(dims) >= 3 else 1
