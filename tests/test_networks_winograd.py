@@ -181,18 +181,31 @@ def _sum_script(terms: list[tuple[float, str]]) -> str:
     return " + ".join(parts) if parts else "T.float32(0.0)"
 
 
+def _tile_loops_script(name: str, tiles: int, chunks: int, block: int, groups: int) -> str:
+    """Both transforms' loops: over tiles, then channel blocks; a grouped convolution's over groups,
+    then their tiles, then their channel blocks (V's and M's order in memory)."""
+    if groups == 1:
+        return f"""    for p, cb, ci in T.grid({tiles}, {chunks}, {block}):
+        with T.sblock("{name}"):
+            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])"""
+    return f"""    for g, p, cb, ci in T.grid({groups}, {tiles}, {chunks // groups}, {block}):
+        with T.sblock("{name}"):
+            vg, vp, vc, vi = T.axis.remap("SSSS", [g, p, cb, ci])"""
+
+
 def _input_script(shape: tuple[int, ...], padding: tuple[int, int], m: int, th: int, tw: int, groups: int) -> str:
     """The input transform as it was written in TVMScript before `winograd` built it (its spec)."""
     n, chunks, height, width, block = shape
     alpha, (top, left), tiles = m + 2, padding, th * tw
     _, b, _ = transform_matrices(m)
     y0, x0 = f"vp % {tiles} // {tw} * {m}", f"vp % {tiles} % {tw} * {m}"
-    d = [[f"pad[vp // {tiles}, vb, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
+    per = chunks // groups
+    vb = "vb" if groups == 1 else f"vg * {per} + vc"
+    d = [[f"pad[vp // {tiles}, {vb}, {y0} + {r}, {x0} + {s}, vi]" for s in range(alpha)] for r in range(alpha)]
     rows = [
         [f"({_sum_script([(b[r, e], d[r][s]) for r in range(alpha)])})" for s in range(alpha)] for e in range(alpha)
     ]
-    per = chunks // groups
-    at = f"vp, vb * {block} + vi" if groups == 1 else f"vb // {per}, vp, vb % {per} * {block} + vi"
+    at = f"vp, vb * {block} + vi" if groups == 1 else f"vg, vp, vc * {block} + vi"
     v_shape = f"{n * tiles}, {chunks * block}" if groups == 1 else f"{groups}, {n * tiles}, {chunks * block // groups}"
     stores = "\n".join(
         f"            V[{e}, {v}, {at}] = {_sum_script([(b[s, v], rows[e][s]) for s in range(alpha)])}"
@@ -210,10 +223,8 @@ def winograd_input(data: T.Buffer(({n}, {chunks}, {height}, {width}, {block}), "
         with T.sblock("data_pad"):
             v0, v1, v2, v3, v4 = T.axis.remap("SSSSS", [i0, i1, i2, i3, i4])
             pad[v0, v1, v2, v3, v4] = T.if_then_else({inside}, data[v0, v1, v2 - {top}, v3 - {left}, v4], T.float32(0.0))
-    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
-        with T.sblock("winograd_input"):
-            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
-            T.reads(pad[vp // {tiles}, vb, {y0}:{y0} + {alpha}, {x0}:{x0} + {alpha}, vi])
+{_tile_loops_script("winograd_input", n * tiles, chunks, block, groups)}
+            T.reads(pad[vp // {tiles}, {vb}, {y0}:{y0} + {alpha}, {x0}:{x0} + {alpha}, vi])
             T.writes(V[0:{alpha}, 0:{alpha}, {at}])
 {stores}
 """
@@ -225,7 +236,9 @@ def _output_script(product_shape: tuple[int, ...], shape: tuple[int, ...], m: in
     alpha, tiles = m + 2, th * tw
     a, _, _ = transform_matrices(m)
     per = product_shape[-1] // block if len(product_shape) == 5 else 0
-    at = f"vp, vb * {block} + vi" if not per else f"vb // {per}, vp, vb % {per} * {block} + vi"
+    groups = chunks // per if per else 1
+    at = f"vp, vb * {block} + vi" if not per else f"vg, vp, vc * {block} + vi"
+    vb = "vb" if not per else f"vg * {per} + vc"
     y0, x0 = f"vp % {tiles} // {tw} * {m}", f"vp % {tiles} % {tw} * {m}"
     sums = [
         [f"({_sum_script([(a[v, x], f'M[{e}, {v}, {at}]') for v in range(alpha)])})" for x in range(m)]
@@ -234,7 +247,7 @@ def _output_script(product_shape: tuple[int, ...], shape: tuple[int, ...], m: in
     stores = []
     for y in range(m):
         for x in range(m):
-            store = f"Y[vp // {tiles}, vb, {y0} + {y}, {x0} + {x}, vi] = " + _sum_script(
+            store = f"Y[vp // {tiles}, {vb}, {y0} + {y}, {x0} + {x}, vi] = " + _sum_script(
                 [(a[e, y], sums[e][x]) for e in range(alpha)]
             )
             inside = [f"{y0} + {y} < {out_h}"] if y and th * m > out_h else []
@@ -247,9 +260,7 @@ def _output_script(product_shape: tuple[int, ...], shape: tuple[int, ...], m: in
 @T.prim_func(s_tir=True)
 def winograd_output(M: T.Buffer(({int64s(product_shape)}), "float32"), Y: T.Buffer(({int64s(shape)}), "float32")):
     T.func_attr({{"tirx.noalias": True, "op_pattern": 4}})
-    for p, cb, ci in T.grid({n * tiles}, {chunks}, {block}):
-        with T.sblock("winograd_output"):
-            vp, vb, vi = T.axis.remap("SSS", [p, cb, ci])
+{_tile_loops_script("winograd_output", n * tiles, chunks, block, groups)}
 {body}
 """
 
