@@ -64,10 +64,10 @@ def test_the_tile_is_4_where_it_divides_the_map_else_2() -> None:
     assert winograd_tile(56, 56) == 4 and winograd_tile(14, 14) == 2 and winograd_tile(7, 7) == 2
 
 
-@pytest.mark.parametrize("size", [12, 7])
+@pytest.mark.parametrize("size", [12, 9])
 def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: int) -> None:
     """Three padded 3x3 convolutions (bias, ReLU, a residual add) on a 12x12 map (4x4 tiles) and a
-    7x7 one (2x2 tiles, the last row and column padded): the build has the transforms and their
+    9x9 one (2x2 tiles, the last row and column padded): the build has the transforms and their
     batched product as tasks, no direct 3x3 convolution, the input transform fused with nothing
     before it, and its output matches PyTorch."""
     if simd_bits(host_target()) <= 0:
@@ -86,6 +86,25 @@ def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: 
     assert any("winograd_output" in n for n in names), names
     assert any(n.split("/")[-1].startswith("winograd_input") for n in names), names  # unfused
     assert any("matmul" in n for n in names) and not any("conv2d" in n for n in names), names
+    _assert_matches_pytorch(graph, net, x)
+
+
+def test_a_3x3_convolution_on_a_map_under_8x8_stays_direct() -> None:
+    """The residual block's convolutions on a 7x7 map (`MIN_MAP`): no Winograd task, direct
+    blocked convolutions, and the output matches PyTorch."""
+    if simd_bits(host_target()) <= 0:
+        pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Conv2d(32, 32, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.a(x)) + x
+
+    graph, net, x, names = _imported("small", Block, 32, 7)
+    assert not any("winograd" in n for n in names) and any("conv2d_NCHWc" in n for n in names), names
     _assert_matches_pytorch(graph, net, x)
 
 
@@ -117,10 +136,10 @@ def test_a_grouped_weight_transform_is_each_groups_own_product() -> None:
     np.testing.assert_allclose(y, direct, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("size", [12, 7])
+@pytest.mark.parametrize("size", [12, 9])
 def test_a_grouped_3x3_convolution_by_winograd_matches_pytorch(size: int) -> None:
     """RegNet-Y's block, small: a 1x1 convolution, a grouped 3x3 one (2 groups of 32 channels) with
-    bias and ReLU, and a residual add, on a 12x12 map (4x4 tiles) and a 7x7 one (2x2 tiles): the
+    bias and ReLU, and a residual add, on a 12x12 map (4x4 tiles) and a 9x9 one (2x2 tiles): the
     build has Winograd's transforms and no grouped convolution left, and its output matches PyTorch."""
     if simd_bits(host_target()) <= 0:
         pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
@@ -141,12 +160,12 @@ def test_a_grouped_3x3_convolution_by_winograd_matches_pytorch(size: int) -> Non
     _assert_matches_pytorch(graph, net, x)
 
 
-@pytest.mark.parametrize("size", [12, 7])
+@pytest.mark.parametrize("size", [12, 9])
 def test_the_output_transform_with_its_bias_and_relu_gets_tile_nests_that_match(size: int) -> None:
     """The output transform's task (bias and ReLU fused after it) inlines into nothing, so it gets
     the tile nests of `spatial`: its element-wise blocks under the transform's loop over tiles and
     channel blocks, serial and parallel; the timed pick computes what TVM's own loops compute
-    (`spatial_schedule` checks it), on whole 4x4 tiles and on 7x7's ragged 2x2 ones."""
+    (`spatial_schedule` checks it), on whole 4x4 tiles and on 9x9's ragged 2x2 ones."""
     from tvm.s_tir import Schedule
 
     from autosearch.networks.spatial import spatial_forms, spatial_schedule

@@ -23,7 +23,8 @@ dilation 1, 3x3, float32; one group, or groups of whole channel blocks of at lea
 Each transform is a task with no reduction and gets the timed loop nests of `spatial` (the output
 transform's tile nests: its element-wise blocks computed on each tile it writes). The
 matrices are TVM's (`topi.nn.winograd_util`: Cook-Toom points 0, +-1, 1/2, -2 for F(4,3)). The
-tile `m` is 4 where it divides the output's height and width, else 2 (`winograd_tile`).
+tile `m` is 4 where it divides the output's height and width, else 2 (`winograd_tile`); an output
+map under 8x8 stays direct (`MIN_MAP`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from autosearch.networks.layouts import blocked_float_grouped_conv
 from autosearch.networks.rewrite import rewrite_calls, static_shape
 
 __all__ = [
+    "MIN_MAP",
     "grouped_weight_transform",
     "input_transform",
     "output_transform",
@@ -58,6 +60,15 @@ _MIN_CHANNELS = 16
 #: product of inner extent its channel count (measured on RegNet-Y's groups of 64; a smaller group
 #: makes the product smaller still beside the transforms, which cost the same a channel).
 _MIN_GROUP_CHANNELS = 32
+
+
+#: Smallest output map (height and width) a convolution goes to Winograd on. A 7x7 map in F(2x2)
+#: tiles is 16 tiles covering 8x8 (a third more outputs than it has) in products of 16 rows: 1.7x
+#: fewer multiplies than direct, at a fraction of its rate. With 7x7 maps left direct, RegNet-Y,
+#: ResNet-50 and DenseNet-121 from the prior alone ran 2-3% faster side by side (Intel
+#: `rocketlake`; bench/README.md "7x7 maps left direct"); a single 512-channel 7x7 convolution
+#: after 48 trials ran 1.69 ms direct against 2.17 by F(2x2) (Zen 3, bench/HISTORY.md).
+MIN_MAP = 8
 
 
 #: TVM's `kOutEWiseFusable`, both transforms' pattern: FuseOps fuses the element-wise blocks after
@@ -294,7 +305,7 @@ def winograd_convolutions(mod: Any, kept: Callable[[Any], bool] = lambda call: F
         padding = [int(v) for v in a.padding]
         top, left, bottom, right = padding if len(padding) == 4 else padding * 2
         out_h, out_w = height + top + bottom - 2, width + left + right - 2
-        if out_h < 2 or out_w < 2:
+        if out_h < MIN_MAP or out_w < MIN_MAP:
             return None
         m = winograd_tile(out_h, out_w)
         tiles_h, tiles_w = -(-out_h // m), -(-out_w // m)
