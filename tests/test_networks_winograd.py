@@ -89,21 +89,24 @@ def test_a_residual_block_of_3x3_convolutions_by_winograd_matches_pytorch(size: 
     _assert_matches_pytorch(graph, net, x)
 
 
+class _ConvRelu(torch.nn.Module):
+    """A padded 32-channel 3x3 convolution with its bias and ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(32, 32, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.a(x))
+
+
 def test_a_3x3_convolution_on_a_map_under_8x8_stays_direct() -> None:
-    """The residual block's convolutions on a 7x7 map (`MIN_MAP`): no Winograd task, direct
-    blocked convolutions, and the output matches PyTorch."""
+    """A padded 3x3 convolution with its bias and ReLU on a 7x7 map (`MIN_MAP`): no Winograd task,
+    a direct blocked convolution, and the output matches PyTorch."""
     if simd_bits(host_target()) <= 0:
         pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
 
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a = torch.nn.Conv2d(32, 32, 3, padding=1)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.relu(self.a(x)) + x
-
-    graph, net, x, names = _imported("small", Block, 32, 7)
+    graph, net, x, names = _imported("small", _ConvRelu, 32, 7)
     assert not any("winograd" in n for n in names) and any("conv2d_NCHWc" in n for n in names), names
     _assert_matches_pytorch(graph, net, x)
 
@@ -174,15 +177,7 @@ def test_the_output_transform_with_its_bias_and_relu_gets_tile_nests_that_match(
     if bits <= 0:
         pytest.skip("no SIMD registers known on this CPU: convolutions stay unblocked")
 
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a = torch.nn.Conv2d(32, 32, 3, padding=1)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.relu(self.a(x))
-
-    graph, _, _, _ = _imported("output", Block, 32, size)
+    graph, _, _, _ = _imported("output", _ConvRelu, 32, size)
     task = next(w for w in graph.workloads if "winograd_output" in w.name)  # type: ignore[attr-defined]
     forms = spatial_forms(task.mod(), bits // 32)
     assert len(forms) == 2, task.name
