@@ -141,8 +141,8 @@ def _tile_block(
     One group: tiles, then channel blocks (each (e, v) plane of V[e, v, p, c] a row a tile). Groups:
     groups, then their tiles, then their channel blocks, in the order V[e, v, g, p, c'] lies in
     memory: with the tiles outside the groups each tile wrote (e, v) rows of every group, 256
-    streams at once on RegNet-Y's 16 groups, and its input transforms ran 3-6x slower, its output
-    transforms 1.5x (Intel `rocketlake`, timed cold)."""
+    streams at once on RegNet-Y's 16 groups, and its input transforms ran 2.3-6.8x slower, its output
+    transforms 1.5-1.8x (Intel `rocketlake`, timed cold)."""
     from tvm.tirx.script import builder as T
 
     if groups == 1:
@@ -233,13 +233,12 @@ def output_transform(product_shape: tuple[int, ...], shape: tuple[int, ...], m: 
     alpha = m + 2
     a, _, _ = transform_matrices(m)
     tiles = tiles_h * tiles_w
-    per_group = product_shape[-1] // block if len(product_shape) == 5 else 0
+    groups = product_shape[2] if len(product_shape) == 5 else 1  # a grouped product is M[e, v, g, p, c']
     with IRBuilder() as ib, T.prim_func(s_tir=True):
         T.func_name("winograd_output")
         M = T.arg("M", T.Buffer(tuple(T.int64(d) for d in product_shape), "float32"))
         Y = T.arg("Y", T.Buffer(tuple(T.int64(d) for d in shape), "float32"))
         T.func_attr({"tirx.noalias": True, "op_pattern": _OUT_ELEMWISE_FUSABLE})
-        groups = chunks // per_group if per_group else 1
         with _tile_block("winograd_output", n * tiles, chunks, block, groups) as (vp, vb, vi, at):
             y0, x0 = _tile_origin(vp, tiles, tiles_w, m)
             row_sums = [
