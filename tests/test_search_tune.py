@@ -429,6 +429,39 @@ def test_fixed_space_measures_its_one_schedule_then_stops(tmp_path: Path, model:
         assert scorer.score_threads == physical_cores()
 
 
+def test_a_space_with_nothing_to_decide_is_proposed_without_the_evolution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a space with one schedule MetaSchedule's evolution fills its population with copies of it
+    until it gives up (81 s a round for RegNet-Y's 6x6-tile Winograd input transform): the
+    evolutionary strategy proposes the sketch's schedule itself, once, and draws no control."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.assemble import assemble
+    from autosearch.search.strategies.evolutionary import EvolutionarySettings, EvolutionaryStrategy
+    from autosearch.search.tune import TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    def refuse(self: object) -> None:
+        raise AssertionError("the evolution was asked for a space with nothing to decide")
+
+    monkeypatch.setattr(ms.TuneContext, "generate_measure_candidates", refuse)
+    f = tmp_path / "scalar.py"
+    f.write_text(NO_SPACE)
+    _, scorer = assemble("random", "evolutionary", warn=False)
+    strategy = EvolutionaryStrategy(
+        resolve_workload_spec(None, f"{f}:make"),
+        host_target(),
+        scorer,
+        TuneSettings(trials=16, trials_per_round=8, fixed_spaces=True),
+        EvolutionarySettings(population=8, genetic_num_iters=1),
+    )
+    first = strategy.propose(8)
+    assert len(first) == 1
+    assert strategy.propose(8) == [] and strategy.draw(4) == []
+
+
 def test_model_with_other_extractor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import shutil
 

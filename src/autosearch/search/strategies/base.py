@@ -188,12 +188,6 @@ class RandomDraws:
 
     def draw_keyed(self, k: int, tries: int = 8, mark: bool = True) -> dict[int, Any]:
         """`draw`, keyed by each schedule's structural hash (in the order drawn)."""
-        from tvm.s_tir.meta_schedule import MeasureCandidate
-        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-        from tvm.s_tir.schedule import Trace
-
-        from autosearch.backends.tvm.space import replay_postprocessed
-
         out: dict[int, Any] = {}
         misses = 0  # draws in a row that gave nothing new: a small space is spent, stop asking
         for _ in range(max(0, k) * tries):
@@ -201,22 +195,48 @@ class RandomDraws:
                 break
             misses += 1
             trace = self.traces[int(self.rng.integers(len(self.traces)))]
-            sch = replay_postprocessed(
-                self.context.mod,
-                self.postprocs,
-                lambda s, t=trace: Trace(t.insts, {}).apply_to_schedule(s, remove_postproc=True),
-                seed=int(self.rng.integers(1, 2**31 - 1)),
-            )
-            if sch is None:  # a sampled decision the sketch cannot take: draw again
+            drawn = self._replayed(trace, int(self.rng.integers(1, 2**31 - 1)))
+            if drawn is None:  # a sampled decision the sketch cannot take: draw again
                 continue
-            h = mod_hash(sch.mod)
+            h, cand = drawn
             if h in self.seen or h in out:
                 continue
             misses = 0
-            out[h] = MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+            out[h] = cand
         if mark:
             self.seen.update(out)
         return out
+
+    def each_sketch(self) -> list[Any]:
+        """Each sketch's trace replayed once, as it was sampled, and post-processed (`claim` takes
+        those not yet proposed or measured). A space with nothing to decide has no other schedule
+        (`draw` would replay it up to 128 times to learn that)."""
+        out: list[Any] = []
+        for trace in self.traces:
+            drawn = self._replayed(trace, None, decisions=True)
+            if drawn is not None:
+                out.append(drawn[1])
+        return out
+
+    def _replayed(self, trace: Any, seed: int | None, decisions: bool = False) -> tuple[int, Any] | None:
+        """(structural hash, MeasureCandidate) of `trace` replayed and post-processed: its decisions
+        sampled afresh (with `seed`), or kept (`decisions`); None where the sketch refuses them."""
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.schedule import Trace
+
+        from autosearch.backends.tvm.space import replay_postprocessed
+
+        kept = trace if decisions else Trace(trace.insts, {})
+        sch = replay_postprocessed(
+            self.context.mod,
+            self.postprocs,
+            lambda s: kept.apply_to_schedule(s, remove_postproc=True),
+            seed=seed,
+        )
+        if sch is None:
+            return None
+        return mod_hash(sch.mod), MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
 
 def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tuple[Any, list[Any]]:

@@ -110,6 +110,8 @@ class EvolutionaryStrategy(SearchStrategy):
         self.draws = RandomDraws(self.context, self.spaces, settings.seed)
         self._explorer: Any = None
         self._proposed = False
+        #: Nothing to decide (`TuneSettings.fixed_spaces`): the sketches' schedules are the space.
+        self.fixed = not any(len(sch.trace.decisions) > 0 for sch in self.spaces)
 
     def _screen_score(self, candidates: list[Any]) -> Any:
         """Screening scores: the model alone, without the exploration bonus (the uniform draws
@@ -119,6 +121,11 @@ class EvolutionaryStrategy(SearchStrategy):
     def propose(self, n: int) -> list[Any]:
         if n <= 0:
             return []
+        if self.fixed:
+            # MetaSchedule's evolution fills its population with copies of the one schedule until
+            # it gives up: 81 s a round for RegNet-Y's 6x6-tile Winograd input transform (Intel
+            # `rocketlake`), 175-420 s of 10-minute RegNet-Y, ResNet-50 and DenseNet-121 runs
+            return self.draws.claim(self.draws.each_sketch(), n)
         first, self._proposed = not self._proposed, True
         if first and self.options.screen > n and self.scorer.trained:
             with self.section("search:screen"):
@@ -135,7 +142,7 @@ class EvolutionaryStrategy(SearchStrategy):
         """k controls from a second evolutionary search that scores at random (TVM XGBModel's
         warm-up: mutations of the best measured schedules and fresh samples, none chosen by our
         model); uniform draws when it has nothing new."""
-        if k <= 0:
+        if k <= 0 or self.fixed:  # a space with one schedule has no random control
             return []
         out = self.draws.claim(list(self._random_evolution().generate_measure_candidates() or []), k)
         if len(out) < k:
