@@ -38,6 +38,7 @@ __all__ = [
     "Unsupported",
     "design_space",
     "mod_hash",
+    "nothing_to_decide",
     "replay_rows",
 ]
 
@@ -187,7 +188,10 @@ class RandomDraws:
         return list(self.draw_keyed(k, tries, mark).values())
 
     def draw_keyed(self, k: int, tries: int = 8, mark: bool = True) -> dict[int, Any]:
-        """`draw`, keyed by each schedule's structural hash (in the order drawn)."""
+        """`draw`, keyed by each schedule's structural hash (in the order drawn): each sketch's
+        trace replayed with its decisions dropped, so that the replay samples them afresh."""
+        from tvm.s_tir.schedule import Trace
+
         out: dict[int, Any] = {}
         misses = 0  # draws in a row that gave nothing new: a small space is spent, stop asking
         for _ in range(max(0, k) * tries):
@@ -195,7 +199,7 @@ class RandomDraws:
                 break
             misses += 1
             trace = self.traces[int(self.rng.integers(len(self.traces)))]
-            drawn = self._replayed(trace, int(self.rng.integers(1, 2**31 - 1)))
+            drawn = self._replayed(Trace(trace.insts, {}), int(self.rng.integers(1, 2**31 - 1)))
             if drawn is None:  # a sampled decision the sketch cannot take: draw again
                 continue
             h, cand = drawn
@@ -213,30 +217,33 @@ class RandomDraws:
         (`draw` would replay it up to 128 times to learn that)."""
         out: list[Any] = []
         for trace in self.traces:
-            drawn = self._replayed(trace, None, decisions=True)
+            drawn = self._replayed(trace, None)
             if drawn is not None:
                 out.append(drawn[1])
         return out
 
-    def _replayed(self, trace: Any, seed: int | None, decisions: bool = False) -> tuple[int, Any] | None:
-        """(structural hash, MeasureCandidate) of `trace` replayed and post-processed: its decisions
-        sampled afresh (with `seed`), or kept (`decisions`); None where the sketch refuses them."""
+    def _replayed(self, trace: Any, seed: int | None) -> tuple[int, Any] | None:
+        """(structural hash, MeasureCandidate) of `trace` replayed (a decision it lacks sampled with
+        `seed`) and post-processed; None where the sketch refuses a decision."""
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-        from tvm.s_tir.schedule import Trace
 
         from autosearch.backends.tvm.space import replay_postprocessed
 
-        kept = trace if decisions else Trace(trace.insts, {})
         sch = replay_postprocessed(
             self.context.mod,
             self.postprocs,
-            lambda s: kept.apply_to_schedule(s, remove_postproc=True),
+            lambda s: trace.apply_to_schedule(s, remove_postproc=True),
             seed=seed,
         )
         if sch is None:
             return None
         return mod_hash(sch.mod), MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def nothing_to_decide(spaces: list[Any]) -> bool:
+    """Whether no design space (a MetaSchedule `Schedule`) samples a decision: each is one schedule."""
+    return not any(len(sch.trace.decisions) > 0 for sch in spaces)
 
 
 def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tuple[Any, list[Any]]:
@@ -263,7 +270,7 @@ def design_space(workload: Any, target: Any, settings: Any, strategy: Any) -> tu
         spaces = generate_spaces(ctx)
     except Exception as exc:
         raise WorkloadError(f"MetaSchedule cannot build a design space for {workload.name}: {one_line(exc)}") from None
-    if not spaces or not (settings.fixed_spaces or any(len(sch.trace.decisions) > 0 for sch in spaces)):
+    if not spaces or (nothing_to_decide(spaces) and not settings.fixed_spaces):
         raise WorkloadError(
             f"{workload.name} has no tunable design space on {target.kind.name}: "
             "MetaSchedule offers no schedule decision to search over"

@@ -15,7 +15,14 @@ from typing import Any
 
 from autosearch.errors import InputError
 from autosearch.search.scorer import runner_results
-from autosearch.search.strategies.base import Link, RandomDraws, SearchStrategy, StrategyFactory, design_space
+from autosearch.search.strategies.base import (
+    Link,
+    RandomDraws,
+    SearchStrategy,
+    StrategyFactory,
+    design_space,
+    nothing_to_decide,
+)
 
 __all__ = ["EvolutionarySettings", "EvolutionaryStrategy", "screen_picks"]
 
@@ -111,7 +118,7 @@ class EvolutionaryStrategy(SearchStrategy):
         self._explorer: Any = None
         self._proposed = False
         #: Nothing to decide (`TuneSettings.fixed_spaces`): the sketches' schedules are the space.
-        self.fixed = not any(len(sch.trace.decisions) > 0 for sch in self.spaces)
+        self.fixed = nothing_to_decide(self.spaces)
 
     def _screen_score(self, candidates: list[Any]) -> Any:
         """Screening scores: the model alone, without the exploration bonus (the uniform draws
