@@ -234,7 +234,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     net = load_source(spec)
     arrays = example_arrays(specs, args.seed)
     graph = import_network(spec, net, specs, arrays, target, fast_math=True)  # the graph ours tunes by default
-    longest = max(args.minutes)
+    longest = max(args.minutes, default=0)  # none: only the --build arms of ours
     if not args.skip_stock and longest:
         trials = next(r["trials"] for k, r in rows.items() if k.startswith(f"ours {longest:g} min"))
         ex, n, secs = stock_tune_relax(graph, target, trials, work / f"{name}-stock", args.seed, args.trials_per_round)
@@ -286,11 +286,16 @@ def _system(label: str, r: dict[str, Any]) -> str:
 def headline(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """`best fp32 runtime / ours` for each of ours' builds: the fastest float32 baseline (eager,
     torch.compile, ONNX Runtime, OpenVINO f32; its output checked ok) over ours' latency, all from
-    the one interleaved harness. OpenVINO's default precision is never the baseline."""
+    the one interleaved harness (a `--build` arm is one of ours). OpenVINO's default precision is
+    never the baseline."""
     from autosearch.networks.runtimes import best_fp32_baseline
 
     best = best_fp32_baseline(rows)
-    ours = {k: r["latency"] for k, r in rows.items() if k.startswith("ours") and r.get("latency") and r.get("ok")}
+    ours = {
+        k: r["latency"]
+        for k, r in rows.items()
+        if (k.startswith("ours") or r.get("built_elsewhere")) and r.get("latency") and r.get("ok")
+    }
     return {
         "best": best[0] if best else None,
         "best_latency": best[1] if best else None,
@@ -465,7 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--network", default=None, help="FILE.py:FUNC or FILE.onnx instead of --models (with --input)")
     ap.add_argument("--input", action="append", default=[], help="as tune-model's --input, with --network")
-    ap.add_argument("--minutes", default="0,10,30", help="ours' budgets in minutes; 0 = the prior alone")
+    ap.add_argument(
+        "--minutes",
+        default="0,10,30",
+        help="ours' budgets in minutes; 0 = the prior alone; empty: only the --build arms",
+    )
     ap.add_argument(
         "--arms",
         default="pretrained-prefix:decision",
