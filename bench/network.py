@@ -425,7 +425,11 @@ def print_summary(results: list[dict[str, Any]]) -> None:
     )
 
     baselines = [EAGER, TORCH_COMPILE, ONNXRUNTIME, OPENVINO_F32, OPENVINO_DEFAULT]
-    ours = list(dict.fromkeys(k for res in results for k in res["rows"] if k.startswith("ours")))
+    ours = list(
+        dict.fromkeys(
+            k for res in results for k, r in res["rows"].items() if k.startswith("ours") or r.get("built_elsewhere")
+        )
+    )
     cols = [*baselines, *ours]
     print("\n## Summary: milliseconds a call, every arm in one interleaved harness\n")
     print(

@@ -437,11 +437,13 @@ def _rounds_stage(
     reserve, not a whole round past it). Each task's run and TuneResult."""
     from autosearch.networks.register_blocks import register_blocks, simd_registers
     from autosearch.networks.row_reductions import row_reduction_forms
+    from autosearch.networks.siblings import SiblingSchedules
     from autosearch.networks.spatial import register_lanes, spatial_forms
     from autosearch.search.scheduler import TaskScheduler, task_kind
 
     lanes, registers = register_lanes(job.target), simd_registers(job.target)
     tasks = _TaskRuns(job, workloads, result)
+    siblings = SiblingSchedules(workloads)
     n = len(workloads)
     weights = [float(t["weight"]) for t in result.tasks]
     sched = TaskScheduler(
@@ -496,6 +498,7 @@ def _rounds_stage(
                 if not loop_nests:
                     run.measure_schedules(register_blocks(mod, job.target, lanes, registers), "register-block")
                     run.measure_schedules(row_reduction_forms(mod, lanes), "row-reduction")
+            run.measure_schedules(siblings.offers(j, tasks.runs, run.strategy.postprocs), "sibling")
             k = run.result.trials - before
             result.trials += k
             run.measure_untuned()  # its seconds count with the rounds', not past the deadline

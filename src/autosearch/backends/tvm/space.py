@@ -8,6 +8,7 @@ Candidates are deduplicated by their trace, so a group never holds the same sche
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from autosearch import interrupts
@@ -18,6 +19,7 @@ __all__ = [
     "NoDesignSpace",
     "TaskSpace",
     "generate_spaces",
+    "refitted",
     "replay_postprocessed",
     "replayed",
     "to_plain_json",
@@ -40,6 +42,48 @@ def replayed(mod: Any, trace: str) -> Any:
     try:
         Trace.apply_json_to_schedule(json.loads(trace), sch)
     except Exception:  # a trace that does not apply: no schedule
+        interrupts.check()
+        return None
+    return sch
+
+
+def _fitted_tiles(factors: list[int], extent: int) -> list[int]:
+    """Tile factors of a split of a loop of `extent`: the inner ones kept where each divides what
+    is left, the outermost taking the rest (as given where they already multiply to `extent`)."""
+    if math.prod(factors) == extent:
+        return factors
+    rest, inner = extent, []
+    for f in reversed(factors[1:]):
+        f = f if f > 0 and rest % f == 0 else 1
+        inner.append(f)
+        rest //= f
+    return [rest, *reversed(inner)]
+
+
+def refitted(source: Any, trace: str, mod: Any, postprocs: Any) -> Any:
+    """`mod` scheduled by the stored `trace` of another task, `source`, of the same loop structure
+    (a 1x1 convolution of another input width), each tile split refitted to `mod`'s loop extents
+    (`_fitted_tiles`), then post-processed; None where it does not apply."""
+    from tvm.s_tir import Schedule
+
+    origin = replayed(source, trace)
+    if origin is None:
+        return None
+    sch = Schedule(mod)
+
+    def fit(inst: Any, inputs: Any, _attrs: Any, decision: Any) -> Any:
+        if inst.kind.name != "SamplePerfectTile":
+            return decision
+        extent = getattr(sch.get(inputs[0]).extent, "value", None)
+        factors = [int(f) for f in decision]
+        return factors if extent is None else _fitted_tiles(factors, int(extent))
+
+    try:
+        origin.trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=fit)
+        sch.enter_postproc()
+        if not all(p.apply(sch) for p in postprocs):
+            return None
+    except Exception:  # an instruction that does not apply to this task's loops: no schedule
         interrupts.check()
         return None
     return sch

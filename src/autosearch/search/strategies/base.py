@@ -339,6 +339,11 @@ class SearchStrategy(ABC):
         """Up to k random controls (uniform draws from the design space)."""
         return self.draws.draw(k)
 
+    @property
+    def postprocs(self) -> list[Any]:
+        """The post-processors every schedule of this task goes through (its design space's)."""
+        return self.draws.postprocs
+
     def n_controls(self, n: int) -> int:
         """How many of a round of n are random controls (the exploration policy's share)."""
         return self.policy.controls(n)
