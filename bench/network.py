@@ -283,6 +283,11 @@ def _system(label: str, r: dict[str, Any]) -> str:
     return f"{label} ({r['precision']})" if label == OPENVINO_DEFAULT and r.get("precision") else label
 
 
+def _is_ours(label: str, row: dict[str, Any]) -> bool:
+    """Whether an arm is a build of ours: tuned in this run ("ours ...") or given by `--build`."""
+    return label.startswith("ours") or bool(row.get("built_elsewhere"))
+
+
 def headline(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """`best fp32 runtime / ours` for each of ours' builds: the fastest float32 baseline (eager,
     torch.compile, ONNX Runtime, OpenVINO f32; its output checked ok) over ours' latency, all from
@@ -291,11 +296,7 @@ def headline(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from autosearch.networks.runtimes import best_fp32_baseline
 
     best = best_fp32_baseline(rows)
-    ours = {
-        k: r["latency"]
-        for k, r in rows.items()
-        if (k.startswith("ours") or r.get("built_elsewhere")) and r.get("latency") and r.get("ok")
-    }
+    ours = {k: r["latency"] for k, r in rows.items() if _is_ours(k, r) and r.get("latency") and r.get("ok")}
     return {
         "best": best[0] if best else None,
         "best_latency": best[1] if best else None,
@@ -425,11 +426,7 @@ def print_summary(results: list[dict[str, Any]]) -> None:
     )
 
     baselines = [EAGER, TORCH_COMPILE, ONNXRUNTIME, OPENVINO_F32, OPENVINO_DEFAULT]
-    ours = list(
-        dict.fromkeys(
-            k for res in results for k, r in res["rows"].items() if k.startswith("ours") or r.get("built_elsewhere")
-        )
-    )
+    ours = list(dict.fromkeys(k for res in results for k, r in res["rows"].items() if _is_ours(k, r)))
     cols = [*baselines, *ours]
     print("\n## Summary: milliseconds a call, every arm in one interleaved harness\n")
     print(

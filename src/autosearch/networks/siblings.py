@@ -3,8 +3,8 @@
 A network often holds many tasks that differ only in an extent: DenseNet-121 has 58 1x1
 convolutions, one per input width, each its own task and each reached by a handful of rounds in
 10 minutes. After a task's round, the best schedules of its siblings (tasks that write the same
-shape by the same loops; the fastest per floating-point operation first) are measured on it too, each tile split refitted to its loops
-(`backends.tvm.space.refitted`). Measured before it was built: on DenseNet-121's six 1x1
+shape by the same loops; the fastest per floating-point operation first) are measured on it too,
+each tile split refitted to its loops (`backends.tvm.space.refitted`). Measured before it was built: on DenseNet-121's six 1x1
 convolutions at 56x56 (16 trials each, a 10-minute run), a sibling's best ran 9-20% faster than
 the task's own on four of them, and the group's time fell by 10% (bench/README.md, "Siblings")."""
 

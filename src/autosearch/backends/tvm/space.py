@@ -64,29 +64,21 @@ def refitted(source: Any, trace: str, mod: Any, postprocs: Any) -> Any:
     """`mod` scheduled by the stored `trace` of another task, `source`, of the same loop structure
     (a 1x1 convolution of another input width), each tile split refitted to `mod`'s loop extents
     (`_fitted_tiles`), then post-processed; None where it does not apply."""
-    from tvm.s_tir import Schedule
-
     origin = replayed(source, trace)
     if origin is None:
         return None
-    sch = Schedule(mod)
 
-    def fit(inst: Any, inputs: Any, _attrs: Any, decision: Any) -> Any:
-        if inst.kind.name != "SamplePerfectTile":
-            return decision
-        extent = getattr(sch.get(inputs[0]).extent, "value", None)
-        factors = [int(f) for f in decision]
-        return factors if extent is None else _fitted_tiles(factors, int(extent))
+    def replay(sch: Any) -> None:
+        def fit(inst: Any, inputs: Any, _attrs: Any, decision: Any) -> Any:
+            if inst.kind.name != "SamplePerfectTile":
+                return decision
+            extent = getattr(sch.get(inputs[0]).extent, "value", None)
+            factors = [int(f) for f in decision]
+            return factors if extent is None else _fitted_tiles(factors, int(extent))
 
-    try:
         origin.trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=fit)
-        sch.enter_postproc()
-        if not all(p.apply(sch) for p in postprocs):
-            return None
-    except Exception:  # an instruction that does not apply to this task's loops: no schedule
-        interrupts.check()
-        return None
-    return sch
+
+    return replay_postprocessed(mod, postprocs, replay)
 
 
 def replay_postprocessed(mod: Any, postprocs: Any, replay: Any, seed: int | None = None) -> Any:
