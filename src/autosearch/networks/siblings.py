@@ -34,7 +34,10 @@ def structure_key(mod: Any) -> str:
 
 
 class SiblingSchedules:
-    """Which siblings' schedules each task of a network has been offered (module doc)."""
+    """Which siblings' schedules each task of a network has been offered (module doc); a
+    `networks.offers.RoundOffer`."""
+
+    form = "sibling"
 
     def __init__(self, workloads: Sequence[Any]) -> None:
         self.workloads = list(workloads)
