@@ -34,10 +34,7 @@ def structure_key(mod: Any) -> str:
 
 
 class SiblingSchedules:
-    """Which siblings' schedules each task of a network has been offered (module doc); a
-    `networks.offers.RoundOffer`."""
-
-    form = "sibling"
+    """Which siblings' schedules each task of a network has been offered (module doc)."""
 
     def __init__(self, workloads: Sequence[Any]) -> None:
         self.workloads = list(workloads)

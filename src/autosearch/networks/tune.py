@@ -435,7 +435,6 @@ def _rounds_stage(
     reach last is passed first, and the rounds go on with what is left; a task gets no more rounds
     once less than half of what its last one took is left (the run ends within half a round of the
     reserve, not a whole round past it). Each task's run and TuneResult."""
-    from autosearch.networks.offers import ConsumerLevels, RoundOffer
     from autosearch.networks.register_blocks import register_blocks, simd_registers
     from autosearch.networks.row_reductions import row_reduction_forms
     from autosearch.networks.siblings import SiblingSchedules
@@ -444,7 +443,7 @@ def _rounds_stage(
 
     lanes, registers = register_lanes(job.target), simd_registers(job.target)
     tasks = _TaskRuns(job, workloads, result)
-    offers: tuple[RoundOffer, ...] = (SiblingSchedules(workloads), ConsumerLevels(workloads))
+    siblings = SiblingSchedules(workloads)
     n = len(workloads)
     weights = [float(t["weight"]) for t in result.tasks]
     sched = TaskScheduler(
@@ -499,8 +498,7 @@ def _rounds_stage(
                 if not loop_nests:
                     run.measure_schedules(register_blocks(mod, job.target, lanes, registers), "register-block")
                     run.measure_schedules(row_reduction_forms(mod, lanes), "row-reduction")
-            for offer in offers:
-                run.measure_schedules(offer.offers(j, tasks.runs, run.strategy.postprocs), offer.form)
+            run.measure_schedules(siblings.offers(j, tasks.runs, run.strategy.postprocs), "sibling")
             k = run.result.trials - before
             result.trials += k
             run.measure_untuned()  # its seconds count with the rounds', not past the deadline

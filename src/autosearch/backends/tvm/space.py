@@ -18,7 +18,6 @@ from autosearch.hashing import schedule_hash
 __all__ = [
     "NoDesignSpace",
     "TaskSpace",
-    "consumer_moved",
     "generate_spaces",
     "refitted",
     "replay_postprocessed",
@@ -78,44 +77,6 @@ def refitted(source: Any, trace: str, mod: Any, postprocs: Any) -> Any:
             return factors if extent is None else _fitted_tiles(factors, int(extent))
 
         origin.trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=fit)
-
-    return replay_postprocessed(mod, postprocs, replay)
-
-
-def consumer_moved(mod: Any, trace: str, postprocs: Any) -> Any:
-    """`mod` scheduled by its own stored `trace` with the block the trace fuses after a tiled
-    reduction's tiles (`ReverseComputeAt` onto a tile loop: an element-wise consumer, or the
-    reduction's write cache) moved to the other of the two tile levels MetaSchedule's CPU tiling
-    fuses it at (`reuse_write` levels 1 and 2), every decision kept, then post-processed; None
-    where the trace fuses nothing there or the move does not apply.
-
-    Why: the two levels are two sketches of one design space, searched apart, so the tiles a
-    task's search found best on one are rarely measured on the other. ResNet-50's 64->256
-    downsampling convolution at 56x56 (Intel `rocketlake`, cold): its 10-minute best, the bias
-    added after each 8x8x56 tile of the map (229 KB), ran 547 us; the same tiles with the bias
-    added after each register tile ran 400 (bench/README.md, "The fused consumer at the other tile
-    level")."""
-    insts, decisions = json.loads(trace)
-    cut = next((k for k, inst in enumerate(insts) if inst[0] == "EnterPostproc"), len(insts))
-    insts, decisions = insts[:cut], [d for d in decisions if d[0] < cut]
-    fused = [k for k, inst in enumerate(insts) if inst[0] == "ReverseComputeAt"]
-    if len(fused) != 1:
-        return None
-    loop = insts[fused[0]][1][1]
-    level = next(
-        (split[3].index(loop) for split in insts if split[0] == "Split" and len(split[3]) == 4 and loop in split[3]),
-        None,
-    )
-    if level not in (0, 1):
-        return None
-    split = next(inst for inst in insts if inst[0] == "Split" and loop in inst[3])
-    moved = json.loads(json.dumps(insts))
-    moved[fused[0]][1][1] = split[3][1 - level]
-
-    def replay(sch: Any) -> None:
-        from tvm.s_tir.schedule import Trace
-
-        Trace.apply_json_to_schedule([moved, decisions], sch)
 
     return replay_postprocessed(mod, postprocs, replay)
 
