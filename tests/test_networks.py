@@ -653,6 +653,29 @@ def test_fast_math_falls_back_to_exact_when_the_output_fails(
     # a model the approximations do not move: the prior-only build's test asserts it keeps them
 
 
+@pytest.mark.parametrize(
+    ("activation", "fast_math", "approximated"),
+    [("Sigmoid", True, True), ("ReLU", True, False), ("Sigmoid", False, False)],
+)
+def test_the_graph_says_whether_fast_math_approximated_anything(
+    activation: str, fast_math: bool, approximated: bool
+) -> None:
+    """A model with no function fast math approximates (a ReLU network: every int8 convnet) is
+    built exactly with it on, so a failed check is not worth the exact rebuild (`_build_stage`)."""
+    import torch
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), getattr(torch.nn, activation)()).eval()
+    x = np.random.default_rng(0).random((4, 8), dtype=np.float32)
+    spec = [InputSpec("x", "float32", x.shape)]
+    graph = import_network("m", net, spec, [x], host_target(), fast_math=fast_math)
+    assert graph.approximated is approximated
+
+
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_a_prime_row_count_is_padded_for_the_tiles_and_the_output_still_matches(
     capsys: pytest.CaptureFixture[str], tmp_path: Path

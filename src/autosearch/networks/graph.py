@@ -67,6 +67,8 @@ class NetworkGraph:
     workloads: list[Any]
     #: rows of the table each integer input indexes (`index_bounds`), by input name
     index_bounds: dict[str, int] = field(default_factory=dict)
+    #: whether `--fast-math` replaced any function of the model by its approximation
+    approximated: bool = False
 
 
 @contextlib.contextmanager
@@ -568,11 +570,12 @@ def _graph_passes(
     register_bits: int = 0,
     precision: str = "fp32",
     calibration: Sequence[Sequence[np.ndarray]] = (),
-) -> Any:
+) -> tuple[Any, bool]:
     """Parameters bound, BatchNorm folded, convolutions blocked to `register_bits` SIMD registers
     (`layouts`; 0: as imported), (fast math), dense layers and convolutions in `precision`
     (`lowp`; int8's activation ranges observed on the `calibration` samples, one array an input
-    each), TVM's zero pipeline with layout-free weights."""
+    each), TVM's zero pipeline with layout-free weights; and whether fast math approximated
+    anything (a model with none of its functions is built exactly either way)."""
     import tvm
     from tvm import relax
 
@@ -605,8 +608,12 @@ def _graph_passes(
         count = whole_register_count if precision == "int8" else padded_count
         mod = padded_channels(pads_into_convolutions(clips_as_bounds(mod)), register_bits, count)
         mod = blocked_convolutions(mod, register_bits)
+    approximated = False
     if fast_math:
-        mod = fast_math_module(mod)
+        import tvm_ffi
+
+        exact, mod = mod, fast_math_module(mod)
+        approximated = not tvm_ffi.structural_equal(exact, mod)
     mod = pad_matmul_rows(mod)
     if register_bits > 0:
         from autosearch.networks.lowp import int8_candidate
@@ -630,7 +637,7 @@ def _graph_passes(
 
         ranges = input_ranges(mod, int8_candidate, calibration, untuned_build(tvm.target.Target.current()))
         mod, _ = int8_layers(mod, ranges)
-    return lowered(mod)
+    return lowered(mod), approximated
 
 
 def untuned_build(target: Any) -> Any:
@@ -719,7 +726,7 @@ def import_network(
     bounds = index_bounds(mod, specs)
     mod = guard_token_ids(mod, specs, target)  # the library keeps token ids inside their tables itself
     with target, dropped():  # `take`'s unchecked-mode warning: the artifact checks the ids itself
-        prepared = _graph_passes(
+        prepared, approximated = _graph_passes(
             mod,
             params,
             fast_math=fast_math,
@@ -729,7 +736,7 @@ def import_network(
         )
     check_lowered(prepared, spec, target)  # an operator with no kernel: one line now, not at the build
     tasks, workloads = tasks_of(prepared, target, spec)
-    return NetworkGraph(prepared, tasks, workloads, bounds)
+    return NetworkGraph(prepared, tasks, workloads, bounds, approximated)
 
 
 def _has_block(stmt: Any) -> bool:

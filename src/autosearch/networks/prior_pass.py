@@ -62,12 +62,19 @@ MARGIN = 1.5
 END_SECONDS = 10.0
 END_SECONDS_PER_TASK = 0.2
 END_SECONDS_PER_TUNED_TASK = 0.35
+#: The end of an int8 run against an fp32 one of as many tasks: its quantized kernels build and
+#: verify slower. Intel `rocketlake`, the ends against the figures above: DenseNet-121 106 s for
+#: 54 (139 tasks, 46 tuned; its 735-second run of 600), RegNet-Y 60 for 40, MobileNetV2 38 for
+#: 29; ResNet-50 38 for 24 on a Zen 4 (each with one build: bench/README.md "int8 builds once").
+END_FACTOR = {"int8": 2.0}
 
 
-def end_reserve(n_tasks: int, n_tuned: int) -> float:
+def end_reserve(n_tasks: int, n_tuned: int, precision: str = "fp32") -> float:
     """Seconds a budget leaves after its rounds for verifying, building, checking and timing a
-    network of `n_tasks` tasks of which `n_tuned` were measured."""
-    return END_SECONDS + END_SECONDS_PER_TASK * n_tasks + END_SECONDS_PER_TUNED_TASK * n_tuned
+    network of `n_tasks` tasks of which `n_tuned` were measured, its dense layers and
+    convolutions in `precision`."""
+    fp32 = END_SECONDS + END_SECONDS_PER_TASK * n_tasks + END_SECONDS_PER_TUNED_TASK * n_tuned
+    return END_FACTOR.get(precision, 1.0) * fp32
 
 
 class PriorPass:

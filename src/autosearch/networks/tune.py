@@ -463,7 +463,7 @@ def _rounds_stage(
             if job.trials is not None and result.trials >= job.trials:
                 break
             if job.deadline is not None:
-                left = job.deadline - end_reserve(n, len(tasks.runs)) - time.perf_counter()
+                left = job.deadline - end_reserve(n, len(tasks.runs), job.precision) - time.perf_counter()
                 unreached = [
                     i
                     for i in range(n)
@@ -599,10 +599,13 @@ def _verify_stage(job: NetworkJob, workloads: list[Any], found: FoundSchedules, 
 def _build_stage(job: NetworkJob, net: ImportedNetwork, database: Any, result: NetworkResult) -> None:
     """Build and check (`_build_and_check`); where the fast-math approximations moved the output
     past the tolerance, the network is imported again with the exact functions and built with the
-    same schedules (`net.graph` is then that graph)."""
+    same schedules (`net.graph` is then that graph). Not where fast math approximated nothing
+    (`NetworkGraph.approximated`): that build is the exact one already, and building it again
+    had cost an int8 DenseNet-121 80 of its 158 s of build and timing, past its budget, to fail
+    the same check (bench/README.md, "int8 builds once")."""
     result.fast_math = job.fast_math
     _build_and_check(result, net.graph, database, job.target, net.arrays, net.expected)
-    if job.fast_math and not result.correct and not result.interrupted:
+    if job.fast_math and net.graph.approximated and not result.correct and not result.interrupted:
         from autosearch.networks.graph import import_network
 
         with quiet_import():
