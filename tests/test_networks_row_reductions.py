@@ -64,7 +64,7 @@ def _run(mod, arrays: list[np.ndarray]) -> np.ndarray:  # type: ignore[no-untype
 def test_row_reductions_get_register_wide_partials_and_compute_the_task(kind: str, width: int) -> None:
     """Four forms (separate or one row loop, each serial and parallel); in each, every reduction
     is split into a partial-result block (`rfactor`) whose innermost axis is one register,
-    vectorized where the register divides the row; a joined form has one loop at the top; each
+    vectorized where the register divides the row, and so is each element-wise step's; a joined form has one loop at the top; each
     computes what the unscheduled task computes, and its trace replays to a schedule that does
     (`verify.schedule_matches`)."""
     from autosearch.backends.tvm.space import trace_json
@@ -86,6 +86,16 @@ def test_row_reductions_get_register_wide_partials_and_compute_the_task(kind: st
             inner = sch.get(sch.get_loops(sch.get_sblock(name))[-1])
             assert int(inner.extent) == lanes
             assert (int(inner.kind) == 2) == (width % lanes == 0)  # ForKind.VECTORIZED
+        steps = [  # the element-wise steps along the rows (the softmax's exp and division), not a row's mean
+            b
+            for b in blocks
+            if all(iv.iter_type == 0 for iv in sch.get(sch.get_sblock(b)).iter_vars)
+            and len(sch.get_loops(sch.get_sblock(b))) > 1
+        ]
+        assert steps, blocks
+        for name in steps:  # as vectors too, where whole registers divide the row
+            inner = sch.get(sch.get_loops(sch.get_sblock(name))[-1])
+            assert (int(inner.kind) == 2) == (width % lanes == 0), name
         body = sch.get(sch.get_sblock("root")).body
         loops_at_top = len(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else 1
         assert (loops_at_top == 1) == (k >= 2), (k, loops_at_top)
