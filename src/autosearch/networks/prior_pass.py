@@ -63,9 +63,10 @@ END_SECONDS = 10.0
 END_SECONDS_PER_TASK = 0.2
 END_SECONDS_PER_TUNED_TASK = 0.35
 #: The end of an int8 run against an fp32 one of as many tasks: its quantized kernels build and
-#: verify slower. Intel `rocketlake`, the ends against the figures above: DenseNet-121 106 s for
-#: 54 (139 tasks, 46 tuned; its 735-second run of 600), RegNet-Y 60 for 40, MobileNetV2 38 for
-#: 29; ResNet-50 38 for 24 on a Zen 4 (each with one build: bench/README.md "int8 builds once").
+#: verify slower. Intel `rocketlake`, ends (verify + build and timing) against the figures above:
+#: DenseNet-121 in int8 76 s for 56 (139 tasks, 51 tuned; one build), RegNet-Y about 60 for 40,
+#: MobileNetV2 about 38 for 29 (their two builds halved). DenseNet-121's 10 minutes in int8: 735 s
+#: with 1x and two builds, 565 s with 2x and one (bench/README.md "int8 built once, inside its budget").
 END_FACTOR = {"int8": 2.0}
 
 

@@ -84,7 +84,7 @@ def _vectorize_width(sch: Any, block: Any, rows: int, lanes: int) -> None:
     Why: LLVM left these loops scalar: BERT-base's masked attention softmax (12 x 128 rows of 128,
     its `fast_exp` a polynomial) ran 100.6 us a call warm in the best row form and 58.0 with its
     element-wise loops vectorized (106.7 and 70.0 cold; Intel `rocketlake`, bench/README.md
-    "Row reductions' element-wise steps as vectors")."""
+    "BERT-base on an Intel `rocketlake`, and row reductions' element-wise steps as vectors")."""
     loops = sch.get_loops(block)
     row_loops = _row_loops(sch, block, rows)
     extent = _extent(sch, loops[-1]) or 0

@@ -602,7 +602,7 @@ def _build_stage(job: NetworkJob, net: ImportedNetwork, database: Any, result: N
     same schedules (`net.graph` is then that graph). Not where fast math approximated nothing
     (`NetworkGraph.approximated`): that build is the exact one already, and building it again
     had cost an int8 DenseNet-121 80 of its 158 s of build and timing, past its budget, to fail
-    the same check (bench/README.md, "int8 builds once")."""
+    the same check (bench/README.md, "int8 built once, inside its budget")."""
     result.fast_math = job.fast_math
     _build_and_check(result, net.graph, database, job.target, net.arrays, net.expected)
     if job.fast_math and net.graph.approximated and not result.correct and not result.interrupted:
