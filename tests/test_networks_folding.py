@@ -130,11 +130,11 @@ def test_a_densenet_block_imports_without_compiling_a_kernel_per_constant(monkey
         for _ in range(2):  # alternated, the least of each: one slow moment of the host decides nothing
             monkeypatch.setattr(folding, "fold_in_numpy", numpy_folding)
             start = time.perf_counter()
-            ours = _graph_passes(mod, params, fast_math=False, register_bits=512)
+            ours, _ = _graph_passes(mod, params, fast_math=False, register_bits=512)
             ours_s.append(time.perf_counter() - start)
             monkeypatch.setattr(folding, "fold_in_numpy", lambda m: m)  # TVM's FoldConstant alone, as before
             start = time.perf_counter()
-            theirs = _graph_passes(mod, params, fast_math=False, register_bits=512)
+            theirs, _ = _graph_passes(mod, params, fast_math=False, register_bits=512)
             theirs_s.append(time.perf_counter() - start)
     tvm.ir.assert_structural_equal(ours, theirs)
     assert min(ours_s) < 0.5 * min(theirs_s), (ours_s, theirs_s)
@@ -157,7 +157,7 @@ def test_a_batch_norm_after_no_convolution_becomes_one_multiply_add_with_the_sam
     mod, params = _from_torch(net, [x], "bn")
     target = host_target()
     with target:
-        prepared = _graph_passes(mod, params, fast_math=False, register_bits=0)
+        prepared, _ = _graph_passes(mod, params, fast_math=False, register_bits=0)
     names = [gv.name_hint for gv, _ in prepared.functions_items()]
     assert any(n.startswith("fused_multiply") and n.endswith("relu1") for n in names), names
     assert not any("subtract" in n or "divide" in n for n in names), names
