@@ -139,6 +139,32 @@ def test_an_innermost_axis_wider_than_a_vector_is_split_and_its_inner_part_vecto
         np.testing.assert_allclose(_vector_nest_output(sch, data, (49, 384)), np.maximum(data * 2.0, 0.0))
 
 
+def test_a_transpose_gets_a_form_in_register_square_tiles_that_computes_it() -> None:
+    """Attention's keys, (128, 768) to 12 x 64 x 128 and scaled: beside the serial and parallel
+    nests a third form splits the two innermost axes into 16 x 16 tiles, the innermost one the
+    vector, parallel over the heads, and computes the task; a task whose innermost axes are not
+    whole registers (49 x 384 above) gets no such form."""
+    from tvm import te
+
+    from autosearch.networks.spatial import spatial_forms
+
+    x = te.placeholder((128, 768), "float32", name="x")
+    y = te.compute((12, 64, 128), lambda h, d, t: x[t, h * 64 + d] * 0.125, name="keys")
+    mod = tvm.IRModule({"main": te.create_prim_func([x, y])})
+    forms = spatial_forms(mod, 16)
+    assert len(forms) == 3
+    tiled = forms[2]
+    (block,) = tiled.get_child_blocks(tiled.get_sblock("root"))
+    loops = [tiled.get(lp) for lp in tiled.get_loops(block)]
+    assert [int(lp.extent) for lp in loops] == [12, 4, 8, 16, 16]
+    assert int(loops[0].kind) == 1 and int(loops[-1].kind) == 2  # ForKind.PARALLEL, VECTORIZED
+    data = np.random.default_rng(0).standard_normal((128, 768)).astype("float32")
+    lib = tvm.compile(tiled.mod, target=host_target()).jit()
+    out = tvm.runtime.tensor(np.zeros((12, 64, 128), "float32"))
+    lib["main"](tvm.runtime.tensor(data), out)
+    np.testing.assert_allclose(out.numpy(), data.reshape(128, 12, 64).transpose(1, 2, 0) * 0.125, rtol=1e-6)
+
+
 def test_an_innermost_axis_shorter_than_a_register_is_fused_with_the_one_before_it() -> None:
     """An innermost axis of 7 (a 7x7 feature map's rows; 7 < 16 lanes) is fused with the axis
     before it (384 x 7 = 2,688, a 64-lane vector of it), and the nest computes what the task
