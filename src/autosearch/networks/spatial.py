@@ -60,7 +60,8 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     a block that does not inline into the task's outputs, or an innermost axis shorter than a
     register; a task with several outputs has a nest for each (a channel shuffle's two halves); an
     innermost axis longer than `MAX_VECTOR` is split, its inner part the vector, and one that no
-    whole register divides is left for LLVM to vectorize (module doc)."""
+    whole register divides is left for LLVM to vectorize (module doc); and a task of one output
+    whose two innermost axes are whole registers also gets them in tiles (`_tiled_nest`)."""
     from tvm import s_tir
     from tvm.s_tir import Schedule
 
