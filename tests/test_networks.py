@@ -464,8 +464,9 @@ def test_a_layout_move_has_its_spatial_loop_nests_measured_beside_its_first_roun
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A task with no reduction (a transpose with its arithmetic) gets, beside its first round, the
-    serial and parallel loop nests of `networks.spatial` measured by the same runner as trials of
-    that task, stored as such (`extra.form`), and the faster of everything measured is built."""
+    serial and parallel loop nests of `networks.spatial` and its tiled form (its two innermost
+    axes are whole registers) measured by the same runner as trials of that task, stored as such
+    (`extra.form`), and the faster of everything measured is built."""
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.registers import simd_bits
     from autosearch.store import Store
@@ -480,7 +481,7 @@ def test_a_layout_move_has_its_spatial_loop_nests_measured_beside_its_first_roun
     with Store(db, readonly=True) as st:
         rows = list(st.measurements())
     forms = [r for r in rows if r.extra.get("form") == "spatial"]
-    assert len(forms) == 2 and all(r.status == "ok" for r in forms)  # serial and parallel
+    assert len(forms) == 3 and all(r.status == "ok" for r in forms)  # serial, parallel and tiled
     assert s["trials_measured"] == len(rows) == task["trials"]
     best = min((r for r in rows if r.status == "ok"), key=lambda r: r.median)
     assert task["best_latency_s"] == pytest.approx(best.median)
