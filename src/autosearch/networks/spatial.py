@@ -65,33 +65,38 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     from tvm import s_tir
     from tvm.s_tir import Schedule
 
+    probe = Schedule(mod)
+    blocks = root_blocks(probe)
+    if not blocks or any(iv.iter_type != 0 for b in blocks for iv in probe.get(b).iter_vars):
+        return []  # a reduction (or an opaque axis): the prior's design space decides
+    try:
+        (serial, outputs), (parallel, _), (tiled, _) = (_outputs_inlined(mod) for _ in range(3))
+    except s_tir.ScheduleError:
+        return _tile_forms(mod, register_lanes)
     forms = []
-    for parallel in (False, True):
-        sch = Schedule(mod)
-        blocks = root_blocks(sch)
-        if not blocks or any(iv.iter_type != 0 for b in blocks for iv in sch.get(b).iter_vars):
-            return []  # a reduction (or an opaque axis): the prior's design space decides
-        outputs = output_blocks(sch, blocks)
-        try:
-            for block in blocks:
-                if block not in outputs:
-                    sch.compute_inline(block)
-        except s_tir.ScheduleError:
-            return _tile_forms(mod, register_lanes)
-        nests = [_loop_nest(sch, block, register_lanes, parallel) for block in outputs]
+    for sch, in_parallel in ((serial, False), (parallel, True)):
+        nests = [_loop_nest(sch, sch.get_sblock(name), register_lanes, in_parallel) for name in outputs]
         if any(nest is None for nest in nests):
             return []
         if all(nests):  # a serial nest has nothing to split off a loop of one axis: no parallel form
             forms.append(sch)
-    tiled = Schedule(mod)
-    blocks = root_blocks(tiled)
-    outputs = output_blocks(tiled, blocks)
-    for block in blocks:
-        if block not in outputs:
-            tiled.compute_inline(block)
-    if len(outputs) == 1 and _tiled_nest(tiled, outputs[0], register_lanes):
+    if len(outputs) == 1 and _tiled_nest(tiled, tiled.get_sblock(outputs[0]), register_lanes):
         forms.append(tiled)
     return forms
+
+
+def _outputs_inlined(mod: Any) -> tuple[Any, list[str]]:
+    """A schedule of `mod` with every block but the task's outputs inlined into them, and the
+    outputs' names; raises `ScheduleError` where a block does not inline."""
+    from tvm.s_tir import Schedule
+
+    sch = Schedule(mod)
+    blocks = root_blocks(sch)
+    outputs = output_blocks(sch, blocks)
+    for block in blocks:
+        if block not in outputs:
+            sch.compute_inline(block)
+    return sch, [sch.get(block).name_hint for block in outputs]
 
 
 def _tiled_nest(sch: Any, block: Any, register_lanes: int) -> bool:
