@@ -33,8 +33,9 @@ def _tiles(sch) -> list[list[int]]:  # type: ignore[no-untyped-def]
 def test_a_matmul_gets_row_blocks_of_whole_registers_around_its_whole_reduction_and_computes_the_product() -> None:
     """49 rows x 64 columns over 256: with 16 lanes and 28 accumulators, a 2-register block has
     7 rows (49's largest divisor <= 14) and 32 columns innermost, a 4-register block 7 rows and
-    64 columns; the reduction is one inner loop of 256 (beyond the design space's cap of 64); each
-    schedule builds and computes A @ B."""
+    64 columns; the reduction is one inner loop of 256 (beyond the design space's cap of 64); the
+    2-register block comes in both loop orders, its row blocks outside its two column panels and
+    inside each (the panel reused by every row block); each schedule builds and computes A @ B."""
     import tvm
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
@@ -49,7 +50,12 @@ def test_a_matmul_gets_row_blocks_of_whole_registers_around_its_whole_reduction_
     assert (7, 32, 256) in inner and (7, 64, 256) in inner
     for s in scheds:
         rows, cols, red = _tiles(s)
-        assert rows[1:3] == [1, 1] and cols[1:3] == [1, 1] and red == [1, 256]
+        assert rows in ([7, 1, 1, 7], [1, 7, 1, 7]) and cols[1:3] == [1, 1] and red == [1, 256]
+    # 2 registers wide, the rows' blocks both outside the two column panels and inside each;
+    # 4 registers wide is one panel (64 columns), so one order
+    orders = {(tuple(rows), cols[-1]) for rows, cols, _ in map(_tiles, scheds)}
+    assert ((1, 7, 1, 7), 32) in orders and ((7, 1, 1, 7), 32) in orders
+    assert ((1, 7, 1, 7), 64) not in orders
     rng = np.random.default_rng(0)
     a, b = rng.random((49, 256), dtype=np.float32), rng.random((256, 64), dtype=np.float32)
     dev = tvm.cpu()
@@ -94,7 +100,7 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     packed: bool, built: bool, tmp_path: Path
 ) -> None:
     """`timed_pick` with no prior pick returns one of the task's register blocks (its tiles the
-    micro-kernel's), checked against the unscheduled task; where the task has no register block
+    micro-kernel's, its row blocks outside the column panels or inside each), checked against the unscheduled task; where the task has no register block
     and no pick, none. A layout-free weight (a network's constant) is packed by
     `RewriteLayout` in every block, and the blocks are timed with the packed argument they are
     built for (timed with the plain one none ran, and none was picked). The same where a prior
@@ -131,7 +137,8 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
     assert any(ins[0] == "TransformLayout" for ins in insts) == packed
     by_inst = {int(i): d for i, d in decisions}
     tiles = [by_inst[i] for i, ins in enumerate(insts) if ins[0] == "SamplePerfectTile"]
-    assert tiles[-1] == [1, 128] and tiles[0][1:3] == [1, 1] and tiles[1][1:3] == [1, 1]
+    rows_outside, rows_in_panels = tiles[0][1:3] == [1, 1], tiles[0][0] == 1 and tiles[0][2] == 1
+    assert tiles[-1] == [1, 128] and (rows_outside or rows_in_panels) and tiles[1][1:3] == [1, 1]
     narrow = ModuleWorkload(name="net/narrow", ir_module=_matmul(28, 64, lanes))
     assert pick(narrow) is None
 

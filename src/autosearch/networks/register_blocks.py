@@ -19,6 +19,7 @@ where it is the fastest, as `networks.spatial`'s loop nests are.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -74,8 +75,8 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int, space: An
     seen: set[str] = set()
     for sketch in space.spaces:
         insts, decisions = json.loads(trace_json(sketch))
-        for width in (2, 4) if not out else (2,):
-            chosen = blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS)
+        for width, panels in itertools.product((2, 4) if not out else (2,), (False, True)):
+            chosen = blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS, panels)
             if chosen is None or json.dumps(chosen) in seen:
                 continue
             seen.add(json.dumps(chosen))
@@ -329,12 +330,15 @@ def _fastest_right(
 
 
 def blocked_decisions(
-    insts: list[Any], decisions: list[Any], lanes: int, width: int, accumulators: int
+    insts: list[Any], decisions: list[Any], lanes: int, width: int, accumulators: int, rows_in_panels: bool = False
 ) -> list[Any] | None:
     """A sketch's decisions ([instruction, decision] pairs) with its first `SSRSRS` block tiled as
     a micro-kernel `width` registers wide (`lanes` each) and as many rows as `accumulators` allow;
     None where the sketch has no such block, the innermost spatial axis takes no such width, or
-    no other spatial axis gives 2 rows or more."""
+    no other spatial axis gives 2 rows or more. `rows_in_panels`: the row blocks loop inside each
+    column panel (the rows' outer tile one level in) rather than around all of them, so that a
+    panel of the weight (the whole reduction x `width` registers) is read once from memory and
+    reused by every row block, as a BLAS loops; None where there is one panel or one row block."""
     start = next((i for i, ins in enumerate(insts) if _tiling(ins) == STRUCTURE), None)
     if start is None:
         return None
@@ -364,6 +368,10 @@ def blocked_decisions(
     for i in spatial:
         inner = v if i == vector else r if i == rows else 1
         chosen[i] = [extent[i] // inner, 1, 1, inner]
+    if rows_in_panels:
+        if extent[rows] == r or extent[vector] == v:
+            return None  # one row block or one panel: the same loops as the other order
+        chosen[rows] = [1, extent[rows] // r, 1, r]
     for i in reduction:
         chosen[i] = [1, extent[i]]
     for i in range(len(insts)):  # the most unrolling the sketch offers
