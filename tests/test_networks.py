@@ -1614,7 +1614,8 @@ def test_network_budget_says_whether_rounds_are_measured() -> None:
 
 def test_the_zero_trial_pass_orders_with_a_feature_prior_trained_on_avx2_and_avx512_cpus() -> None:
     """`PriorRanker` orders its shortlist with the shipped orderer (MODEL_CARD_order.md), a
-    PerStoreFeature model whose training stores came from an AVX2 CPU (Zen 3) and AVX-512 ones,
+    PerStoreFeature model whose training stores came from an AVX2 CPU (Zen 3) and AVX-512 ones
+    (AMD Zen 4 and 5, Intel `emeraldrapids` and `rocketlake`),
     not with `pretrained` (Zen 4 only), which ranked the Zen 3's network shortlists near chance."""
     from autosearch.backends.tvm.target import host_target
     from autosearch.features.per_store import FEATURE_WIDTH
@@ -1624,7 +1625,7 @@ def test_the_zero_trial_pass_orders_with_a_feature_prior_trained_on_avx2_and_avx
     trained_on = {
         json.loads(t)["mcpu"] for t in json.loads((Path(ORDER_MODEL) / "config.json").read_text())["trained_on"]
     }
-    assert {"znver3", "znver4", "emeraldrapids"} <= trained_on
+    assert {"znver3", "znver4", "emeraldrapids", "rocketlake"} <= trained_on
     ranker = PriorRanker(host_target())
     weights = (Path(ORDER_MODEL) / "model.safetensors").read_bytes()
     assert weights != (pretrained_dir("pretrained") / "model.safetensors").read_bytes()
