@@ -15,6 +15,13 @@ of 64, 342 with 256 and 397 with the whole 3072. On ViT-base's 208-row MLP matmu
 form ran 471-473 GFLOP/s against the 700-trial best's 444-449. No sketch the search can write
 reaches it, so it is measured as a trial of the task (`TuneRun.measure_schedules`) and built
 where it is the fastest, as `networks.spatial`'s loop nests are.
+
+Each 2-register block comes in two loop orders: its row blocks around all the column panels, and
+inside each panel (`blocked_decisions`' `rows_in_panels`). Why: with the rows outside, every row
+block reads the whole weight again; BERT-base's FFN matmuls (128 x 768 x 3072, a 9.4 MB weight)
+ran 144 GFLOP/s so on an Intel `rocketlake` (2 cores, timed cold), 282 with each 768 x 32 panel
+read once and reused by the 16 row blocks (the 10-minute run's best: 304); BERT-base from the prior
+alone went from 0.65x to 0.91x OpenVINO f32 (bench/README.md "Register blocks in panels").
 """
 
 from __future__ import annotations
