@@ -26,7 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="+", help="model directories or shipped prior names")
     args = ap.parse_args(argv)
 
-    from autosearch.training.dataset import resolve_db
+    from autosearch.models import load_model
+    from autosearch.networks.prior import RUNNERS_UP
+    from autosearch.search.model_spec import pretrained_dir
+    from autosearch.training.dataset import load_dataset, resolve_db
 
     db = resolve_db(args.store)
     tasks: dict[str, dict[str, float]] = {}
@@ -42,11 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(tasks)} tasks; best of each shortlist {best * 1e3:.2f} ms; prefix prior's first pick {first * 1e3:.2f} ms"
     )
-    from autosearch.models import load_model
-    from autosearch.networks.prior import RUNNERS_UP
-    from autosearch.search.model_spec import pretrained_dir
-    from autosearch.training.dataset import load_dataset
-
     timed = 1 + RUNNERS_UP  # the pick and its runners-up: what the zero-trial pass times
     for name in args.models:
         model = load_model(Path(name) if Path(name).is_dir() else pretrained_dir(name))
