@@ -16,7 +16,7 @@ form ran 471-473 GFLOP/s against the 700-trial best's 444-449. No sketch the sea
 reaches it, so it is measured as a trial of the task (`TuneRun.measure_schedules`) and built
 where it is the fastest, as `networks.spatial`'s loop nests are.
 
-Each 2-register block comes in two loop orders: its row blocks around all the column panels, and
+Each block comes in two loop orders: its row blocks around all the column panels, and
 inside each panel (`blocked_decisions`' `rows_in_panels`). Why: with the rows outside, every row
 block reads the whole weight again; BERT-base's FFN matmuls (128 x 768 x 3072, a 9.4 MB weight)
 ran 144 GFLOP/s so on an Intel `rocketlake` (2 cores, timed cold), 282 with each 768 x 32 panel
