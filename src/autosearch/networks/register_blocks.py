@@ -84,9 +84,10 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int, space: An
         insts, decisions = json.loads(trace_json(sketch))
         for width, panels in itertools.product((2, 4) if not out else (2,), (False, True)):
             chosen = blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS, panels)
-            if chosen is None or json.dumps(chosen) in seen:
+            key = json.dumps(chosen)
+            if chosen is None or key in seen:
                 continue
-            seen.add(json.dumps(chosen))
+            seen.add(key)
             sch = replay_postprocessed(
                 mod, postprocs, lambda s, d=chosen, i=insts: Trace.apply_json_to_schedule([i, d], s)
             )

@@ -70,9 +70,10 @@ def spatial_forms(mod: Any, register_lanes: int) -> list[Any]:
     if not blocks or any(iv.iter_type != 0 for b in blocks for iv in probe.get(b).iter_vars):
         return []  # a reduction (or an opaque axis): the prior's design space decides
     try:
-        (serial, outputs), (parallel, _), (tiled, _) = (_outputs_inlined(mod) for _ in range(3))
+        serial, outputs = _outputs_inlined(mod)
     except s_tir.ScheduleError:
         return _tile_forms(mod, register_lanes)
+    parallel, tiled = serial.copy(), serial.copy()  # each form from the inlined schedule, traces too
     forms = []
     for sch, in_parallel in ((serial, False), (parallel, True)):
         nests = [_loop_nest(sch, sch.get_sblock(name), register_lanes, in_parallel) for name in outputs]
