@@ -51,11 +51,15 @@ def graph_and_picks() -> tuple[Any, dict[int, str | None]]:
 def _untimed(mp: pytest.MonkeyPatch) -> None:
     """The ranked pick kept as ranked: what `register_blocks.timed_pick` (`timed_built` of what a
     worker built) would choose among it, its runners-up and variants is decided by timing, which
-    a busy machine may decide either way."""
+    a busy machine may decide either way; a task with no reduction (no pick) gets the first of
+    what the worker built and checked (its unscheduled loops)."""
     from autosearch.networks import register_blocks
 
+    def first_built(workload: Any, target: Any, trace: str | None, built: Any, seed: int = 0) -> str | None:
+        return trace if trace is not None else next((b.trace for b in built if b.verified), None)
+
     mp.setattr(register_blocks, "timed_pick", lambda workload, target, trace, seed=0, runners_up=(): trace)
-    mp.setattr(register_blocks, "timed_built", lambda workload, target, trace, built, seed=0: trace)
+    mp.setattr(register_blocks, "timed_built", first_built)
 
 
 def _ranked(graph: Any) -> list[int]:
@@ -75,7 +79,8 @@ def test_tasks_passed_in_workers_get_the_picks_of_the_pass_in_process_and_the_ru
 ) -> None:
     """The workers' picks are the in-process pass's, and each comes back with the unscheduled
     task's run that checked it (`verify.reference_of` here as the task is reported, before this
-    process has checked anything of it)."""
+    process has checked anything of it); the tasks with no reduction are built there too, their
+    loop nests checked, and get a schedule as in the pass in process."""
     from autosearch.networks import verify
 
     graph, picks = graph_and_picks
@@ -95,7 +100,8 @@ def test_tasks_passed_in_workers_get_the_picks_of_the_pass_in_process_and_the_ru
     both.run_all(range(len(picks)), reported)
     assert sorted(seen) == list(range(len(picks)))  # each task reported once
     ranked = _ranked(graph)
-    assert all(checked_by_then[i] for i in ranked if picks[i] is not None)
+    assert all(checked_by_then[i] for i in picks if picks[i] is not None)
+    assert len(ranked) < len(picks)  # the BatchNorm + ReLU and the concatenation went to workers too
     assert {i: both.traces.get(i) for i in ranked} == {i: picks[i] for i in ranked}
     assert sum(picks[i] is not None for i in ranked) >= 2  # the convolutions have picks to compare
     assert all((both.traces.get(i) is None) == (picks[i] is None) for i in picks)  # timed tasks built alike
@@ -150,3 +156,41 @@ def test_workers_that_all_die_before_they_load_are_told_in_one_warning(
             graph.workloads, list(picks), host_target(), 0, lambda i, pick, s: reported.append(i), str(tmp_path)
         )
     assert reported == []
+
+
+# integration: workers start, are ended past the cap and replaced, then the pass in process (~30 s)
+@pytest.mark.integration
+def test_a_task_past_the_workers_cap_ends_its_worker_and_is_passed_in_process(
+    graph_and_picks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task that holds its worker past the cap (as an LLVM build that does not end would) ends
+    that worker, a new one takes the queue, and the task is left to the pass in this process:
+    every task is still passed, with the same picks, and no worker is left running."""
+    import multiprocessing
+
+    graph, picks = graph_and_picks
+    monkeypatch.setattr(prior_workers, "MIN_TASKS", 2)
+    monkeypatch.setattr(prior_workers, "TASK_CAP_CEILING", 0.05)  # every task is past it
+    monkeypatch.setattr(prior_workers, "TASK_CAP_FLOOR", 0.05)
+    _untimed(monkeypatch)
+    if worker_count(len(picks)) == 0:
+        pytest.skip("one physical core: the pass runs in its own process")
+    started: list[int] = []
+    monkeypatch.setattr(prior_workers, "_Worker", _counting(prior_workers._Worker, started))
+    capped = PriorPass(graph.workloads, host_target(), 0)
+    capped.run_all(range(len(picks)))
+    assert capped.passed == set(picks)
+    assert len(started) > worker_count(len(picks))  # ended workers were replaced
+    assert {i: capped.traces.get(i) for i in _ranked(graph)} == {i: picks[i] for i in _ranked(graph)}
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]
+
+
+def _counting(cls: Any, started: list[int]) -> Any:
+    """`cls` (a worker) that notes each one started in `started`."""
+
+    class Counted(cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            started.append(self.process.pid or 0)
+
+    return Counted

@@ -122,6 +122,44 @@ def test_the_prior_pass_builds_a_task_with_no_reduction_from_the_timed_form() ->
     assert int(loops[-1].extent) == block_lanes and len(loops) in (2, 5)
 
 
+def test_a_worker_builds_and_checks_the_forms_and_leaves_out_one_that_computes_something_else(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`built_forms` (a prior worker's half): the unscheduled loops and every form in one library,
+    each form run there against the unscheduled loops; a form of another computation (x * 3 where
+    the task computes x * 2, same shapes) is left out, and the pass's timing (`timed_built`) picks
+    one of those left, which computes what the task computes."""
+    from tvm import te, tirx
+
+    import autosearch.networks.spatial as spatial
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.register_blocks import timed_built
+    from autosearch.networks.verify import schedule_matches
+    from autosearch.workloads.module import ModuleWorkload
+
+    def module(scale: float) -> object:
+        x = te.placeholder((8, 4, 32), "float32", name="x")
+        y = te.compute((8, 4, 32), lambda i, j, k: tirx.max(x[i, j, k] * scale, 0.0), name="y")
+        return tvm.IRModule({"main": te.create_prim_func([x, y])})
+
+    target = host_target()
+    if simd_bits(target) <= 0:
+        pytest.skip("no SIMD registers known on this CPU")
+    task = ModuleWorkload(name="scale", ir_module=module(2.0), family="network")
+    right = spatial.spatial_forms(task.mod(), 16)
+    wrong = spatial.spatial_forms(module(3.0), 16)
+    assert len(right) == len(wrong) == 2
+    monkeypatch.setattr(spatial, "spatial_forms", lambda mod, lanes: [right[0], wrong[1]])
+    built = spatial.built_forms(task, target, 512, 0, str(tmp_path))
+    assert [b.function for b in built] == ["reference", "form0"]  # the wrong form is not offered
+    assert all(b.verified for b in built) and built[1].trace == trace_json(right[0])
+    assert built[0].args[0].shape == (8, 4, 32)
+    picked = timed_built(task, target, None, built)
+    assert picked in {b.trace for b in built} and schedule_matches(task, picked, target)
+    monkeypatch.setattr(spatial, "spatial_forms", lambda mod, lanes: [])
+    assert spatial.built_forms(task, target, 512, 0, str(tmp_path)) == []  # not of this kind: the design space's
+
+
 def test_an_innermost_axis_wider_than_a_vector_is_split_and_its_inner_part_vectorized() -> None:
     """A transformer's element-wise task over 384 features (a GELU's shape): the forms vectorize a
     64-lane inner part of the feature axis (384 = 6 x 64), and compute what the task computes."""

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from autosearch import interrupts
 
 if TYPE_CHECKING:
+    from autosearch.networks.built import Built
     from autosearch.networks.prior_workers import WorkerPick
-    from autosearch.networks.register_blocks import Built
     from autosearch.search.adapter import ModelAdapter
 
 __all__ = [
@@ -128,18 +128,14 @@ class PriorPass:
 
     def run_all(self, todo: Sequence[int], each: Callable[[int], None] | None = None) -> None:
         """`run` of every task in `todo` not yet passed, `each(i)` after each. Where the shipped
-        priors rank (not the pooled one, which lives in this process), the tasks with a reduction
-        go to worker processes first (`prior_workers`), which also build the candidates timed beside
-        each pick; the timing follows here, alone (those candidates, then the tasks with no reduction)."""
+        priors rank (not the pooled one, which lives in this process), the tasks go to worker
+        processes first (`prior_workers`), which build the candidates timed beside each pick (or a
+        task's loop nests, where it has no reduction); the timing follows here, alone."""
         from autosearch.networks.prior_workers import ranked_in_workers
-        from autosearch.networks.spatial import has_timed_forms
         from autosearch.networks.verify import keep_reference
-        from autosearch.search.registers import simd_bits
 
         todo = [i for i in todo if i not in self.passed]
         if self.enabled and (self.learned is None or self.learned() is None):
-            bits = simd_bits(self.target)
-            ranked = [i for i in todo if not has_timed_forms(self.workloads[i], bits)]
 
             def done(i: int, found: WorkerPick, seconds: float) -> None:
                 self._record(i, found.pick, seconds)
@@ -151,13 +147,15 @@ class PriorPass:
 
             t0 = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix="autosearch-prior-") as directory:
-                ranked_in_workers(self.workloads, ranked, self.target, self.seed, done, directory)
-                for i in ranked:  # the candidates they built are timed here, alone, as `prior_schedule` times them
+                ranked_in_workers(self.workloads, todo, self.target, self.seed, done, directory)
+                for i in todo:  # the candidates they built are timed here, alone, as `prior_schedule` times them
                     if i in self.passed:
                         self._timed_built(i)
             self.seconds += time.perf_counter() - t0
         for i in todo:
-            if i not in self.passed:  # tasks timed here, and any a worker left
+            if (
+                i not in self.passed
+            ):  # a pass in this process (no workers, the pooled prior), and any task a worker left
                 self.run(i)
                 if each is not None:
                     each(i)

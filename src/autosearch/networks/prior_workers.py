@@ -4,11 +4,12 @@ Why: the prior pass of a network that is built from the prior alone is most of i
 DenseNet-121 with 188 tasks: ~250 s of ~290 on a 2-core Zen 4), and most of that is the 71 tasks
 with a reduction, each a few seconds of Python, LLVM compiles and scoring with small tensors that
 keep one core busy much better than two. Two processes, one torch thread each, ran 12 of its
-convolutions 1.3x faster than one process on both cores, with the same picks. The tasks timed on
-this machine (`spatial.spatial_schedule`) are not sent here: their timing needs the machine to
-itself, so the pass runs them after the workers are done. For the same reason a worker builds the
-candidates the pass times beside its pick (`register_blocks.built_candidates`) and the pass times
-them when the workers are done (`register_blocks.timed_built`).
+convolutions 1.3x faster than one process on both cores, with the same picks. Timing needs the
+machine to itself, so a worker builds the candidates the pass times beside its pick
+(`register_blocks.built_candidates`), or a task's loop nests where it has no reduction
+(`spatial.built_forms`), and the pass times them when the workers are done
+(`register_blocks.timed_built`). The tasks go out costliest first (by FLOPs), so that no long task
+starts last while the other workers stand idle.
 
 A worker ignores Ctrl-C: the parent's wait wakes every `poll` s, and on a Ctrl-C it ends the
 workers at once. A worker that dies (a crash in TVM) leaves the task it was passing to the
@@ -28,13 +29,28 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from autosearch import interrupts
-from autosearch.networks.register_blocks import Built
+from autosearch.networks.built import Built
 from autosearch.networks.verify import Reference
 
-__all__ = ["MAX_WORKERS", "MIN_TASKS", "WorkerPick", "ranked_in_workers", "worker_count"]
+__all__ = [
+    "MAX_WORKERS",
+    "MIN_TASKS",
+    "TASK_CAP_CEILING",
+    "TASK_CAP_FACTOR",
+    "TASK_CAP_FLOOR",
+    "WorkerPick",
+    "ranked_in_workers",
+    "worker_count",
+]
 
 #: The most worker processes: each holds TVM, torch and both priors (~1 GB).
 MAX_WORKERS = 8
+#: A worker's cap on one task: `TASK_CAP_FACTOR` x the median of the tasks done so far, at least
+#: `TASK_CAP_FLOOR` s, at most `TASK_CAP_CEILING` s (until 8 are done). Why: a worker builds each
+#: task's candidates with LLVM in its own process, and one pick (a 64-lane gather over a 112 x 112
+#: mean, unrolled 512 steps) held LLVM's -O3 for minutes, and the whole compile with it; the worker
+#: is ended and the task is passed in the run's process, whose builds are capped (`timed_pick`).
+TASK_CAP_FACTOR, TASK_CAP_FLOOR, TASK_CAP_CEILING = 8.0, 30.0, 120.0
 #: The fewest tasks sent to workers. Why: starting them costs seconds (spawned interpreters import
 #: TVM and torch and load both priors), and the gain is a fraction of the tasks' time (16 of
 #: DenseNet-121's convolutions and 4 timed tasks: 24.7 s with the workers' start, 29.5 s in one
@@ -74,9 +90,10 @@ def _start(target: str, threads: int) -> None:
 
 class WorkerPick(NamedTuple):
     """A worker's answer for one task: the prior's pick, the `timed_pick` candidates it built
-    (`register_blocks.built_candidates`) and the unscheduled task's run that checked the pick
-    (`verify.reference_of`; None where none was checked), so the run's process checks the
-    candidate it times fastest without running the unscheduled task again."""
+    (`register_blocks.built_candidates`; for a task with no reduction its loop nests and its
+    unscheduled loops, all checked, and no pick: `spatial.built_forms`) and the unscheduled task's
+    run that checked the pick (`verify.reference_of`; None where none was checked), so the run's
+    process checks the candidate it times fastest without running the unscheduled task again."""
 
     pick: str | None
     built: list[Built]
@@ -88,13 +105,18 @@ def _ranked(name: str, module: str, seed: int, directory: str) -> tuple[WorkerPi
 
     from autosearch.networks.prior import ranked_schedules
     from autosearch.networks.register_blocks import built_candidates
+    from autosearch.networks.spatial import built_forms
     from autosearch.networks.verify import reference_of
+    from autosearch.search.registers import simd_bits
     from autosearch.workloads.module import ModuleWorkload
 
     t0 = time.perf_counter()
     workload = ModuleWorkload(name=name, ir_module=tvm.ir.load_json(module), family="network")
-    pick, runners_up = ranked_schedules(workload, _TARGET, _RANKER, seed)
-    built = built_candidates(workload, _TARGET, pick, runners_up, directory)
+    built = built_forms(workload, _TARGET, simd_bits(_TARGET), seed, directory)
+    pick = None
+    if not built:  # a task with a reduction, or forms TVM does not build: the prior's design space
+        pick, runners_up = ranked_schedules(workload, _TARGET, _RANKER, seed)
+        built = built_candidates(workload, _TARGET, pick, runners_up, directory)
     return WorkerPick(pick, built, reference_of(workload, _TARGET, seed)), time.perf_counter() - t0
 
 
@@ -110,6 +132,7 @@ class _Worker:
         child.close()  # the worker's end lives in the worker only: its death reads as EOF here
         self.ready = False
         self.task: int | None = None
+        self.since = 0.0  # when it was sent its task (monotonic)
 
     def stop(self, deadline: float) -> None:
         """Ends the worker: asked, when it is waiting for a task; ended, when it is not done by
@@ -176,6 +199,7 @@ def ranked_in_workers(
     process at once, so a death reads at once as its task left to the caller."""
     import tvm
 
+    from autosearch.backends.tvm.build import median_cap
     from autosearch.backends.tvm.space import to_plain_json
     from autosearch.backends.tvm.target import physical_cores
 
@@ -184,12 +208,21 @@ def ranked_in_workers(
         return
     context = multiprocessing.get_context("spawn")  # TVM's and torch's threads do not survive a fork
     target_json = json.dumps(to_plain_json(target.export()))
-    queue = deque(todo)
-    workers = [_Worker(context, target_json, max(1, physical_cores() // n)) for _ in range(n)]
+    queue = deque(sorted(todo, key=lambda i: -(workloads[i].flops or 0.0)))  # longest first
+    threads = max(1, physical_cores() // n)
+    workers = [_Worker(context, target_json, threads) for _ in range(n)]
     loaded = False  # whether any worker ever answered
+    took: list[float] = []  # seconds of each task done
     try:
         while queue or any(w.task is not None for w in workers):
             interrupts.check()
+            cap = median_cap(took, TASK_CAP_CEILING, TASK_CAP_FACTOR, TASK_CAP_FLOOR)
+            for w in [w for w in workers if w.task is not None and time.monotonic() - w.since > cap]:
+                w.task = None  # left to the caller, as a dead worker's; a new worker takes the queue
+                workers.remove(w)
+                w.stop(time.monotonic())
+                if queue:
+                    workers.append(_Worker(context, target_json, threads))
             alive = [w for w in workers if w.process.is_alive() or w.conn.poll()]
             if not alive:
                 if not loaded:
@@ -214,6 +247,7 @@ def ranked_in_workers(
                 if kind == "done" and w.task is not None:
                     (pick, seconds), i = value, w.task
                     w.task = None
+                    took.append(seconds)
                     done(i, pick, seconds)
                 w.ready = True
             for w in workers:
@@ -221,7 +255,7 @@ def ranked_in_workers(
                     i = queue.popleft()
                     try:
                         w.conn.send((workloads[i].name, tvm.ir.save_json(workloads[i].mod()), seed, directory))
-                        w.task = i
+                        w.task, w.since = i, time.monotonic()
                     except OSError:
                         queue.appendleft(i)  # it died before reading it: another worker takes it
     finally:

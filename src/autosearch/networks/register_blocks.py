@@ -34,10 +34,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from autosearch import interrupts
+from autosearch.networks.built import ArgShape, Built, export_library
 
 __all__ = [
-    "ArgShape",
-    "Built",
     "built_candidates",
     "candidates",
     "register_blocks",
@@ -134,24 +133,6 @@ def unroll_variants(mod: Any, postprocs: Any, trace: str) -> list[Any]:
             if sch is not None:
                 out.append(sch)
     return out
-
-
-class ArgShape(NamedTuple):
-    """An argument of a built candidate as it takes it (`verify.arrays_for` reads these)."""
-
-    shape: tuple[int, ...]
-    dtype: str
-
-
-class Built(NamedTuple):
-    """A candidate of `timed_pick` built and exported by a prior worker process (`built_candidates`),
-    timed in the run's own process (`timed_built`)."""
-
-    trace: str  # its whole trace
-    verified: bool  # the prior's pick, checked when it was chosen
-    library: str  # the exported shared library
-    function: str  # its function in the library
-    args: list[ArgShape]  # as built: a weight that `RewriteLayout` packs, packed
 
 
 def candidates(mod: Any, target: Any, trace: str | None, runners_up: Sequence[str] = ()) -> list[tuple[Any, bool]]:
@@ -266,7 +247,7 @@ def _exported(mods: dict[int, Any], target: Any, directory: str) -> dict[int, tu
         names = {k: f"candidate{k}" for k in mods}
         together = tvm.IRModule({names[k]: m["main"].with_attr("global_symbol", names[k]) for k, m in mods.items()})
         try:
-            path = _export(fast_build(together, target, None), directory)
+            path = export_library(fast_build(together, target, None), directory)
             return {k: (path, names[k]) for k in mods}
         except Exception:  # one TVM refuses: each alone below
             interrupts.check()
@@ -274,21 +255,10 @@ def _exported(mods: dict[int, Any], target: Any, directory: str) -> dict[int, tu
     for k, m in mods.items():
         try:
             lib = fast_build(m, target, None)
-            out[k] = (_export(lib, directory), lib.entry_name)
+            out[k] = (export_library(lib, directory), lib.entry_name)
         except Exception:
             interrupts.check()
     return out
-
-
-def _export(lib: Any, directory: str) -> str:
-    """`lib` exported as a new shared library under `directory`: its path."""
-    import os
-    import tempfile
-
-    fd, path = tempfile.mkstemp(suffix=".so", dir=directory)
-    os.close(fd)
-    lib.export_library(path)
-    return path
 
 
 def timed_built(workload: Any, target: Any, trace: str | None, built: Sequence[Built], seed: int = 0) -> str | None:

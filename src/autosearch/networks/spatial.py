@@ -24,10 +24,12 @@ nests 0.04-0.10 and 0.06-0.12 ms alone (Zen 4), and the whole network 4.7% faste
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 __all__ = [
     "built_args",
+    "built_forms",
     "cold_seconds",
     "cold_timer",
     "fastest_cold",
@@ -344,7 +346,8 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     Why one module: the forms and the unscheduled task are compiled and loaded together, and the
     check runs the form that was timed. Built one by one (two forms timed, then the pick and the
     reference compiled again for the check) DenseNet-121's 117 such tasks took 0.5 s each, nearly
-    all of it LLVM's fixed cost per module (~80 ms a compile and load)."""
+    all of it LLVM's fixed cost per module (~80 ms a compile and load). A prior worker process
+    builds and checks them instead (`built_forms`), and the pass only times them."""
     import tvm
     from tvm.s_tir import Schedule
 
@@ -354,16 +357,15 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     forms = spatial_forms(workload.mod(), _lanes(register_bits)) if register_bits > 0 else []
     if not forms:
         return None
-    funcs = {"reference": workload.mod()["main"], **{f"form{i}": f.mod["main"] for i, f in enumerate(forms)}}
+    mod = _forms_module(workload, forms)
     try:
-        lib = tvm.compile(
-            tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()}), target=target
-        ).jit()
-        args = _random_args(funcs["reference"])
+        lib = tvm.compile(mod, target=target).jit()
+        args = _random_args(mod["reference"])
     except Exception:  # forms TVM does not build: the prior's design space decides
         interrupts.check()
         return None
-    timed = fastest_cold({name: cold_timer(lib, name, args) for name in funcs})
+    names = ["reference", *(f"form{i}" for i in range(len(forms)))]
+    timed = fastest_cold({name: cold_timer(lib, name, args) for name in names})
     if not timed:  # forms TVM does not run: the prior's design space decides
         return None
     seconds, best = timed[0]
@@ -373,3 +375,49 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     if not built_matches(workload, target, seed, lambda a: call(form, a), lambda a: call(reference, a)):
         return None
     return forms[int(best.removeprefix("form"))], seconds
+
+
+def _forms_module(workload: Any, forms: list[Any]) -> Any:
+    """One IRModule of the task's unscheduled loops (`reference`) and each of its forms (`formI`)."""
+    import tvm
+
+    funcs = {"reference": workload.mod()["main"], **{f"form{i}": f.mod["main"] for i, f in enumerate(forms)}}
+    return tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
+
+
+def built_forms(workload: Any, target: Any, register_bits: int, seed: int, directory: str) -> list[Any]:
+    """`spatial_schedule`'s forms and the unscheduled loops built into one shared library under
+    `directory`, each form checked against the unscheduled loops there (one that computes
+    something else is left out), as `register_blocks.Built` candidates for the run's process to
+    time (`register_blocks.timed_built`); none where the task is not of this kind or its forms do
+    not build (the prior's design space then decides).
+
+    Why in a prior worker process: compiling and loading the forms was most of these tasks' time
+    (DenseNet-121's 69: 47 s of its prior pass, on one core while the other stood idle; the
+    timing alone is a tenth of it)."""
+    import tvm
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch import interrupts
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.built import ArgShape, Built, export_library
+    from autosearch.networks.verify import built_matches, call
+
+    forms = spatial_forms(workload.mod(), _lanes(register_bits)) if register_bits > 0 else []
+    if not forms:
+        return []
+    mod = _forms_module(workload, forms)
+    try:
+        path = export_library(tvm.compile(mod, target=target), directory)
+        lib = tvm.runtime.load_module(path)
+    except Exception:  # forms TVM does not build: the prior's design space decides
+        interrupts.check()
+        return []
+    args = [ArgShape(tuple(int(x) for x in a.shape), str(a.dtype)) for a in ArgInfo.from_prim_func(mod["reference"])]
+    reference = lib["reference"]
+    out = [Built(trace_json(Schedule(workload.mod())), True, path, "reference", args)]
+    for i, form in enumerate(forms):
+        if built_matches(workload, target, seed, partial(call, lib[f"form{i}"]), partial(call, reference)):
+            out.append(Built(trace_json(form), True, path, f"form{i}", args))
+    return out
