@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
+from autosearch.networks.built import ArgShape, Built, export_library
+
 __all__ = [
     "built_args",
     "built_forms",
@@ -385,10 +387,10 @@ def _forms_module(workload: Any, forms: list[Any]) -> Any:
     return tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
 
 
-def built_forms(workload: Any, target: Any, register_bits: int, seed: int, directory: str) -> list[Any]:
+def built_forms(workload: Any, target: Any, register_bits: int, seed: int, directory: str) -> list[Built]:
     """`spatial_schedule`'s forms and the unscheduled loops built into one shared library under
     `directory`, each form checked against the unscheduled loops there (one that computes
-    something else is left out), as `register_blocks.Built` candidates for the run's process to
+    something else is left out), as `built.Built` candidates for the run's process to
     time (`register_blocks.timed_built`); none where the task is not of this kind or its forms do
     not build (the prior's design space then decides).
 
@@ -401,7 +403,6 @@ def built_forms(workload: Any, target: Any, register_bits: int, seed: int, direc
 
     from autosearch import interrupts
     from autosearch.backends.tvm.space import trace_json
-    from autosearch.networks.built import ArgShape, Built, export_library
     from autosearch.networks.verify import built_matches, call
 
     forms = spatial_forms(workload.mod(), _lanes(register_bits)) if register_bits > 0 else []
