@@ -152,10 +152,8 @@ class PriorPass:
                     if i in self.passed:
                         self._timed_built(i)
             self.seconds += time.perf_counter() - t0
-        for i in todo:
-            if (
-                i not in self.passed
-            ):  # a pass in this process (no workers, the pooled prior), and any task a worker left
+        for i in todo:  # passed in this process: no workers, the pooled prior, or a task a worker left
+            if i not in self.passed:
                 self.run(i)
                 if each is not None:
                     each(i)

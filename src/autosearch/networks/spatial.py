@@ -359,14 +359,13 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     forms = spatial_forms(workload.mod(), _lanes(register_bits)) if register_bits > 0 else []
     if not forms:
         return None
-    mod = _forms_module(workload, forms)
+    mod, names = _forms_module(workload, forms)
     try:
         lib = tvm.compile(mod, target=target).jit()
         args = _random_args(mod["reference"])
     except Exception:  # forms TVM does not build: the prior's design space decides
         interrupts.check()
         return None
-    names = ["reference", *(f"form{i}" for i in range(len(forms)))]
     timed = fastest_cold({name: cold_timer(lib, name, args) for name in names})
     if not timed:  # forms TVM does not run: the prior's design space decides
         return None
@@ -376,15 +375,16 @@ def spatial_schedule(workload: Any, target: Any, register_bits: int, seed: int =
     form, reference = lib[best], lib["reference"]
     if not built_matches(workload, target, seed, lambda a: call(form, a), lambda a: call(reference, a)):
         return None
-    return forms[int(best.removeprefix("form"))], seconds
+    return forms[names.index(best) - 1], seconds
 
 
-def _forms_module(workload: Any, forms: list[Any]) -> Any:
-    """One IRModule of the task's unscheduled loops (`reference`) and each of its forms (`formI`)."""
+def _forms_module(workload: Any, forms: list[Any]) -> tuple[Any, list[str]]:
+    """One IRModule of the task's unscheduled loops and each of its forms, and their functions'
+    names: `reference`, then one a form in order."""
     import tvm
 
     funcs = {"reference": workload.mod()["main"], **{f"form{i}": f.mod["main"] for i, f in enumerate(forms)}}
-    return tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()})
+    return tvm.IRModule({name: f.with_attr("global_symbol", name) for name, f in funcs.items()}), list(funcs)
 
 
 def built_forms(workload: Any, target: Any, register_bits: int, seed: int, directory: str) -> list[Built]:
@@ -408,7 +408,7 @@ def built_forms(workload: Any, target: Any, register_bits: int, seed: int, direc
     forms = spatial_forms(workload.mod(), _lanes(register_bits)) if register_bits > 0 else []
     if not forms:
         return []
-    mod = _forms_module(workload, forms)
+    mod, names = _forms_module(workload, forms)
     try:
         path = export_library(tvm.compile(mod, target=target), directory)
         lib = tvm.runtime.load_module(path)
@@ -418,7 +418,7 @@ def built_forms(workload: Any, target: Any, register_bits: int, seed: int, direc
     args = [ArgShape(tuple(int(x) for x in a.shape), str(a.dtype)) for a in ArgInfo.from_prim_func(mod["reference"])]
     reference = lib["reference"]
     out = [Built(trace_json(Schedule(workload.mod())), True, path, "reference", args)]
-    for i, form in enumerate(forms):
-        if built_matches(workload, target, seed, partial(call, lib[f"form{i}"]), partial(call, reference)):
-            out.append(Built(trace_json(form), True, path, f"form{i}", args))
+    for name, form in zip(names[1:], forms, strict=True):
+        if built_matches(workload, target, seed, partial(call, lib[name]), partial(call, reference)):
+            out.append(Built(trace_json(form), True, path, name, args))
     return out
