@@ -127,7 +127,7 @@ def test_a_prior_pass_pick_is_timed_against_the_register_blocks_and_the_chosen_o
         if not built:
             return timed_pick(task, target, None)
         made = built_candidates(task, target, None, (), str(tmp_path))
-        assert all(Path(b.library).is_file() and not b.verified for b in made)
+        assert all(Path(b.library).is_file() and b.verified for b in made)  # each checked where it was built
         assert len({b.library for b in made}) <= 1  # the task's candidates share one library
         return timed_built(task, target, None, made)
 
@@ -234,6 +234,67 @@ def test_timed_pick_chooses_among_the_priors_runners_up_and_checks_the_one_it_re
     assert timed_pick(task, target, None, 0, ["not a trace"]) is None
 
 
+def _transposed_matmul(m: int, k: int, n: int):  # type: ignore[no-untyped-def]
+    """`_matmul`'s shapes, another product: the weight read transposed (k == n)."""
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[j, r], axis=r), name="matmul")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("tirx.noalias", True)})
+
+
+def test_a_worker_checks_each_candidate_with_its_packed_weight_and_leaves_out_one_that_computes_something_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`built_candidates` runs each candidate it built on the check's inputs, the layout-free
+    weight packed as the candidate packs it (`verify.packed_matches`): the task's register blocks
+    are offered checked, and a block of another product (the weight read transposed, the same
+    shapes and the same kind of packing) is left out; the pass's timing picks one of those left
+    without a check of its own, and it computes the task."""
+    import tvm
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    import autosearch.networks.register_blocks as rb
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks import verify
+    from autosearch.networks.spatial import register_lanes
+    from autosearch.workloads.module import ModuleWorkload
+
+    target = host_target()
+    lanes = register_lanes(target)
+    if not lanes:
+        pytest.skip("no SIMD registers known on this CPU")
+
+    def packed(mod):  # type: ignore[no-untyped-def]
+        return tvm.IRModule({"main": mod["main"].with_attr("layout_free_buffers", [1])})
+
+    n = 8 * lanes
+    task = ModuleWorkload(name="net/matmul", ir_module=packed(_matmul(28, n, n)))
+    right = rb.candidates(task.mod(), target, None)
+    wrong = rb.candidates(packed(_transposed_matmul(28, n, n)), target, None)
+    assert right and wrong and all(verify.packed_layouts(sch) for sch, _ in right + wrong)
+    real = rb.candidates
+    monkeypatch.setattr(rb, "candidates", lambda *a: [right[0], wrong[0], right[1]])
+    made = rb.built_candidates(task, target, None, (), str(tmp_path))
+    assert [b.trace for b in made] == [rb._text(sch, False, None) for sch, _ in (right[0], right[1])]
+    assert all(b.verified for b in made)
+    monkeypatch.setattr(rb, "candidates", real)
+    checks: list[str] = []
+    monkeypatch.setattr(verify, "schedule_matches", lambda *a: checks.append(a[1]) or True)
+    picked = rb.timed_built(task, target, None, made)
+    assert picked in {b.trace for b in made} and checks == []  # checked where it was built, not again
+    monkeypatch.undo()
+    assert verify.schedule_matches(task, picked, target, 0)
+    for (sch, _), computes_the_task in ((right[0], True), (wrong[0], False)):  # left out by the check
+        ((library, function),) = rb._exported({0: sch.mod}, target, str(tmp_path)).values()
+        takes = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]
+        func = tvm.runtime.load_module(library)[function]
+        assert verify.packed_matches(task, target, 0, sch, func, takes) is computes_the_task
+
+
 def test_candidates_a_multi_function_build_refuses_are_built_one_library_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -294,3 +355,22 @@ def test_a_candidate_whose_build_runs_past_the_builders_cap_is_killed_and_the_ot
     chosen = timed_pick(task, target, None, 0, [trace_json(slow), trace_json(runner)])
     assert chosen == trace_json(runner)
     assert time.perf_counter() - t0 < 45.0
+
+
+def test_a_packing_read_from_a_schedule_moves_every_weight_element_where_tvms_own_index_map_does() -> None:
+    """`verify.Packing.apply` (NumPy) against TVM's `IndexMap.map_tensor` on a blocked
+    convolution weight's packing (floordiv and floormod of two axes, the axes reordered); an
+    index it cannot evaluate gives no shape, so the worker leaves that check to the run's process."""
+    import tvm
+    from tvm import tirx
+
+    from autosearch.networks.verify import Packing
+
+    o, i, h, w = (tirx.Var(n, "int32") for n in ("o", "i", "h", "w"))
+    final = [o // 16, i // 8, h, w, i % 8, o % 16]
+    packing = Packing([o, i, h, w], final)
+    weight = np.random.default_rng(0).standard_normal((32, 24, 3, 3)).astype("float32")
+    want = tirx.IndexMap([o, i, h, w], final, None).map_tensor(tvm.runtime.tensor(weight)).numpy()
+    assert packing.shape(weight.shape) == want.shape == (2, 3, 3, 3, 8, 16)
+    np.testing.assert_array_equal(packing.apply(weight), want)
+    assert Packing([o, i, h, w], [tirx.max(o, i), h, w]).shape(weight.shape) is None

@@ -116,7 +116,7 @@ def _ranked(name: str, module: str, seed: int, directory: str) -> tuple[WorkerPi
     pick = None
     if not built:  # a task with a reduction, or forms TVM does not build: the prior's design space
         pick, runners_up = ranked_schedules(workload, _TARGET, _RANKER, seed)
-        built = built_candidates(workload, _TARGET, pick, runners_up, directory)
+        built = built_candidates(workload, _TARGET, pick, runners_up, directory, seed)
     return WorkerPick(pick, built, reference_of(workload, _TARGET, seed)), time.perf_counter() - t0
 
 

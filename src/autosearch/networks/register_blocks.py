@@ -212,24 +212,39 @@ class _Candidate(NamedTuple):
 
 
 def built_candidates(
-    workload: Any, target: Any, trace: str | None, runners_up: Sequence[str], directory: str
+    workload: Any, target: Any, trace: str | None, runners_up: Sequence[str], directory: str, seed: int = 0
 ) -> list[Built]:
-    """The task's `candidates`, built and exported under `directory` (`_exported`): in a prior
-    worker process, so that the run's own process only times them (`timed_built`).
+    """The task's `candidates`, built and exported under `directory` (`_exported`) and each
+    checked here with the code built (`verify.packed_matches`; one that computes something else is
+    left out, one it cannot check is left to the run's process): in a prior worker process, so
+    that the run's own process only times them (`timed_built`).
 
     Why: building them was most of `timed_pick` (EfficientNet-B0's 360 candidates: 55 s of its
     95, Zen 5), on one core while the other stood idle; the workers build while they rank."""
+    import tvm
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from autosearch.networks.verify import packed_matches
 
     cands = candidates(workload.mod(), target, trace, runners_up)
     libraries = _exported({k: sch.mod for k, (sch, _) in enumerate(cands)}, target, directory)
+    loaded: dict[str, Any] = {}
     out: list[Built] = []
     for k, (sch, checked) in enumerate(cands):
         if k not in libraries:  # a candidate TVM does not build: the others decide
             continue
+        path, function = libraries[k]
         infos = ArgInfo.from_entry_func(sch.mod, remove_preproc=True)
         args = [ArgShape(tuple(int(x) for x in a.shape), str(a.dtype)) for a in infos]
-        out.append(Built(_text(sch, checked, trace), checked, *libraries[k], args))
+        right: bool | None = checked or None
+        if not checked:
+            try:
+                lib = loaded[path] if path in loaded else loaded.setdefault(path, tvm.runtime.load_module(path))
+                right = packed_matches(workload, target, seed, sch, lib[function], [a.shape for a in args])
+            except Exception:  # a library that does not load here: the run's process decides
+                interrupts.check()
+        if right is not False:
+            out.append(Built(_text(sch, checked, trace), bool(right), path, function, args))
     return out
 
 

@@ -13,7 +13,7 @@ random inputs beside the unscheduled task, and refused where any output differs 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,11 +23,14 @@ from autosearch.networks.check import RTOL, compare_outputs
 __all__ = [
     "BF16_RTOL",
     "INT8_RTOL",
+    "Packing",
     "arrays_for",
     "buffer_rtol",
     "built_matches",
     "call",
     "keep_reference",
+    "packed_layouts",
+    "packed_matches",
     "random_arrays",
     "reference_of",
     "schedule_matches",
@@ -164,3 +167,108 @@ def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> b
     if sch is None:  # a trace that does not apply is no schedule to build with
         return False
     return built_matches(workload, target, seed, lambda arrays: _run(sch.mod, target, arrays))
+
+
+#: The annotation of the block that `RewriteLayout` adds to pack a layout-free weight.
+PREPROC = "meta_schedule.layout_rewrite_preproc"
+
+
+class Packing(NamedTuple):
+    """How a schedule packs one layout-free weight (a `RewriteLayout` block): the weight's index
+    variables and, for each packed axis, its index in terms of them."""
+
+    variables: list[Any]
+    indices: list[Any]
+
+    def shape(self, plain: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The packed shape of a weight of shape `plain`; None where an index is not of the
+        arithmetic this reads (`_index`)."""
+        try:
+            return tuple(int(t.max()) + 1 for t in self._indices(plain))
+        except (TypeError, ValueError, KeyError):
+            return None
+
+    def apply(self, weight: np.ndarray) -> np.ndarray:
+        """`weight` packed, in numpy (TVM's `IndexMap.map_tensor` took seconds a weight)."""
+        indices = self._indices(weight.shape)
+        packed = np.zeros(tuple(int(t.max()) + 1 for t in indices), weight.dtype)
+        packed[tuple(indices)] = weight
+        return packed
+
+    def _indices(self, plain: tuple[int, ...]) -> list[np.ndarray]:
+        """Each packed axis's index of every element of a weight of shape `plain`."""
+        grid = {v.name: g for v, g in zip(self.variables, np.indices(plain, sparse=True), strict=True)}
+        return [np.broadcast_to(_index(e, grid), plain) for e in self.indices]
+
+
+def _index(expr: Any, env: dict[str, np.ndarray]) -> np.ndarray:
+    """An index expression of the variables in `env` evaluated over their numpy grids."""
+    from tvm import tirx
+
+    if isinstance(expr, tirx.Var):
+        return env[expr.name]
+    if isinstance(expr, tirx.IntImm):
+        return np.asarray(int(expr.value))
+    ops = {
+        tirx.Add: np.add,
+        tirx.Sub: np.subtract,
+        tirx.Mul: np.multiply,
+        tirx.FloorDiv: np.floor_divide,
+        tirx.FloorMod: np.mod,
+    }
+    for kind, op in ops.items():
+        if isinstance(expr, kind):
+            return op(_index(expr.a, env), _index(expr.b, env))
+    raise TypeError(f"an index this check does not evaluate: {type(expr).__name__}")
+
+
+def packed_layouts(sch: Any) -> dict[int, Packing] | None:
+    """Each argument that schedule `sch` packs (a `RewriteLayout` block: a copy of a layout-free
+    weight into a blocked buffer), by position, with its `Packing`; None where a packing is not
+    such a copy."""
+    from tvm import tirx
+
+    func = sch.mod["main"]
+    out: dict[int, Packing] = {}
+    for rv in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(rv)
+        if PREPROC not in block.annotations:
+            continue
+        store = block.body
+        source = getattr(getattr(store, "value", None), "source", None)
+        at = [k for k, p in enumerate(func.params) if source is not None and p.same_as(source)]
+        loaded = list(store.value.indices) if at else []
+        copies = all(isinstance(v, tirx.Var) for v in loaded) and len({v.name for v in loaded}) == len(loaded)
+        if len(at) != 1 or not loaded or not copies:
+            return None
+        out[at[0]] = Packing(loaded, list(store.indices))
+    return out
+
+
+def packed_matches(
+    workload: Any, target: Any, seed: int, sch: Any, func: Any, takes: list[tuple[int, ...]]
+) -> bool | None:
+    """Whether `func` (schedule `sch` built without its packing blocks, as the builder builds it,
+    its arguments of the shapes `takes`) computes what the unscheduled task computes: called on
+    the check's seeded inputs, each layout-free weight packed as `sch` packs it (`packed_layouts`).
+    None where this cannot tell (a packing it cannot read).
+
+    Why: a prior worker checks every candidate it built with the object code it built
+    (`register_blocks.built_candidates`), where the run's process had rebuilt the fastest one
+    with its packing to check it, one core busy while the other stood idle (13.5 s of
+    EfficientNet-B0's prior-only compile on an Intel `rocketlake`)."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    layouts = packed_layouts(sch)
+    plain = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_prim_func(workload.mod()["main"])]
+    if layouts is None or len(plain) != len(takes):
+        return None
+    packed = [layouts[k].shape(s) if k in layouts else s for k, s in enumerate(plain)]
+    if packed != [tuple(t) for t in takes]:
+        return None
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        after = call(func, [layouts[k].apply(a) if k in layouts else a for k, a in enumerate(arrays)])
+        return [arrays[k] if k in layouts else a for k, a in enumerate(after)]
+
+    return built_matches(workload, target, seed, run)
