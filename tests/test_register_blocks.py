@@ -358,19 +358,27 @@ def test_a_candidate_whose_build_runs_past_the_builders_cap_is_killed_and_the_ot
 
 
 def test_a_packing_read_from_a_schedule_moves_every_weight_element_where_tvms_own_index_map_does() -> None:
-    """`verify.Packing.apply` (NumPy) against TVM's `IndexMap.map_tensor` on a blocked
-    convolution weight's packing (floordiv and floormod of two axes, the axes reordered); an
-    index it cannot evaluate gives no shape, so the worker leaves that check to the run's process."""
+    """The packing `verify.packed_layouts` reads from a register block's `RewriteLayout` block,
+    applied in NumPy (`folding.moved`, as the worker's check packs the weight), puts every element
+    where TVM's `IndexMap.map_tensor` puts it; a schedule that packs nothing has no packing."""
     import tvm
-    from tvm import tirx
 
-    from autosearch.networks.verify import Packing
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.folding import moved
+    from autosearch.networks.register_blocks import candidates
+    from autosearch.networks.spatial import register_lanes
+    from autosearch.networks.verify import packed_layouts
 
-    o, i, h, w = (tirx.Var(n, "int32") for n in ("o", "i", "h", "w"))
-    final = [o // 16, i // 8, h, w, i % 8, o % 16]
-    packing = Packing([o, i, h, w], final)
-    weight = np.random.default_rng(0).standard_normal((32, 24, 3, 3)).astype("float32")
-    want = tirx.IndexMap([o, i, h, w], final, None).map_tensor(tvm.runtime.tensor(weight)).numpy()
-    assert packing.shape(weight.shape) == want.shape == (2, 3, 3, 3, 8, 16)
-    np.testing.assert_array_equal(packing.apply(weight), want)
-    assert Packing([o, i, h, w], [tirx.max(o, i), h, w]).shape(weight.shape) is None
+    target = host_target()
+    lanes = register_lanes(target)
+    if not lanes:
+        pytest.skip("no SIMD registers known on this CPU")
+    mod = _matmul(28, 64, 8 * lanes)
+    packed = tvm.IRModule({"main": mod["main"].with_attr("layout_free_buffers", [1])})
+    weight = np.random.default_rng(0).standard_normal((64, 8 * lanes)).astype("float32")
+    for sch, _ in candidates(packed, target, None):
+        ((at, index_map),) = packed_layouts(sch).items()  # type: ignore[union-attr]
+        assert at == 1 and len(index_map.final_indices) == 3  # column panels of whole registers
+        want = index_map.map_tensor(tvm.runtime.tensor(weight)).numpy()
+        np.testing.assert_array_equal(moved(weight, index_map), want)
+    assert all(packed_layouts(sch) == {} for sch, _ in candidates(mod, target, None))

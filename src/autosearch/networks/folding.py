@@ -19,7 +19,7 @@ import numpy as np
 
 from autosearch.networks.rewrite import rewrite_functions, static_shape
 
-__all__ = ["batch_norms_as_scale_shift", "exporter_zeros_dropped", "fold_in_numpy"]
+__all__ = ["batch_norms_as_scale_shift", "exporter_zeros_dropped", "fold_in_numpy", "moved"]
 
 _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "relax.add": np.add,
@@ -86,18 +86,21 @@ def _index_values(expr: Any, env: dict[Any, np.ndarray]) -> np.ndarray | None:
 
 
 def _layout_transform(x: np.ndarray, attrs: Any) -> np.ndarray | None:
-    """`relax.layout_transform` of a constant: each element moved where the index map sends it,
-    positions no element reaches (padding) set to the pad value."""
-    index_map = attrs.index_map
+    """`relax.layout_transform` of a constant (`moved`)."""
+    return moved(x, attrs.index_map, getattr(getattr(attrs, "pad_value", None), "value", 0) or 0)
+
+
+def moved(x: np.ndarray, index_map: Any, pad: Any = 0) -> np.ndarray | None:
+    """`x` with each element moved where `index_map` (a TVM `IndexMap`) sends it, positions no
+    element reaches (padding) set to `pad`; None for a map outside integer arithmetic."""
     shape = _ints(index_map.map_shape(list(x.shape)))
     if shape is None or len(index_map.initial_indices) != x.ndim:
         return None
     grid = np.indices(x.shape, dtype=np.int64) if x.ndim else np.zeros((0,), np.int64)
-    env = dict(zip(index_map.initial_indices, grid))
+    env = dict(zip(index_map.initial_indices, grid, strict=False))
     where = [w for w in (_index_values(e, env) for e in index_map.final_indices) if w is not None]
     if len(where) != len(index_map.final_indices):
         return None
-    pad = getattr(getattr(attrs, "pad_value", None), "value", 0) or 0
     out = np.full(shape, pad, dtype=x.dtype)
     out[tuple(np.broadcast_to(w, x.shape) for w in where)] = x
     return out

@@ -35,6 +35,7 @@ import numpy as np
 from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
 from autosearch.networks.bounds import checked_ids, guard_token_ids
+from autosearch.networks.codegen import build_parallel
 from autosearch.networks.inputs import InputSpec
 from autosearch.networks.rewrite import rewrite_calls, rewrite_functions, static_shape
 
@@ -819,4 +820,6 @@ def build_module(mod: Any, database: Any, target: Any) -> Any:
         return tvm.transform.Sequential(list(lower) + list(finalize))(mod)
 
     with target, database, tvm.transform.PassContext(opt_level=3):
-        return relax.build(mod, target=target, relax_pipeline=_pipeline)
+        if gpu:
+            return relax.build(mod, target=target, relax_pipeline=_pipeline)
+        return build_parallel(mod, target, _pipeline)  # its kernels compiled on every core

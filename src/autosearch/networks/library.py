@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autosearch import interrupts
+from autosearch.networks.codegen import export_parallel
 
 __all__ = ["JitBuild", "LibraryBuild", "compile_network"]
 
@@ -28,7 +29,11 @@ class LibraryBuild:
 
         self._folder = tempfile.TemporaryDirectory(prefix="autosearch-network-")  # removed with this object
         self.path = Path(self._folder.name) / "model.so"
-        executable.export_library(str(self.path))
+        try:
+            export_parallel(executable, str(self.path))  # its modules written on every core
+        except Exception:  # a module this export does not know how to write: TVM's own export
+            interrupts.check()
+            executable.export_library(str(self.path))
         #: the loaded library (`relax.VirtualMachine(build.module, dev)`)
         self.module = tvm.runtime.load_module(str(self.path))
 

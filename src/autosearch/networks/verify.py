@@ -13,17 +13,17 @@ random inputs beside the unscheduled task, and refused where any output differs 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
+from autosearch.networks.folding import moved
 
 __all__ = [
     "BF16_RTOL",
     "INT8_RTOL",
-    "Packing",
     "arrays_for",
     "buffer_rtol",
     "built_matches",
@@ -173,63 +173,14 @@ def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> b
 PREPROC = "meta_schedule.layout_rewrite_preproc"
 
 
-class Packing(NamedTuple):
-    """How a schedule packs one layout-free weight (a `RewriteLayout` block): the weight's index
-    variables and, for each packed axis, its index in terms of them."""
-
-    variables: list[Any]
-    indices: list[Any]
-
-    def shape(self, plain: tuple[int, ...]) -> tuple[int, ...] | None:
-        """The packed shape of a weight of shape `plain`; None where an index is not of the
-        arithmetic this reads (`_index`)."""
-        try:
-            return tuple(int(t.max()) + 1 for t in self._indices(plain))
-        except (TypeError, ValueError, KeyError):
-            return None
-
-    def apply(self, weight: np.ndarray) -> np.ndarray:
-        """`weight` packed, in numpy (TVM's `IndexMap.map_tensor` took seconds a weight)."""
-        indices = self._indices(weight.shape)
-        packed = np.zeros(tuple(int(t.max()) + 1 for t in indices), weight.dtype)
-        packed[tuple(indices)] = weight
-        return packed
-
-    def _indices(self, plain: tuple[int, ...]) -> list[np.ndarray]:
-        """Each packed axis's index of every element of a weight of shape `plain`."""
-        grid = {v.name: g for v, g in zip(self.variables, np.indices(plain, sparse=True), strict=True)}
-        return [np.broadcast_to(_index(e, grid), plain) for e in self.indices]
-
-
-def _index(expr: Any, env: dict[str, np.ndarray]) -> np.ndarray:
-    """An index expression of the variables in `env` evaluated over their numpy grids."""
-    from tvm import tirx
-
-    if isinstance(expr, tirx.Var):
-        return env[expr.name]
-    if isinstance(expr, tirx.IntImm):
-        return np.asarray(int(expr.value))
-    ops = {
-        tirx.Add: np.add,
-        tirx.Sub: np.subtract,
-        tirx.Mul: np.multiply,
-        tirx.FloorDiv: np.floor_divide,
-        tirx.FloorMod: np.mod,
-    }
-    for kind, op in ops.items():
-        if isinstance(expr, kind):
-            return op(_index(expr.a, env), _index(expr.b, env))
-    raise TypeError(f"an index this check does not evaluate: {type(expr).__name__}")
-
-
-def packed_layouts(sch: Any) -> dict[int, Packing] | None:
+def packed_layouts(sch: Any) -> dict[int, Any] | None:
     """Each argument that schedule `sch` packs (a `RewriteLayout` block: a copy of a layout-free
-    weight into a blocked buffer), by position, with its `Packing`; None where a packing is not
-    such a copy."""
+    weight into a blocked buffer), by position, with the `IndexMap` of its packing; None where a
+    packing is not such a copy."""
     from tvm import tirx
 
     func = sch.mod["main"]
-    out: dict[int, Packing] = {}
+    out: dict[int, Any] = {}
     for rv in sch.get_child_blocks(sch.get_sblock("root")):
         block = sch.get(rv)
         if PREPROC not in block.annotations:
@@ -241,7 +192,7 @@ def packed_layouts(sch: Any) -> dict[int, Packing] | None:
         copies = all(isinstance(v, tirx.Var) for v in loaded) and len({v.name for v in loaded}) == len(loaded)
         if len(at) != 1 or not loaded or not copies:
             return None
-        out[at[0]] = Packing(loaded, list(store.indices))
+        out[at[0]] = tirx.IndexMap(loaded, list(store.indices), None)
     return out
 
 
@@ -263,12 +214,18 @@ def packed_matches(
     plain = [tuple(int(x) for x in a.shape) for a in ArgInfo.from_prim_func(workload.mod()["main"])]
     if layouts is None or len(plain) != len(takes):
         return None
-    packed = [layouts[k].shape(s) if k in layouts else s for k, s in enumerate(plain)]
-    if packed != [tuple(t) for t in takes]:
+    shapes = [tuple(int(x) for x in layouts[k].map_shape(list(s))) if k in layouts else s for k, s in enumerate(plain)]
+    if shapes != [tuple(t) for t in takes]:
         return None
 
+    def pack(a: np.ndarray, k: int) -> np.ndarray:
+        out = moved(a, layouts[k])
+        if out is None:
+            raise ValueError("a packing outside integer arithmetic")  # the candidate is not offered
+        return out
+
     def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-        after = call(func, [layouts[k].apply(a) if k in layouts else a for k, a in enumerate(arrays)])
+        after = call(func, [pack(a, k) if k in layouts else a for k, a in enumerate(arrays)])
         return [arrays[k] if k in layouts else a for k, a in enumerate(after)]
 
     return built_matches(workload, target, seed, run)
