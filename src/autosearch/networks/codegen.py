@@ -13,6 +13,7 @@ finds every kernel by its symbol, whichever object it came from.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -53,7 +54,7 @@ def build_parallel(mod: Any, target: Any, pipeline: Any) -> Any:
         items = list(kernels.functions.items())
         n = parts_for(len(items))
         groups = [tvm.IRModule(dict(items[k::n]), attrs=kernels.attrs) for k in range(n)]  # dealt in turn
-        libs = _in_threads([lambda g=g: tvm.tirx.build(g, target=target) for g in groups])
+        libs = _in_threads([functools.partial(tvm.tirx.build, g, target=target) for g in groups])
     return vm_build._vmlink(builder, target, None, ext_libs=list(ext_libs) + libs, params=dict(constants))
 
 
@@ -66,7 +67,7 @@ def export_parallel(executable: Any, path: str) -> None:
     with tempfile.TemporaryDirectory(prefix="autosearch-codegen-") as folder:
         modules = executable.mod._collect_dso_modules()
         files = [os.path.join(folder, f"lib{k}.{_file_format(m)}") for k, m in enumerate(modules)]
-        _in_threads([lambda m=m, f=f: m.write_to_file(f) for m, f in zip(modules, files, strict=True)])
+        _in_threads([functools.partial(m.write_to_file, f) for m, f in zip(modules, files, strict=True)])
         llvm = [m for m in modules if m.kind == "llvm"]
         if llvm and executable.mod.imports:
             target = llvm[0].get_function("_get_target_string")()
