@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 
 
-def _matmul(m: int, k: int, n: int):  # type: ignore[no-untyped-def]
+def _matmul(m: int, k: int, n: int, transposed: bool = False):  # type: ignore[no-untyped-def]
+    """A (m, k) x (k, n) product; `transposed`: another product of the same shapes, the weight
+    read transposed (k == n)."""
     import tvm
     from tvm import te
 
     a = te.placeholder((m, k), name="A")
     b = te.placeholder((k, n), name="B")
     r = te.reduce_axis((0, k), name="k")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="matmul")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * (b[j, r] if transposed else b[r, j]), axis=r), name="matmul")
     return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("tirx.noalias", True)})
 
 
@@ -234,18 +236,6 @@ def test_timed_pick_chooses_among_the_priors_runners_up_and_checks_the_one_it_re
     assert timed_pick(task, target, None, 0, ["not a trace"]) is None
 
 
-def _transposed_matmul(m: int, k: int, n: int):  # type: ignore[no-untyped-def]
-    """`_matmul`'s shapes, another product: the weight read transposed (k == n)."""
-    import tvm
-    from tvm import te
-
-    a = te.placeholder((m, k), name="A")
-    b = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[j, r], axis=r), name="matmul")
-    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("tirx.noalias", True)})
-
-
 def test_a_worker_checks_each_candidate_with_its_packed_weight_and_leaves_out_one_that_computes_something_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -274,7 +264,7 @@ def test_a_worker_checks_each_candidate_with_its_packed_weight_and_leaves_out_on
     n = 8 * lanes
     task = ModuleWorkload(name="net/matmul", ir_module=packed(_matmul(28, n, n)))
     right = rb.candidates(task.mod(), target, None)
-    wrong = rb.candidates(packed(_transposed_matmul(28, n, n)), target, None)
+    wrong = rb.candidates(packed(_matmul(28, n, n, transposed=True)), target, None)
     assert right and wrong and all(verify.packed_layouts(sch) for sch, _ in right + wrong)
     real = rb.candidates
     monkeypatch.setattr(rb, "candidates", lambda *a: [right[0], wrong[0], right[1]])

@@ -26,9 +26,7 @@ class Built(NamedTuple):
     `spatial.built_forms`), timed in the run's own process (`register_blocks.timed_built`)."""
 
     trace: str  # its whole trace
-    verified: (
-        bool  # checked against the unscheduled task (the prior's pick, when it was chosen; a loop nest, where built)
-    )
+    verified: bool  # checked against the unscheduled task (where it was built, or the prior's pick when chosen)
     library: str  # the exported shared library
     function: str  # its function in the library
     args: list[ArgShape]  # as built: a weight that `RewriteLayout` packs, packed

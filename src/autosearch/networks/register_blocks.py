@@ -239,8 +239,9 @@ def built_candidates(
         right: bool | None = checked or None
         if not checked:
             try:
-                lib = loaded[path] if path in loaded else loaded.setdefault(path, tvm.runtime.load_module(path))
-                right = packed_matches(workload, target, seed, sch, lib[function], [a.shape for a in args])
+                if path not in loaded:
+                    loaded[path] = tvm.runtime.load_module(path)
+                right = packed_matches(workload, target, seed, sch, loaded[path][function], [a.shape for a in args])
             except Exception:  # a library that does not load here: the run's process decides
                 interrupts.check()
         if right is not False:
