@@ -227,3 +227,48 @@ def test_the_exporters_zero_attention_bias_and_safe_softmax_zeros_are_dropped_bu
 
 def _shape(expr: object) -> tuple[int, ...]:
     return tuple(int(d) for d in expr.ty.shape.values)  # type: ignore[attr-defined]
+
+
+def test_weights_packed_for_tuned_kernels_are_moved_in_numpy_and_the_build_computes_what_foldconstant_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two dense layers built with register blocks that pack their weights and biases
+    (`RewriteLayout`): `prepacks_in_numpy` replaces each call of a pre-packing function by the
+    packed constants, no pre-packing function is left to compile into the library, and the network
+    computes bit for bit what it computes with `FoldConstant` packing the weights (and PyTorch's
+    result within 1e-4)."""
+    import torch
+    from tvm.s_tir import meta_schedule as ms
+
+    import autosearch.networks.graph as graph
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.inputs import InputSpec
+    from autosearch.networks.register_blocks import candidates
+    from autosearch.networks.spatial import register_lanes
+    from autosearch.networks.tune import _commit
+
+    target = host_target()
+    if not register_lanes(target):
+        pytest.skip("no SIMD registers known on this CPU")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64)).eval()
+    x = np.random.default_rng(0).standard_normal((28, 128)).astype("float32")
+    g = graph.import_network("net", net, [InputSpec("x", "float32", x.shape)], [x], target)
+    db = ms.database.MemoryDatabase()
+    for wl in g.workloads:
+        blocks = candidates(wl.mod(), target, None)
+        if blocks:
+            _commit(db, wl, trace_json(blocks[0][0]), 1e-5, target)
+
+    def built() -> tuple[np.ndarray, int]:
+        ex = graph.build_network(g, db, target)
+        out = relax.VirtualMachine(ex.jit(), tvm.cpu())["main"](tvm.runtime.tensor(x))
+        source = "".join(m.inspect_source("ll") for m in ex.mod._collect_dso_modules() if m.kind == "llvm")
+        return (out if hasattr(out, "numpy") else out[0]).numpy(), source.count("_weight_prepack")
+
+    moved, left = built()
+    monkeypatch.setattr(graph, "prepacks_in_numpy", lambda mod: mod)  # FoldConstant packs them
+    folded, left_by_foldconstant = built()
+    assert left == 0 and left_by_foldconstant > 0
+    np.testing.assert_array_equal(moved, folded)
+    np.testing.assert_allclose(moved, net(torch.from_numpy(x)).detach().numpy(), rtol=1e-4, atol=1e-4)

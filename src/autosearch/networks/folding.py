@@ -13,13 +13,21 @@ other call is left to `FoldConstant`, as before.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from autosearch.networks.rewrite import rewrite_functions, static_shape
+from autosearch.networks.rewrite import rewrite_calls, rewrite_functions, static_shape
 
-__all__ = ["batch_norms_as_scale_shift", "exporter_zeros_dropped", "fold_in_numpy", "moved"]
+__all__ = [
+    "Copy",
+    "batch_norms_as_scale_shift",
+    "exporter_zeros_dropped",
+    "fold_in_numpy",
+    "index_copies",
+    "moved",
+    "prepacks_in_numpy",
+]
 
 _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "relax.add": np.add,
@@ -317,3 +325,79 @@ def exporter_zeros_dropped(mod: Any) -> Any:
             return new
 
     return rewrite_functions(Zeros, mod)
+
+
+class Copy(NamedTuple):
+    """A block that copies a parameter into a buffer under an index map (a weight's packing)."""
+
+    source: int  # the parameter it reads
+    target: int | None  # the parameter it writes (None: a buffer of the function's own)
+    index_map: Any  # tirx.IndexMap: where each element goes (`moved`)
+
+
+def index_copies(func: Any, selected: Callable[[Any], bool] | None = None) -> list[Copy] | None:
+    """Each block at the root of PrimFunc `func` (each one `selected` takes) as a `Copy`; None
+    where one of them is not a plain copy (an element read at the block's own indices, written
+    under an index map)."""
+    import tvm
+    from tvm import s_tir, tirx
+
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    out = []
+    for rv in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(rv)
+        if selected is not None and not selected(block):
+            continue
+        store = block.body
+        read = getattr(getattr(store, "value", None), "source", None)
+        source = [k for k, p in enumerate(func.params) if read is not None and p.same_as(read)]
+        target = [k for k, p in enumerate(func.params) if p.same_as(getattr(store, "buffer", None))]
+        loaded = list(store.value.indices) if source else []
+        plain = all(isinstance(v, tirx.Var) for v in loaded) and len({v.name for v in loaded}) == len(loaded)
+        if len(source) != 1 or not loaded or not plain:
+            return None
+        out.append(Copy(source[0], target[0] if target else None, tirx.IndexMap(loaded, list(store.indices), None)))
+    return out
+
+
+def prepacks_in_numpy(mod: Any) -> Any:
+    """`mod` with each call of a weight pre-packing PrimFunc on constants (what
+    `SplitLayoutRewritePreproc` splits off a tuned kernel: copies of its weights into their blocked
+    layouts) replaced by the packed constants, moved in NumPy (`moved`), and the functions no
+    longer called removed.
+
+    Why: `FoldConstant` compiled each pre-packing function with LLVM and ran it: DenseNet-121's 120
+    took 2.2 s of its prior-only build on an Intel `rocketlake`."""
+    import tvm
+    from tvm import relax
+
+    packings = {}
+    for gv, func in mod.functions_items():
+        if isinstance(func, tvm.tirx.PrimFunc) and gv.name_hint.endswith("_weight_prepack"):
+            copies = index_copies(func)
+            if copies and all(c.target is not None for c in copies):
+                packings[gv] = (func, copies)
+
+    def packed(call: Any, _builder: Any) -> Any:
+        gv = call.args[0]
+        if gv not in packings or not isinstance(call.args[1], relax.Tuple):
+            return None
+        func, copies = packings[gv]
+        inputs = [_array(a) for a in call.args[1].fields]
+        n_out = len(func.params) - len(inputs)
+        outs: dict[int, np.ndarray] = {}
+        for c in copies:
+            x = inputs[c.source] if c.source < len(inputs) else None
+            value = None if x is None else moved(x, c.index_map)
+            want = tuple(int(d) for d in func.params[c.target].shape)
+            if value is None or value.shape != want or c.target - len(inputs) in outs:
+                return None
+            outs[c.target - len(inputs)] = value
+        if sorted(outs) != list(range(n_out)):
+            return None
+        consts = [relax.const(outs[k]) for k in range(n_out)]
+        return relax.Tuple(consts) if isinstance(call.ty, relax.TupleType) else consts[0]
+
+    if not packings:
+        return mod
+    return relax.transform.DeadCodeElimination()(rewrite_calls(mod, "relax.call_tir", packed))

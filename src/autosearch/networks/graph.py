@@ -36,6 +36,7 @@ from autosearch.errors import InputError, WorkloadError, one_line
 from autosearch.native_log import dropped
 from autosearch.networks.bounds import checked_ids, guard_token_ids
 from autosearch.networks.codegen import build_parallel
+from autosearch.networks.folding import prepacks_in_numpy
 from autosearch.networks.inputs import InputSpec
 from autosearch.networks.rewrite import rewrite_calls, rewrite_functions, static_shape
 
@@ -816,7 +817,7 @@ def build_module(mod: Any, database: Any, target: Any) -> Any:
                 dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
             )(mod)
         mod = relax.transform.SplitLayoutRewritePreproc()(_rooted_opaque_functions(mod))
-        mod = relax.transform.FoldConstant()(mod)
+        mod = relax.transform.FoldConstant()(prepacks_in_numpy(mod))  # the weights' packing in NumPy first
         return tvm.transform.Sequential(list(lower) + list(finalize))(mod)
 
     with target, database, tvm.transform.PassContext(opt_level=3):

@@ -19,7 +19,7 @@ import numpy as np
 
 from autosearch import interrupts
 from autosearch.networks.check import RTOL, compare_outputs
-from autosearch.networks.folding import moved
+from autosearch.networks.folding import index_copies, moved
 
 __all__ = [
     "BF16_RTOL",
@@ -177,23 +177,8 @@ def packed_layouts(sch: Any) -> dict[int, Any] | None:
     """Each argument that schedule `sch` packs (a `RewriteLayout` block: a copy of a layout-free
     weight into a blocked buffer), by position, with the `IndexMap` of its packing; None where a
     packing is not such a copy."""
-    from tvm import tirx
-
-    func = sch.mod["main"]
-    out: dict[int, Any] = {}
-    for rv in sch.get_child_blocks(sch.get_sblock("root")):
-        block = sch.get(rv)
-        if PREPROC not in block.annotations:
-            continue
-        store = block.body
-        source = getattr(getattr(store, "value", None), "source", None)
-        at = [k for k, p in enumerate(func.params) if source is not None and p.same_as(source)]
-        loaded = list(store.value.indices) if at else []
-        copies = all(isinstance(v, tirx.Var) for v in loaded) and len({v.name for v in loaded}) == len(loaded)
-        if len(at) != 1 or not loaded or not copies:
-            return None
-        out[at[0]] = tirx.IndexMap(loaded, list(store.indices), None)
-    return out
+    copies = index_copies(sch.mod["main"], lambda block: PREPROC in block.annotations)
+    return None if copies is None else {c.source: c.index_map for c in copies}
 
 
 def packed_matches(
