@@ -389,10 +389,10 @@ def prepacks_in_numpy(mod: Any) -> Any:
         for c in copies:
             x = inputs[c.source] if c.source < len(inputs) else None
             value = None if x is None else moved(x, c.index_map)
-            want = tuple(int(d) for d in func.params[c.target].shape)
-            if value is None or value.shape != want or c.target - len(inputs) in outs:
+            out = (c.target or 0) - len(inputs)  # every copy writes a parameter (`packings`)
+            if value is None or value.shape != tuple(int(d) for d in func.params[c.target].shape) or out in outs:
                 return None
-            outs[c.target - len(inputs)] = value
+            outs[out] = value
         if sorted(outs) != list(range(n_out)):
             return None
         consts = [relax.const(outs[k]) for k in range(n_out)]
