@@ -389,7 +389,8 @@ def prepacks_in_numpy(mod: Any) -> Any:
         for c in copies:
             x = inputs[c.source] if c.source < len(inputs) else None
             value = None if x is None else moved(x, c.index_map)
-            out = (c.target or 0) - len(inputs)  # every copy writes a parameter (`packings`)
+            assert c.target is not None  # `packings` keeps the functions whose copies write parameters
+            out = c.target - len(inputs)
             if value is None or value.shape != tuple(int(d) for d in func.params[c.target].shape) or out in outs:
                 return None
             outs[out] = value

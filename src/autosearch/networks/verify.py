@@ -169,15 +169,13 @@ def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> b
     return built_matches(workload, target, seed, lambda arrays: _run(sch.mod, target, arrays))
 
 
-#: The annotation of the block that `RewriteLayout` adds to pack a layout-free weight.
-PREPROC = "meta_schedule.layout_rewrite_preproc"
-
-
 def packed_layouts(sch: Any) -> dict[int, Any] | None:
     """Each argument that schedule `sch` packs (a `RewriteLayout` block: a copy of a layout-free
     weight into a blocked buffer), by position, with the `IndexMap` of its packing; None where a
     packing is not such a copy."""
-    copies = index_copies(sch.mod["main"], lambda block: PREPROC in block.annotations)
+    from autosearch.backends.tvm.lowp import LAYOUT_REWRITE
+
+    copies = index_copies(sch.mod["main"], lambda block: LAYOUT_REWRITE in block.annotations)
     return None if copies is None else {c.source: c.index_map for c in copies}
 
 

@@ -24,6 +24,7 @@ from autosearch.hostinfo import cpu_flags
 __all__ = [
     "BF16_INTRIN",
     "INT8_INTRIN",
+    "LAYOUT_REWRITE",
     "PRECISIONS",
     "Precision",
     "check_precision",
@@ -416,7 +417,7 @@ def _padding_kept_postproc() -> Any:
 #: The annotation of the block `RewriteLayout` adds to copy a weight into its schedule's order;
 #: the builder removes that block (`RemoveWeightLayoutRewriteBlock`) and a network's build moves it
 #: into a function of its own.
-_LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
+LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
 
 
 def _import_kernel_postproc(kernel: _DotKernel) -> Any:
@@ -441,7 +442,7 @@ def _import_kernel_postproc(kernel: _DotKernel) -> Any:
                 return False
             for block in blocks:
                 loops = sch.get_loops(block)
-                if loops and _LAYOUT_REWRITE not in sch.get(block).annotations:
+                if loops and LAYOUT_REWRITE not in sch.get(block).annotations:
                     sch.annotate(loops[0], _IMPORT_KEY, kernel.ir())
                     return True
             return False  # nothing to carry the kernel: no schedule of this space can link it
