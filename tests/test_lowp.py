@@ -823,6 +823,8 @@ def test_a_networks_dense_layer_becomes_an_int8_one_that_computes_it_within_its_
     np.testing.assert_allclose(c, s @ s.transpose(0, 2, 1), atol=step * 32)
 
 
+# integration: a tune-model run in int8 with its prior pass and a measured round (~25 s)
+@pytest.mark.integration
 @needs_vnni
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_builds_a_transformer_mlp_in_int8_with_vnni_dense_layers_that_match_pytorch(
@@ -853,6 +855,8 @@ def test_tune_model_builds_a_transformer_mlp_in_int8_with_vnni_dense_layers_that
     assert "Tensorize failed" not in err
 
 
+# integration: a tune-model run in int8 with its prior pass and a measured round (~40 s)
+@pytest.mark.integration
 @needs_vnni
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_pytorch(

@@ -376,6 +376,7 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
     import time
 
     import autosearch.backends.tvm.measure as measure
+    import autosearch.networks.prior as prior
     import autosearch.networks.verify as verify
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.tune import network_evaluator
@@ -390,11 +391,22 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
 
     real = verify.schedule_matches
     asked: dict[str, list[str]] = {}
+    real_prior, in_prior = prior.prior_schedule, []
+
+    def passing(*a: Any, **k: Any) -> Any:
+        in_prior.append(True)
+        try:
+            return real_prior(*a, **k)
+        finally:
+            in_prior.pop()
 
     def first_refused(wl: Any, trace: str, *a: Any, **k: Any) -> bool:
+        if in_prior:  # the prior pass's own check of its pick, before any round
+            return real(wl, trace, *a, **k)
         asked.setdefault(wl.name, []).append(trace)
         return len(asked[wl.name]) > 1 and real(wl, trace, *a, **k)
 
+    monkeypatch.setattr(prior, "prior_schedule", passing)
     monkeypatch.setattr(measure, "shared_measurer", spy)
     monkeypatch.setattr(verify, "schedule_matches", first_refused)
     (tmp_path / "net.py").write_text(NET)
@@ -402,8 +414,9 @@ def test_measured_rounds_build_past_a_refused_fastest_a_rerun_builds_from_the_st
     argv = ["tune-model", f"{tmp_path / 'net.py'}:make_model", "--input-shape", "64,64", "--db", str(db), "--json"]
     s = _tune_json(capsys, [*argv, "--trials", "8", "--trials-per-round", "8"])
     (task,) = [t for t in s["tasks"] if t["trials"]]
-    with Store(db, readonly=True) as st:  # the round's 8, and the register blocks measured beside it
+    with Store(db, readonly=True) as st:  # the task's 8 (the prior's pick first), the register blocks beside them
         forms = sum(1 for r in st.measurements() if r.extra.get("form") == "register-block")
+        assert sum(1 for r in st.measurements() if r.extra.get("form") == "prior") == 1
     assert s["output_matches"] and s["trials_measured"] == 8 + forms and "tune" in s["time_breakdown"]
     assert task["built_with"] == "tuned" and task["best_latency_s"] > 0
     assert task["refused"] == "1 faster tuned schedule(s) compute a different result"
@@ -466,7 +479,8 @@ def test_a_layout_move_has_its_spatial_loop_nests_measured_beside_its_first_roun
     """A task with no reduction (a transpose with its arithmetic) gets, beside its first round, the
     serial and parallel loop nests of `networks.spatial` and its tiled form (its two innermost
     axes are whole registers) measured by the same runner as trials of that task, stored as such
-    (`extra.form`), and the faster of everything measured is built."""
+    (`extra.form`; the one the prior picked was measured first, as "prior", and is not measured
+    again), and the faster of everything measured is built."""
     from autosearch.backends.tvm.target import host_target
     from autosearch.search.registers import simd_bits
     from autosearch.store import Store
@@ -481,7 +495,10 @@ def test_a_layout_move_has_its_spatial_loop_nests_measured_beside_its_first_roun
     with Store(db, readonly=True) as st:
         rows = list(st.measurements())
     forms = [r for r in rows if r.extra.get("form") == "spatial"]
-    assert len(forms) == 3 and all(r.status == "ok" for r in forms)  # serial, parallel and tiled
+    seeded = [r for r in rows if r.extra.get("form") == "prior"]  # the prior's pick, measured first
+    # serial, parallel and tiled, less the one the prior picked (measured once: no trace twice)
+    assert len(seeded) == 1 and 2 <= len(forms) <= 3 and all(r.status == "ok" for r in forms + seeded)
+    assert len({r.schedule for r in rows}) == len(rows)
     assert s["trials_measured"] == len(rows) == task["trials"]
     best = min((r for r in rows if r.status == "ok"), key=lambda r: r.median)
     assert task["best_latency_s"] == pytest.approx(best.median)
@@ -497,6 +514,8 @@ def make_model():
 """
 
 
+# integration: a tune-model run with its prior pass and a measured round (~22 s)
+@pytest.mark.integration
 def test_a_matmul_has_its_register_blocks_measured_beside_its_first_round(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -528,17 +547,13 @@ def test_a_matmul_has_its_register_blocks_measured_beside_its_first_round(
 # integration: a tune-model run with a measured round and an export (~20 s)
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")
-def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_round_reached_ranked_by_the_pooled_prior(
+def test_integer_token_inputs_and_a_prior_pass_over_every_task_before_the_rounds(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Token ids as int64 (a transformer's input) build and match PyTorch. A budget that reaches
-    one task: that task is built from its measured round and never prior-passed (its round
-    measured the prior's picks); every other task gets the prior, ranked by the prior pooled from
-    that round (`search.pooled`, its threshold lowered to the round's 4 results)."""
+    """Token ids as int64 (a transformer's input) build and match PyTorch. The prior passes every
+    task once, before the rounds; a budget that reaches one task builds that task from its
+    measured round (which measured the prior's pick first) and every other from the prior."""
     import autosearch.networks.prior as prior
-    import autosearch.search.pooled as pooled
-
-    monkeypatch.setattr(pooled, "RANKS_AFTER", 4)
 
     seen: list[str] = []
     real = prior.prior_schedule
@@ -558,10 +573,8 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
     tuned = [t["name"] for t in s["tasks"] if t["trials"]]
     rest = [t["name"] for t in s["tasks"] if not t["trials"]]
     assert len(tuned) == 1 and rest and s["output_matches"]
-    assert sorted(seen) == sorted(rest)
+    assert sorted(seen) == sorted(t["name"] for t in s["tasks"])
     assert {t["built_with"] for t in s["tasks"] if t["name"] in rest} == {"prior"}
-    ranked = {t["prior_ranked_by"] for t in s["tasks"] if t["name"] in rest and t.get("prior_ranked_by")}
-    assert ranked == {"pooled"} and s["pooled_prior_tasks"] >= 1
     assert s["inputs"][0]["dtype"] == "int64"
     # the ids index a 50-row embedding: the library refuses an id past it (TVM's take would read
     # out of bounds where PyTorch raises IndexError), and takes the ones inside
@@ -578,19 +591,17 @@ def test_integer_token_inputs_and_a_prior_pass_that_covers_only_the_tasks_no_rou
 # integration: a budget-bound tune-model run (36 s and more)
 @pytest.mark.integration
 @pytest.mark.usefixtures("no_pytorch_timing")
-def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measures(
+def test_under_a_budget_the_prior_passes_every_task_first_and_a_tasks_rounds_start_from_its_pick(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where the minutes left after the import cannot hold the prior pass's reserve for every task
-    (ConvNext-tiny's 44 tasks in 3 minutes), tasks are passed first, the reserve follows what they
-    cost, and the rounds get the rest: rounds are measured, and every task is built from a round or
-    the prior, none untuned. (Before, the rounds never started: 0 trials, and the time the pass did
-    not use was left idle.)"""
+    """`tune-model --budget-minutes`: the prior pass first, over every task, then the rounds; a
+    task's first measurement is the prior's pick (stored as the form "prior"), so the faster of it
+    and the search's is built; every task is built from a round or the prior, none untuned."""
+    import sqlite3
+
     import autosearch.networks.prior_pass as pp
 
-    monkeypatch.setattr(pp, "PRIOR_SECONDS_PER_TASK", 600.0)  # the first guess exceeds any budget here
-    # the whole 36 s for the import, the pass and the rounds (18 s were not enough where CI ran this
-    # beside other tests: the pass took them all, 0 trials)
+    # the whole 36 s for the import, the pass and the rounds
     monkeypatch.setattr(pp, "END_SECONDS", 0.0)
     monkeypatch.setattr(pp, "END_SECONDS_PER_TASK", 0.0)
     monkeypatch.setattr(pp, "END_SECONDS_PER_TUNED_TASK", 0.0)
@@ -599,6 +610,13 @@ def test_a_budget_shorter_than_the_prior_reserve_runs_the_prior_first_then_measu
     s = _tune_json(capsys, [*argv, "--db", str(tmp_path / "n.db"), "--budget-minutes", "0.6", "--json"])
     assert s["trials_measured"] > 0 and s["output_matches"] and s["time_breakdown"]["prior"] > 0
     assert {t["built_with"] for t in s["tasks"]} <= {"prior", "tuned", "untuned (measured faster)"}
+    with sqlite3.connect(tmp_path / "n.db") as db:
+        rows = db.execute("SELECT workload_id, json_extract(extra, '$.form') FROM measurements ORDER BY id").fetchall()
+    first: dict[int, str | None] = {}
+    for workload, form in rows:
+        first.setdefault(workload, form)
+    seeded = {w for w, form in rows if form == "prior"}
+    assert seeded and all(first[w] == "prior" for w in seeded)
 
 
 def _vectorized(width: int, dtype: str = "float32") -> Any:
@@ -1524,47 +1542,23 @@ def test_on_a_gpu_the_faster_of_the_tuned_and_tvms_default_build_is_kept(
     assert r.tuned_latency == r.default_latency
 
 
-def test_a_gpu_budget_reserves_no_time_for_the_prior_pass_it_does_not_run() -> None:
-    """A CPU budget keeps seconds a task for the prior pass; a GPU has no prior pass (the shipped
-    priors know CPU records), and reserving them left a 2-minute ResNet-50 on an H200 without a
-    single measured round."""
+def test_the_prior_pass_passes_a_task_once_and_on_a_gpu_finds_nothing_in_no_time() -> None:
+    """A CPU task gets a prior schedule once (a second `run` is free); a GPU has no prior pass (the
+    shipped priors know CPU records): its task is passed with no schedule, at no cost."""
     from autosearch.backends.tvm.target import host_target, parse_target
-    from autosearch.networks.prior_pass import PRIOR_SECONDS_PER_TASK, RANKER_SECONDS, PriorPass
+    from autosearch.networks.prior_pass import PriorPass
     from autosearch.workloads import get_workload
 
     wl = get_workload("softmax/256x256")
     gpu = PriorPass([wl], parse_target("cuda-h200"), 0)
     gpu.run(0)
-    assert gpu.reserve([0]) == 0.0 and gpu.traces == {} and gpu.passed == {0} and gpu.seconds == 0.0
-    cpu = PriorPass([wl, wl], host_target(), 0)
-    assert cpu.reserve([0, 1]) == RANKER_SECONDS + 2 * PRIOR_SECONDS_PER_TASK
-
-
-def test_the_prior_pass_reserve_follows_what_a_task_of_each_kind_cost_on_this_network() -> None:
-    """Once a task has been passed, the reserve for its kind is the measured seconds (with the
-    margin), not the fixed guess (which reserved 8 minutes of 10 for a 124-task transformer whose
-    pass took 74 s); a kind not yet timed keeps the guess: the first tasks passed are the network's
-    smallest, and their mean once promised MobileNetV2's convolutions a few seconds."""
-    from autosearch.backends.tvm.target import host_target
-    from autosearch.networks.prior_pass import MARGIN, PRIOR_SECONDS_PER_TASK, PriorPass
-    from autosearch.workloads import get_workload
-
-    wls = [
-        get_workload("softmax/256x256"),
-        get_workload("softmax/1024x1024"),
-        get_workload("batch_matmul/1x128x128x128"),
-    ]
-    p = PriorPass(wls, host_target(), 0)
-    p.kinds = ["softmax", "softmax", "batch_matmul"]  # as a network's task names give them (net/softmax3)
-    p.run(0)
-    took = p.task_seconds[0]
-    assert p.passed == {0} and 0 in p.traces and p.seconds >= took > 0
-    # the priors are loaded: nothing more for them; the other softmax from the measured one
-    assert p.reserve([1, 2]) == pytest.approx(MARGIN * took + max(PRIOR_SECONDS_PER_TASK, MARGIN * took))
-    p.task_seconds[0] = 10.0  # a slow machine: a kind not yet timed is guessed as slow as the slowest
-    assert p.estimate(2) == pytest.approx(MARGIN * 10.0)
-    p.run(0)  # a task is passed once
-    assert len(p.task_seconds) == 1
+    assert gpu.traces == {} and gpu.passed == {0} and gpu.seconds == 0.0
+    cpu = PriorPass([wl], host_target(), 0)
+    cpu.run(0)
+    took = cpu.seconds
+    assert cpu.passed == {0} and 0 in cpu.traces and took > 0
+    cpu.run(0)
+    assert cpu.seconds == took
 
 
 def test_tasks_outside_the_decision_space_are_one_count_line_not_a_line_each() -> None:

@@ -210,6 +210,60 @@ def test_interrupt_keeps_measured_records(tmp_path: Path) -> None:
     assert (tmp_path / "o" / "best.json").is_file()
 
 
+# integration: two short runs on one workload (~10 s)
+@pytest.mark.integration
+def test_a_run_started_from_an_outside_schedule_measures_it_first_and_the_search_keeps_it_as_a_parent(
+    tmp_path: Path,
+) -> None:
+    """`TuneRun.start_from` (what `tune-model` does with the prior's pick): the schedule is
+    measured as a trial of its source, is the run's best so far, joins the decision search's
+    parents; a trace that does not apply to the workload is left out, not an error."""
+    from autosearch.backends.tvm.measure import EvaluatorSettings
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.search.model_spec import make_scorer
+    from autosearch.search.strategies import DecisionSettings
+    from autosearch.search.tune import TuneRun, TuneSettings
+    from autosearch.workloads.module import resolve_workload_spec
+
+    settings = TuneSettings(trials=24, trials_per_round=8)
+    small, ev = DecisionSettings(population=16, genetic_num_iters=1), EvaluatorSettings(1, 2, 1)
+    first = TuneRun(
+        resolve_workload_spec(WL),
+        host_target(),
+        small,
+        make_scorer("pretrained-prefix", target=host_target()),
+        settings,
+        evaluator=ev,
+    )
+    assert first.step() and first.result.best_trace is not None
+    first.strategy.close()
+    other = TuneRun(
+        resolve_workload_spec("batch_matmul/1x128x128x128"),
+        host_target(),
+        small,
+        make_scorer("pretrained-prefix", target=host_target()),
+        settings,
+        evaluator=ev,
+    )
+    assert other.start_from([first.result.best_trace], "prior") == 0 and other.result.trials == 0
+    other.strategy.close()
+
+    run = TuneRun(
+        resolve_workload_spec(WL),
+        host_target(),
+        small,
+        make_scorer("pretrained-prefix", target=host_target()),
+        settings,
+        evaluator=ev,
+    )
+    assert run.start_from([first.result.best_trace], "prior") == 1
+    assert run.result.trials == 1 and run.result.history[0]["by"] == "prior"
+    assert run.result.best_trace == first.result.best_trace and run.result.best_trial == 1
+    assert [lat for lat, *_ in run.strategy.search.best] == [run.result.best_latency]
+    assert run.step() and run.result.trials == 9  # the search goes on from it
+    run.strategy.close()
+
+
 # integration: a tune run of two rounds (~10 s)
 @pytest.mark.integration
 def test_control_rounds_mix_random_controls_into_the_models_picks(tmp_path: Path) -> None:

@@ -217,11 +217,6 @@ def _print_network(r: Any) -> None:
             "in network: a run of the built network's seconds in the task (all its calls, warm caches); "
             f"outside the tasks {format_seconds(r.outside_tasks_s)}"
         )
-    if r.pooled_prior_tasks:
-        console.print(
-            f"prior: {r.pooled_prior_tasks} task(s) no round reached were ranked by the prior fine-tuned on "
-            "this run's measurements of the other tasks"
-        )
     console.print(f"output vs the original model: {r.check.describe() if r.check else '-'}")
     calibrated = f" (ranges calibrated on {r.calibration_samples} sample(s))" if r.calibration_samples else ""
     console.print(

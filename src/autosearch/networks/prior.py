@@ -28,7 +28,7 @@ MetaSchedule's rules).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,45 +67,29 @@ RUNNERS_UP = 2
 
 
 class PriorRanker:
-    """The two shipped priors, loaded once per network: one shortlists, the other orders; or,
-    once the network's rounds have taught it this CPU, the pooled prior (`learned`) does both."""
+    """The two shipped priors, loaded once per network: one shortlists, the other orders."""
 
-    def __init__(self, target: Any, learned: Callable[[], ModelAdapter | None] | None = None) -> None:
+    def __init__(self, target: Any) -> None:
         from autosearch.backends.tvm.target import physical_cores
         from autosearch.search.registers import simd_bits
 
-        self.shipped_shortlister = _prior(PRIOR_MODEL, target)
+        self.shortlister = _prior(PRIOR_MODEL, target)
         # it scores on every physical core: nothing else of the run works during the pass (2
         # threads took MobileNetV2's depthwise tasks' first round from 7.5 s to 4.8 s on Zen 3)
-        self.shipped_shortlister.score_threads = physical_cores()
+        self.shortlister.score_threads = physical_cores()
         self.orderer = _prior(ORDER_MODEL, target)
         self.simd_bits = simd_bits(target)
-        self.learned = learned
-
-    @property
-    def pooled(self) -> ModelAdapter | None:
-        """The network's pooled prior where it has learned enough to rank with (`search.pooled`)."""
-        return self.learned() if self.learned is not None else None
-
-    @property
-    def shortlister(self) -> ModelAdapter:
-        """The pooled prior where it ranks, else the shipped prefix prior."""
-        return self.pooled or self.shipped_shortlister
 
     def order(self, context: Any, picks: Sequence[Any]) -> list[Any]:
         """`picks` (built schedules) fastest-first: those whose vectors fill whole registers
-        (`registers.whole_register_vectors`) first, each part by the pooled prior where it ranks,
-        else by the feature prior; ties keep their order. Why the pooled prior over the feature
-        prior: both shipped priors rank a CPU they never saw near chance; the one the rounds have
-        fine-tuned on this network's tasks has seen it (`search.pooled`)."""
+        (`registers.whole_register_vectors`) first, each part by the orderer; ties keep their order."""
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
         if len(picks) < 2:
             return list(picks)
         cands = [MeasureCandidate(p.sch, ArgInfo.from_entry_func(p.sch.mod, remove_preproc=True)) for p in picks]
-        ranker = self.pooled or self.orderer
-        scores = np.asarray(ranker.score(ranker.features(context, cands)), dtype=np.float64)
+        scores = np.asarray(self.orderer.score(self.orderer.features(context, cands)), dtype=np.float64)
         return [picks[i] for i in self.rank(picks, scores)]
 
     def rank(self, picks: Sequence[Any], scores: np.ndarray) -> np.ndarray:

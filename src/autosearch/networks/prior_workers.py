@@ -85,7 +85,7 @@ def _start(target: str, threads: int) -> None:
     torch.set_num_threads(threads)
     _TARGET = tvm.target.Target(json.loads(target))
     _RANKER = PriorRanker(_TARGET)
-    _RANKER.shipped_shortlister.score_threads = threads
+    _RANKER.shortlister.score_threads = threads
 
 
 class WorkerPick(NamedTuple):

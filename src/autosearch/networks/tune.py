@@ -3,18 +3,15 @@
 Steps (each module of this package does one):
 1. `graph`: load the model (`FILE.py:FUNC` or `.onnx`), import it into Relax, run the graph passes,
    extract the tasks.
-2. Tuning: one `TuneRun` per task, a round at a time; `search.scheduler.TaskScheduler` gives every
+2. `prior`: every task gets the prior's best-scored schedule first (`prior_pass.PriorPass`, in
+   worker processes). Why before the rounds: a task's first round of 16 trials ran slower than
+   the prior's pick on most of DenseNet-121's tasks (bench/README.md "The prior's picks first").
+3. Tuning: one `TuneRun` per task, a round at a time, its first measurement the prior's pick
+   (`TuneRun.start_from`: the search starts from it); `search.scheduler.TaskScheduler` gives every
    task one round, then each next round to the task whose weighted latency falls fastest, until
-   the trials or the minutes are spent. Every measurement goes to the store, and each task first
-   takes the store's best schedules of its workload: a killed run, run again, continues.
-3. `prior`: every task no round reached (every task with `--trials 0`) gets the prior's
-   best-scored schedule. Why after the rounds, not before: a task's first round already measures
-   what the prior ranks best (the decision search scores with the same prior), and a prior pass
-   over every task cost a large share of ResNet-50's and MobileNetV2's 10 minutes. Under a budget
-   in minutes the pass is fitted in (`prior_pass.PriorPass`): whenever the time left no longer
-   covers its cost, measured by kind of task, for the tasks no round has reached, the task the rounds would reach
-   last is passed, and the rounds take what is left, so a budget is spent to its end (less
-   `prior_pass.end_reserve` for building and timing) whatever the pass costs on this machine.
+   the trials or the minutes (less `prior_pass.end_reserve` for verifying, building and timing)
+   are spent. Every measurement goes to the store, and each task first takes the store's best
+   schedules of its workload: a killed run, run again, continues.
 4. Each task is built with its best measured schedule, or TVM's default where that measured faster,
    or an earlier run's best, or the prior's; `graph.build_network` pre-packs the weights.
 5. The output is checked against the original model relative to its scale (`check`), the build is
@@ -28,6 +25,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,8 +108,6 @@ class NetworkResult:
     executable: Any = field(default=None, repr=False)
     #: Seconds of one run of the built network outside every task (the VM's own calls, libraries).
     outside_tasks_s: float | None = None
-    #: Tasks built from the prior whose schedule the network's pooled prior ranked (`search.pooled`).
-    pooled_prior_tasks: int = 0
 
     @property
     def correct(self) -> bool:
@@ -142,7 +138,6 @@ class NetworkResult:
             "default_latency_s": self.default_latency,
             "kept_default": self.kept_default,
             "outside_tasks_s": self.outside_tasks_s,
-            "pooled_prior_tasks": self.pooled_prior_tasks,
         }
 
 
@@ -231,19 +226,17 @@ def _record_run(info: dict[str, Any], r: Any) -> None:
     info.update(trials=r.trials, best_latency_s=r.best_latency, untuned_latency_s=r.untuned_latency)
 
 
-def _choose(
-    info: dict[str, Any], workload: Any, r: Any, prior: str | None, database: Any, target: Any, store: Any = None
-) -> None:
-    """Build a task with the fastest of its measured schedules that computes what the task computes
-    (`verify.schedule_matches`), or TVM's default where that measured faster; with the prior's
-    (checked when it was chosen) where the task had no measured round. Why not only the best:
-    most of the fast schedules of MobileNetV2's convolutions fused with a padded output compute
-    something else (the fastest right one was far down the list), and TVM's default there is far slower."""
-    from autosearch.networks.verify import schedule_matches
+#: A schedule a task may be built with: (latency, how it was found, trace; None: TVM's default).
+Option = tuple[float, str, str | None]
 
+
+def _options(info: dict[str, Any], workload: Any, r: Any, prior: str | None, target: Any, store: Any) -> list[Option]:
+    """What a task may be built with, fastest first: its measured schedules (this run's best and
+    the store's, `VERIFY_RANKS` of them), TVM's default where it was measured; the prior's where the
+    task had no measured round. Read here, in the run's thread: the store is its connection."""
     if r is not None:
         _record_run(info, r)
-    options: list[tuple[float, str, str | None]] = []
+    options: list[Option] = []
     if r is not None and r.best_trace is not None and r.best_latency is not None:
         options.append((r.best_latency, "tuned", r.best_trace))
         if store is not None:
@@ -253,8 +246,21 @@ def _choose(
             options.append((r.untuned_latency, "untuned (measured faster)", None))
     elif prior is not None:
         options.append((1.0, "prior", prior))  # the one record of its workload: its latency is moot
+    return sorted(options, key=lambda o: o[0])
+
+
+def _choose(
+    info: dict[str, Any], workload: Any, options: list[Option], prior: str | None, target: Any
+) -> tuple[str, float] | None:
+    """The trace and latency of the fastest of `options` that computes what the task computes
+    (`verify.schedule_matches`; the prior's was checked when it was chosen); None where TVM's
+    default is built (measured faster, or nothing else). Why not only the best: most of the fast
+    schedules of MobileNetV2's convolutions fused with a padded output compute something else (the
+    fastest right one was far down the list), and TVM's default there is far slower."""
+    from autosearch.networks.verify import schedule_matches
+
     refused = 0
-    for latency, how, trace in sorted(options, key=lambda o: o[0]):
+    for latency, how, trace in options:
         if trace is not None and trace != prior and not schedule_matches(workload, trace, target):
             refused += 1
             info["refused"] = f"{refused} faster {how} schedule(s) compute a different result"
@@ -262,9 +268,8 @@ def _choose(
         if trace is None and refused:
             how = "untuned"  # not measured faster: every faster schedule was refused
         info["built_with"] = how
-        if trace is not None:
-            _commit(database, workload, trace, latency, target)
-        return
+        return (trace, latency) if trace is not None else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -428,13 +433,11 @@ class _TaskRuns:
 def _rounds_stage(
     job: NetworkJob, workloads: list[Any], result: NetworkResult, bar: TaskProgress, prior: PriorPass
 ) -> dict[int, tuple[Any, Any]]:
-    """Measured rounds until the trials or the minutes are spent; under a deadline, whenever the
-    time left (less `end_reserve`) no longer covers the prior pass of the tasks no round has
-    reached (`PriorPass.reserve`, from what the pass has cost so far) and one more round as long
-    as the last (MobileNetV2's last round overran its reserve by 23 s), the task the scheduler would
-    reach last is passed first, and the rounds go on with what is left; a task gets no more rounds
-    once less than half of what its last one took is left (the run ends within half a round of the
-    reserve, not a whole round past it). Each task's run and TuneResult."""
+    """Measured rounds until the trials or the minutes (less `end_reserve`) are spent, each task's
+    first round started from the prior's pick (`TuneRun.start_from`), where the prior pass found
+    one; a task gets no more rounds once less than half of what its last one took is left (the run
+    ends within half a round of the reserve, not a whole round past it). Each task's run and
+    TuneResult."""
     from autosearch.networks.register_blocks import register_blocks, simd_registers
     from autosearch.networks.row_reductions import row_reduction_forms
     from autosearch.networks.siblings import SiblingSchedules
@@ -452,10 +455,10 @@ def _rounds_stage(
         kinds=[task_kind(t["name"]) for t in result.tasks],
         seed=job.settings.seed,
     )
-    stored = _tasks_in_store(job, workloads)  # built from the store if no round reaches them
     bar.stage("tasks measured", n)
     round_s = 0.0  # the last round's seconds: the next one may run that far into the reserve
     seconds_of: dict[int, float] = {}  # each task's last round (its search only): how far its next will run
+    started: set[int] = set()  # tasks whose first round began with the prior's pick
     formed: set[int] = set()  # tasks whose loop nests or register blocks were measured (beside their first round)
     left = float("inf")
     try:
@@ -464,18 +467,8 @@ def _rounds_stage(
                 break
             if job.deadline is not None:
                 left = job.deadline - end_reserve(n, len(tasks.runs), job.precision) - time.perf_counter()
-                unreached = [
-                    i
-                    for i in range(n)
-                    if i not in tasks.runs and i not in tasks.failed and i not in prior.passed and i not in stored
-                ]
                 if left <= 0:
                     break
-                if unreached and left <= prior.reserve(unreached) + round_s:
-                    last = min(unreached, key=lambda i: (weights[i] * (workloads[i].flops or 0.0), weights[i]))
-                    prior.run(last)
-                    bar.update(len(tasks.runs), n, f"prior {workloads[last].name[4:40]}")
-                    continue
             j = sched.pick()
             if j is None:
                 break
@@ -487,7 +480,11 @@ def _rounds_stage(
             if run is None:
                 sched.record(j, 0, None, done=True)
                 continue
-            before, t_step = run.result.trials, time.perf_counter()
+            before = run.result.trials
+            if j not in started and j in prior.traces:
+                started.add(j)
+                run.start_from([prior.traces[j]], "prior")
+            t_step = time.perf_counter()
             advanced = run.step()
             seconds_of[j] = time.perf_counter() - t_step  # its next round: no setup, no baseline
             if j not in formed and lanes:  # beside its first round: the forms its design space lacks
@@ -557,11 +554,14 @@ def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, 
     reach. Stops where a Ctrl-C came (`result.interrupted`)."""
     found = FoundSchedules()
     n = len(workloads)
-    prior = PriorPass(workloads, job.target, job.seed, learned=job.scorer.ranker)
+    prior = PriorPass(workloads, job.target, job.seed)
     with TaskProgress(job.console, progress, job.deadline) as bar:
         if job.measures:
             t0 = time.perf_counter()
-            found.finished = _rounds_stage(job, workloads, result, bar, prior)
+            stored = _tasks_in_store(job, workloads)
+            _prior_stage(workloads, result, bar, prior, [i for i in range(n) if i not in stored])
+            if not result.interrupted:
+                found.finished = _rounds_stage(job, workloads, result, bar, prior)
             result.breakdown["tune"] = time.perf_counter() - t0 - prior.seconds
         if not result.interrupted:
             if job.store:  # tasks this run did not reach, built with an earlier run's best
@@ -571,28 +571,48 @@ def _search_stage(job: NetworkJob, workloads: list[Any], result: NetworkResult, 
             done = set(found.finished) | set(found.earlier)  # the prior for the tasks left
             _prior_stage(workloads, result, bar, prior, [i for i in range(n) if i not in done])
     found.priors = {i: t for i, t in prior.traces.items() if i not in found.finished}
-    result.pooled_prior_tasks = len([i for i in found.priors if i in prior.pooled])
-    for i in found.priors:
-        result.tasks[i]["prior_ranked_by"] = "pooled" if i in prior.pooled else "shipped"
     result.breakdown["prior"] = prior.seconds
     return found
 
 
 def _verify_stage(job: NetworkJob, workloads: list[Any], found: FoundSchedules, result: NetworkResult) -> Any:
     """The schedule each task is built with (`_choose`: the fastest that computes what the task
-    computes, an earlier run's, the prior's, or TVM's default), in a MetaSchedule database."""
+    computes, an earlier run's, the prior's, or TVM's default), in a MetaSchedule database. The
+    tasks are checked in threads, one a physical core: one after another they took 39 s of
+    DenseNet-121's 10-minute run on an Intel `rocketlake` (86 tuned tasks), one core idle."""
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+    from autosearch.backends.tvm.target import physical_cores
 
     register_tensor_intrinsics(job.target)  # a bf16 pick made in a prior worker tensorizes with ours
     database = ms.database.MemoryDatabase()
     for i, (trace, latency) in found.earlier.items():
         _commit(database, workloads[i], trace, latency, job.target)
-    for i, wl in enumerate(workloads):
-        if i not in found.earlier:
-            prior = found.priors.get(i)
-            _choose(result.tasks[i], wl, found.finished.get(i, (None, None))[1], prior, database, job.target, job.store)
+    todo = [i for i in range(len(workloads)) if i not in found.earlier]
+    options = {
+        i: _options(
+            result.tasks[i],
+            workloads[i],
+            found.finished.get(i, (None, None))[1],
+            found.priors.get(i),
+            job.target,
+            job.store,
+        )
+        for i in todo
+    }
+
+    def choose(i: int) -> tuple[str, float] | None:
+        return _choose(result.tasks[i], workloads[i], options[i], found.priors.get(i), job.target)
+
+    pool = ThreadPoolExecutor(physical_cores())  # each check is an LLVM build, which frees the GIL
+    try:
+        picks = list(pool.map(choose, todo))
+    finally:
+        pool.shutdown(cancel_futures=True)  # a Ctrl-C waits for the checks under way, not the rest
+    for i, pick in zip(todo, picks):
+        if pick is not None:
+            _commit(database, workloads[i], *pick, job.target)
     return database
 
 

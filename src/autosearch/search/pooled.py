@@ -15,8 +15,7 @@ without the pooled prior").
 How: the pool is a `ModelAdapter` over the network's own copy of the prior. Every task scorer
 forwards what it observes (the same extractor's features, grouped by task) to the pool, which
 retrains by its own rule (an incremental update on what is new). A task scorer made after that
-starts from a copy of the pool's model; the zero-trial pass ranks with the pool itself once it
-has learned `RANKS_AFTER` results (`ranker`). Only a prior whose class updates in place
+starts from a copy of the pool's model. Only a prior whose class updates in place
 (`CostModel.incremental`) pools: a model fitted on the run alone, or TVM's own, has nothing to
 carry from one task to the next.
 """
@@ -29,11 +28,7 @@ from collections.abc import Callable
 from autosearch.search.adapter import ModelAdapter
 from autosearch.search.scorer import Scorer
 
-__all__ = ["RANKS_AFTER", "PooledPrior", "TaskScorers", "task_scorers"]
-
-#: Results the pool must have learned before the zero-trial pass ranks with it (two tasks' first
-#: rounds): before that it knows this CPU no better than the shipped priors.
-RANKS_AFTER = 32
+__all__ = ["PooledPrior", "TaskScorers", "task_scorers"]
 
 
 class TaskScorers:
@@ -45,21 +40,13 @@ class TaskScorers:
     def __call__(self) -> Scorer:
         return self._make()
 
-    def ranker(self) -> ModelAdapter | None:
-        """The model the zero-trial pass should rank with instead of the shipped priors: none."""
-        return None
-
 
 class PooledPrior(TaskScorers):
     """Task scorers that also learn into one pooled model, each starting from it (module docstring)."""
 
     def __init__(self, make: Callable[[], Scorer], pool: ModelAdapter) -> None:
-        from autosearch.backends.tvm.target import physical_cores
-
         super().__init__(make)
         self.pool = pool
-        # the zero-trial pass shortlists with it (`networks.prior`) while nothing else of the run works
-        self.pool.score_threads = physical_cores()
 
     @property
     def learned(self) -> int:
@@ -73,9 +60,6 @@ class PooledPrior(TaskScorers):
             fresh.model = copy.deepcopy(self.pool.model)
         fresh.shares_with = self.pool
         return fresh
-
-    def ranker(self) -> ModelAdapter | None:
-        return self.pool if self.learned >= RANKS_AFTER else None
 
 
 def task_scorers(make: Callable[[], Scorer], pool: Scorer) -> TaskScorers:

@@ -347,6 +347,7 @@ class TuneRun:
         self.done = False
         self.run_seconds: list[float] = []  # wall seconds of each successful run on the device (the run cap)
         self.untuned_measured = False
+        self.measured: set[str] = set()  # the traces measured in this run: none is measured twice
 
     def warm_start(self, store: Any, k: int = 16) -> int:
         """Give the search the store's `k` best schedules of this workload on this target; returns
@@ -398,10 +399,14 @@ class TuneRun:
         search or the model (they are not of its design space). Why: a network's layout moves and
         element-wise tasks have one design-space form, and the loop nest `networks.spatial` writes
         ran 5-10x faster than it on Swin-tiny's window partitions (bench/README.md); measured here
-        by the rounds' own runner, the faster is built."""
+        by the rounds' own runner, the faster is built. One this run measured already (the prior's
+        pick among a task's loop nests) is not measured again."""
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+        from autosearch.backends.tvm.space import trace_json
+
+        schedules = [s for s in schedules if trace_json(s) not in self.measured]  # e.g. the prior's pick
         if not schedules or self.result.interrupted:
             return
         cands = [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)) for sch in schedules]
@@ -411,6 +416,30 @@ class TuneRun:
             if not interrupts.handled(exc):
                 raise
             self.result.interrupted = True
+
+    def start_from(self, traces: list[str], source: str) -> int:
+        """Measure schedules found outside the search (stored traces; `source` names where from,
+        e.g. the prior's pick) as trials of this run, then start the search from those that ran,
+        as `warm_start` starts it from a store's; returns how many it took. Why: a task's first
+        round of 16 trials ran slower than the prior's pick on most of DenseNet-121's tasks
+        (bench/README.md "The prior's picks first"); measured here by the rounds' own runner, the
+        faster is built, and the search mutates from the prior's pick."""
+        from autosearch.backends.tvm.space import replayed, trace_json
+        from autosearch.store import MeasurementRecord
+
+        mod = self.workload.mod()
+        replays = [s for t in traces if (s := replayed(mod, t)) is not None]
+        kept = [(t, s) for s in replays if (t := trace_json(s)) not in self.measured]
+        start = len(self.result.history)
+        self.measure_schedules([s for _, s in kept], source)
+        ran = [
+            MeasurementRecord(self.workload.key, self.result.target, "", t, "ok", [h["latency"]])
+            for (t, _), h in zip(kept, self.result.history[start:])
+            if h["latency"] is not None
+        ]
+        pairs = self.strategy.seed(ran) if ran else []
+        self.strategy.learn_seeds(self.group, pairs)
+        return len(pairs)
 
     def finish(self, *, baseline: bool = True, reference: bool = True) -> TuneResult:
         """Close the search, measure the baselines (unless interrupted, or `measure_untuned` did)
@@ -542,6 +571,7 @@ def _round(run: TuneRun, cands: list[Any], controls: list[bool], *, source: str 
         with timer.section("update"):
             strategy.learn(run.group, cands, measured, feats, controls)
     texts = [trace_json(c.sch) for c in cands]
+    run.measured.update(texts)
     rnd = (result.history[-1]["round"] + 1) if result.history else 0
     if run.store is not None:
         with timer.section("store"):
