@@ -227,35 +227,19 @@ def test_a_run_started_from_an_outside_schedule_measures_it_first_and_the_search
 
     settings = TuneSettings(trials=24, trials_per_round=8)
     small, ev = DecisionSettings(population=16, genetic_num_iters=1), EvaluatorSettings(1, 2, 1)
-    first = TuneRun(
-        resolve_workload_spec(WL),
-        host_target(),
-        small,
-        make_scorer("pretrained-prefix", target=host_target()),
-        settings,
-        evaluator=ev,
-    )
+
+    def run_of(spec: str) -> TuneRun:
+        scorer = make_scorer("pretrained-prefix", target=host_target())
+        return TuneRun(resolve_workload_spec(spec), host_target(), small, scorer, settings, evaluator=ev)
+
+    first = run_of(WL)
     assert first.step() and first.result.best_trace is not None
     first.strategy.close()
-    other = TuneRun(
-        resolve_workload_spec("batch_matmul/1x128x128x128"),
-        host_target(),
-        small,
-        make_scorer("pretrained-prefix", target=host_target()),
-        settings,
-        evaluator=ev,
-    )
+    other = run_of("batch_matmul/1x128x128x128")
     assert other.start_from([first.result.best_trace], "prior") == 0 and other.result.trials == 0
     other.strategy.close()
 
-    run = TuneRun(
-        resolve_workload_spec(WL),
-        host_target(),
-        small,
-        make_scorer("pretrained-prefix", target=host_target()),
-        settings,
-        evaluator=ev,
-    )
+    run = run_of(WL)
     assert run.start_from([first.result.best_trace], "prior") == 1
     assert run.result.trials == 1 and run.result.history[0]["by"] == "prior"
     assert run.result.best_trace == first.result.best_trace and run.result.best_trial == 1

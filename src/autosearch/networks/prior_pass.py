@@ -4,8 +4,8 @@ found before any round is measured, and the end of a budget (`end_reserve`).
 Why first: a task's first round (16 trials of the search) ran slower than the prior's pick on
 most of DenseNet-121's tasks, and its 10-minute build ran 0.93x OpenVINO where the prior alone
 built 0.95x; with the pass first and each task's rounds started from its pick
-(`TuneRun.start_from`), 0.99x (bench/README.md "The prior's picks first"). A pass over many tasks
-at once sends the tasks with a reduction to worker processes (`prior_workers`).
+(`TuneRun.start_from`), 0.99x (bench/README.md "The prior's picks first"). The pass sends its tasks
+(8 or more) to worker processes (`prior_workers`).
 """
 
 from __future__ import annotations
@@ -65,10 +65,9 @@ def end_reserve(n_tasks: int, n_tuned: int, precision: str = "fp32") -> float:
 
 
 class PriorPass:
-    """The prior's schedules of a network's tasks, found one task at a time (`run`), each timed.
-    On a GPU it finds none and reserves nothing: the shipped prior knows CPU records only (an
-    untuned GPU task gets TVM's default GPU schedule, dlight's), and reserving its time had left a
-    2-minute ResNet-50 run on an H200 no round at all."""
+    """The prior's schedules of a network's tasks (`run_all`, or one task at a time: `run`), the
+    seconds they took (`seconds`). On a GPU it finds none, at no cost: the shipped prior knows CPU
+    records only (an untuned GPU task gets TVM's default GPU schedule, dlight's)."""
 
     def __init__(
         self,
