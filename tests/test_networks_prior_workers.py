@@ -153,7 +153,7 @@ def test_workers_that_all_die_before_they_load_are_told_in_one_warning(
     reported: list[int] = []
     with pytest.warns(UserWarning, match=r"died before it loaded .*__main__"):
         prior_workers.ranked_in_workers(
-            graph.workloads, list(picks), host_target(), 0, lambda i, pick, s: reported.append(i), str(tmp_path)
+            graph.workloads, list(picks), host_target(), 0, lambda i, pick: reported.append(i), str(tmp_path)
         )
     assert reported == []
 

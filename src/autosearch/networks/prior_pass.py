@@ -95,7 +95,7 @@ class PriorPass:
         todo = [i for i in todo if i not in self.passed]
         if self.enabled:
 
-            def done(i: int, found: WorkerPick, _seconds: float) -> None:
+            def done(i: int, found: WorkerPick) -> None:
                 self._record(i, found.pick)
                 self.built[i] = found.built
                 if found.reference is not None:

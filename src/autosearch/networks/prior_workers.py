@@ -184,13 +184,13 @@ def ranked_in_workers(
     todo: Sequence[int],
     target: Any,
     seed: int,
-    done: Callable[[int, WorkerPick, float], None],
+    done: Callable[[int, WorkerPick], None],
     directory: str,
     poll: float = 0.25,
 ) -> None:
     """`prior.ranked_schedules` of each task in `todo`, in `worker_count` processes, and the
     candidates `register_blocks.timed_pick` would build, built under `directory`; `done(i,
-    WorkerPick, seconds)` as each finishes. A task a dead worker left is not reported: the
+    WorkerPick)` as each finishes. A task a dead worker left is not reported: the
     caller's own.
 
     Why its own processes and pipes rather than a `ProcessPoolExecutor`: on Python 3.11 a worker
@@ -248,7 +248,7 @@ def ranked_in_workers(
                     (pick, seconds), i = value, w.task
                     w.task = None
                     took.append(seconds)
-                    done(i, pick, seconds)
+                    done(i, pick)
                 w.ready = True
             for w in workers:
                 if queue and w.ready and w.task is None and w.process.is_alive():
