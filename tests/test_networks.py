@@ -718,6 +718,50 @@ def test_a_prime_row_count_is_padded_for_the_tiles_and_the_output_still_matches(
 
 
 @pytest.mark.usefixtures("no_pytorch_timing")
+def test_attention_over_a_ragged_token_count_is_padded_to_whole_registers_and_still_matches(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """190 tokens: the scores' columns (the keys, an activation: a right operand that is no
+    constant) are padded with zeros to whole registers and sliced back, the softmax reads its rows'
+    whole registers in place and their last partial one padded with -inf; a constant weight of 190
+    columns is not padded, and the output still matches."""
+    import importlib.util
+
+    from autosearch.backends.tvm.target import host_target
+    from autosearch.networks.graph import import_network, padded_columns
+    from autosearch.networks.inputs import InputSpec
+
+    assert [padded_columns(n, 16) for n in (197, 190, 100, 37, 208, 577)] == [208, 192, 100, 37, 208, 592]
+    assert [padded_columns(n, 8) for n in (197, 190, 20)] == [200, 192, 20]
+    (tmp_path / "attention.py").write_text(
+        "import torch\n"
+        "class Attention(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.q, self.k, self.out = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 190)\n"
+        "    def forward(self, x):\n"
+        "        scores = self.q(x) @ self.k(x).transpose(-1, -2)\n"
+        "        return self.out(torch.softmax(scores, dim=-1) @ x)\n"
+        "def make_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return Attention().eval()\n"
+    )
+    s = _prior_only(capsys, tmp_path, "attention.py", "x:float32:1,190,8")
+    assert s["output_matches"], s
+    spec = importlib.util.spec_from_file_location("attention", tmp_path / "attention.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the model file this test wrote, as tune-model loads it
+    x = np.random.default_rng(0).random((1, 190, 8), dtype=np.float32)
+    graph = import_network("m", module.make_model(), [InputSpec("x", "float32", x.shape)], [x], host_target())
+    shapes = [tuple(int(d) for d in p.shape) for w in graph.workloads for p in w.mod()["main"].params]
+    assert (1, 8, 192) in shapes, shapes  # the keys, transposed and padded
+    softmax = [w.mod().script() for w in graph.workloads if "softmax" in w.name]
+    assert softmax and all("T_row_tail" in text for text in softmax)  # the row's last register, padded
+    assert (8, 190) in shapes and (8, 192) not in shapes, shapes  # the constant weight as it was
+
+
+@pytest.mark.usefixtures("no_pytorch_timing")
 def test_a_decoders_empty_key_value_cache_concatenation_imports_and_matches(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -8,9 +8,11 @@ Pipeline (TVM 0.27):
    `cumsum`, `sort` or `topk` have), `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
    weights: one task fewer per convolution and one pass less over every activation), on a CPU
    convolutions in a blocked channel layout, NCHW16c with AVX-512 (`layouts`), `x ** 2`
-   and `x ** 3` as products (`power_as_products`), `--fast-math`
-   (`fast_math_module`), matmul rows padded to a multiple of 8 where they have no factor of 4
-   (`pad_matmul_rows`: ViT's 197 tokens), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
+   and `x ** 3` as products (`power_as_products`), a softmax over rows no register divides as
+   one kernel on whole registers (`padded_softmaxes`), `--fast-math` (`fast_math_module`), matmul
+   rows padded to a multiple of 8 where they have no factor of 4 and an activation's columns to
+   whole registers (`pad_matmul_rows`: ViT's 197 tokens), one pad of an input the Q, K and V
+   projections share (`EliminateCommonSubexpr`), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
    FoldConstant, FuseOps, FuseTIR) and `AttachAttrLayoutFreeBuffers` after fusion, so that
    MetaSchedule's `RewriteLayout` post-processor may choose a packed weight layout per task.
    An operator still left without a kernel is refused there, in one line (`support.check_lowered`).
@@ -51,7 +53,9 @@ __all__ = [
     "index_bounds",
     "load_source",
     "pad_matmul_rows",
+    "padded_columns",
     "padded_rows",
+    "padded_softmaxes",
     "power_as_products",
     "quiet_import",
     "tasks_of",
@@ -291,32 +295,128 @@ def padded_rows(m: int) -> int:
     return up if up - m <= _PAD_WASTE * m else m
 
 
-def pad_matmul_rows(mod: Any) -> Any:
-    """Every `relax.matmul` whose rows (the left operand's second-last axis) `padded_rows` pads
-    computes on zero-padded rows and is sliced back.
+def padded_columns(n: int, lanes: int) -> int:
+    """The column count a matmul's right operand is padded to: `n` where a register of `lanes`
+    float32 lanes divides it (or it is small), else the next multiple of `lanes` if that adds at
+    most 1/16 of the work (ViT-base's attention scores: 197 -> 208 on 16 lanes)."""
+    if lanes < 8 or n < 2 * lanes or n % lanes == 0:
+        return n
+    up = -(-n // lanes) * lanes
+    return up if up - n <= _PAD_WASTE * n else n
+
+
+def pad_matmul_rows(mod: Any, lanes: int = 0) -> Any:
+    """Every `relax.matmul` whose rows (the left operand's second-last axis) `padded_rows` pads,
+    or whose columns (a right operand that is no constant: its last axis) `padded_columns` pads to
+    whole registers of `lanes`, computes on zero-padded operands and is sliced back.
 
     Why: MetaSchedule tiles a loop only by the divisors of its extent, so a prime row count leaves
     no register block but 1 row: ViT-base's 197 tokens (prime) made every linear layer a vector-
     matrix product in each schedule the search could write; padded to 200 the tiles are 2, 4, 5, 8,
-    10, 20, 25, for 1.5% more arithmetic. The padded rows never reach an output."""
+    10, 20, 25, for 1.5% more arithmetic. Columns: the vectorized axis of a product whose right
+    operand is an activation (attention's keys, transposed) ends in a partial register on every
+    row: ViT-base's 197-column scores ran 124 GFLOP/s after 10 minutes of tuning where the
+    64-column product after them ran 270 (Intel `rocketlake`). The padded rows and columns never
+    reach an output; a constant weight is left as it is (padding it would copy it every call)."""
+    import tvm
     from tvm import relax
 
     def padded(call: Any, builder: Any) -> Any:
-        x = call.args[0]
-        dims = static_shape(x)
+        x, w = call.args[0], call.args[1]
+        dims, wdims = static_shape(x), static_shape(w)
         if dims is None or len(dims) < 2:
             return None
         rank, m = len(dims), dims[-2]
         up = padded_rows(m)
-        if up == m:
+        n = wdims[-1] if wdims is not None and len(wdims) >= 2 else None
+        right = n if n is None or isinstance(w, tvm.ir.expr.Constant) else padded_columns(n, lanes)
+        if up == m and right == n:
             return None
-        width = [0] * (2 * rank)
-        width[2 * (rank - 2) + 1] = up - m
-        xp = builder.emit(relax.op.nn.pad(x, width))
-        y = builder.emit(relax.op.matmul(xp, call.args[1], out_dtype=call.attrs.out_dtype))
-        return relax.op.strided_slice(y, axes=[rank - 2], begin=[0], end=[m])
+        if up != m:
+            width = [0] * (2 * rank)
+            width[2 * (rank - 2) + 1] = up - m
+            x = builder.emit(relax.op.nn.pad(x, width))
+        if right != n:
+            wrank = len(wdims)
+            width = [0] * (2 * wrank)
+            width[2 * (wrank - 1) + 1] = right - n
+            w = builder.emit(relax.op.nn.pad(w, width))
+        y = builder.emit(relax.op.matmul(x, w, out_dtype=call.attrs.out_dtype))
+        out = max(rank, len(wdims) if wdims is not None else 2)
+        cut = [(out - 2, m)] if up != m else []
+        cut += [(out - 1, n)] if right != n else []
+        return relax.op.strided_slice(y, axes=[a for a, _ in cut], begin=[0] * len(cut), end=[e for _, e in cut])
 
     return rewrite_calls(mod, "relax.matmul", padded)
+
+
+def padded_softmaxes(mod: Any, lanes: int, fast: bool) -> tuple[Any, int]:
+    """Every float32 `relax.nn.softmax` along a last axis that `padded_columns` pads to whole
+    registers of `lanes` as one kernel whose row maxima, exponentials and sums read the row's whole
+    registers in place and its last partial register copied out and padded with -inf (whose
+    exponential is 0: the maximum and the sum are the row's own); `topi.fast_exp` where `fast`.
+    Returns the module and how many it rewrote.
+
+    Why: a row that no register divides leaves every vector loop of the task with a predicate
+    that TVM cannot vectorize (`row_reductions`), so the softmax's exponential (a polynomial under
+    `--fast-math`) ran one lane at a time: ViT-base's 12 x 197 rows of 197 took 2.1x BERT-base's
+    time an element after 10 minutes of tuning (Intel `rocketlake`); its fastest row form ran 665
+    us a call cold, 349 so. Not a `pad` op before the softmax: Relax fuses no producer into a
+    softmax, and the pad as a task of its own took 1.67 ms of the 2.1 it saved in the network."""
+    from tvm import te, tirx, topi
+
+    count = 0
+
+    def padded(call: Any, builder: Any) -> Any:
+        nonlocal count
+        x = call.args[0]
+        dims = static_shape(x)
+        if dims is None or getattr(getattr(x, "ty", None), "dtype", None) != "float32":
+            return None
+        rank, n = len(dims), dims[-1]
+        up = padded_columns(n, lanes)
+        if int(call.attrs.axis) not in (-1, rank - 1) or up == n:
+            return None
+
+        def compute(t: Any) -> Any:
+            lead, main = tuple(t.shape[:-1]), n // lanes * lanes
+            low = tirx.const(-math.inf, "float32")
+
+            def row(*i: Any) -> tuple[Any, ...]:
+                return tuple(i[:-1])
+
+            # the whole registers read in place; the last partial one copied out, padded with -inf
+            tail = te.compute(
+                (*lead, up - main),
+                lambda *i: tirx.if_then_else(main + i[-1] < n, t[(*row(*i), tirx.min(main + i[-1], n - 1))], low),
+                name="T_row_tail",
+            )
+            k1, k2 = te.reduce_axis((0, main), name="k1"), te.reduce_axis((0, up - main), name="k2")
+            top1 = te.compute(lead, lambda *i: te.max(t[(*i, k1)], axis=k1), name="T_row_max")
+            top2 = te.compute(lead, lambda *i: te.max(tail[(*i, k2)], axis=k2), name="T_row_tail_max")
+            exp = topi.fast_exp if fast else topi.exp
+            e1 = exp(te.compute((*lead, main), lambda *i: t[i] - tirx.max(top1[row(*i)], top2[row(*i)]), name="T_d"))
+            e2 = exp(te.compute(tail.shape, lambda *i: tail[i] - tirx.max(top1[row(*i)], top2[row(*i)]), name="T_dt"))
+            k3, k4 = te.reduce_axis((0, main), name="k3"), te.reduce_axis((0, up - main), name="k4")
+            sum1 = te.compute(lead, lambda *i: te.sum(e1[(*i, k3)], axis=k3), name="T_row_sum")
+            sum2 = te.compute(lead, lambda *i: te.sum(e2[(*i, k4)], axis=k4), name="T_row_tail_sum")
+            return te.compute(
+                tuple(t.shape),
+                lambda *i: (
+                    tirx.if_then_else(
+                        i[-1] < main,
+                        e1[(*row(*i), tirx.min(i[-1], main - 1))],
+                        e2[(*row(*i), tirx.max(i[-1] - main, 0))],
+                    )
+                    / (sum1[row(*i)] + sum2[row(*i)])
+                ),
+                name="T_softmax_norm",
+            )
+
+        count += 1
+        return builder.call_te(compute, x, primfunc_name_hint="fast_softmax" if fast else "softmax")
+
+    return rewrite_calls(mod, "relax.nn.softmax", padded), count
 
 
 def power_as_products(mod: Any) -> Any:
@@ -610,13 +710,15 @@ def _graph_passes(
         count = whole_register_count if precision == "int8" else padded_count
         mod = padded_channels(pads_into_convolutions(clips_as_bounds(mod)), register_bits, count)
         mod = blocked_convolutions(mod, register_bits)
-    approximated = False
+    # before fast math turns every softmax into a kernel: these become kernels of their own
+    mod, padded = padded_softmaxes(mod, register_bits // 32, fast_math) if register_bits > 0 else (mod, 0)
+    approximated = fast_math and padded > 0
     if fast_math:
         import tvm_ffi
 
         exact, mod = mod, fast_math_module(mod)
-        approximated = not tvm_ffi.structural_equal(exact, mod)
-    mod = pad_matmul_rows(mod)
+        approximated = approximated or not tvm_ffi.structural_equal(exact, mod)
+    mod = t.EliminateCommonSubexpr()(pad_matmul_rows(mod, register_bits // 32))  # one pad of a shared input
     if register_bits > 0:
         from autosearch.networks.lowp import int8_candidate
         from autosearch.networks.winograd import winograd_convolutions
