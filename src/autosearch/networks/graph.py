@@ -11,7 +11,7 @@ Pipeline (TVM 0.27):
    and `x ** 3` as products (`power_as_products`), a softmax over rows no register divides as
    one kernel on whole registers (`padded_softmaxes`), `--fast-math` (`fast_math_module`), matmul
    rows padded to a multiple of 8 where they have no factor of 4 and an activation's columns to
-   whole registers (`pad_matmul_rows`: ViT's 197 tokens), one pad of an input the Q, K and V
+   whole registers (`padded_matmuls`: ViT's 197 tokens), one pad of an input the Q, K and V
    projections share (`EliminateCommonSubexpr`), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
    FoldConstant, FuseOps, FuseTIR) and `AttachAttrLayoutFreeBuffers` after fusion, so that
    MetaSchedule's `RewriteLayout` post-processor may choose a packed weight layout per task.
@@ -52,8 +52,8 @@ __all__ = [
     "import_network",
     "index_bounds",
     "load_source",
-    "pad_matmul_rows",
     "padded_columns",
+    "padded_matmuls",
     "padded_rows",
     "padded_softmaxes",
     "power_as_products",
@@ -305,7 +305,7 @@ def padded_columns(n: int, lanes: int) -> int:
     return up if up - n <= _PAD_WASTE * n else n
 
 
-def pad_matmul_rows(mod: Any, lanes: int = 0) -> Any:
+def padded_matmuls(mod: Any, lanes: int = 0) -> Any:
     """Every `relax.matmul` whose rows (the left operand's second-last axis) `padded_rows` pads,
     or whose columns (a right operand that is no constant: its last axis) `padded_columns` pads to
     whole registers of `lanes`, computes on zero-padded operands and is sliced back.
@@ -718,7 +718,7 @@ def _graph_passes(
 
         exact, mod = mod, fast_math_module(mod)
         approximated = approximated or not tvm_ffi.structural_equal(exact, mod)
-    mod = t.EliminateCommonSubexpr()(pad_matmul_rows(mod, register_bits // 32))  # one pad of a shared input
+    mod = t.EliminateCommonSubexpr()(padded_matmuls(mod, register_bits // 32))  # one pad of a shared input
     if register_bits > 0:
         from autosearch.networks.lowp import int8_candidate
         from autosearch.networks.winograd import winograd_convolutions
