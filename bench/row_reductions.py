@@ -30,9 +30,13 @@ def main() -> None:
     import zoo  # type: ignore[import-not-found]
     from tvm.s_tir import Schedule
 
+    from autosearch.backends.tvm.target import use_physical_cores
+
+    use_physical_cores()  # as tune-model runs its kernels: TVM's own default is half the logical CPUs
+
     from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.space import replayed
-    from autosearch.backends.tvm.target import host_cpu, host_target
+    from autosearch.backends.tvm.target import host_cpu, host_target, runtime_threads
     from autosearch.hostinfo import cpu_model_name as cpu_name
     from autosearch.networks.graph import import_network, quiet_import
     from autosearch.networks.inputs import example_arrays, parse_inputs
@@ -53,7 +57,9 @@ def main() -> None:
     ranker = PriorRanker(target)
     lanes = max(1, ranker.simd_bits // 32)
     rows = []
-    print(f"{args.model} on {cpu_name()} ({host_cpu()}), 2 threads, microseconds a call (inputs cold)")
+    print(
+        f"{args.model} on {cpu_name()} ({host_cpu()}), {runtime_threads(target)} threads, microseconds a call (inputs cold)"
+    )
     print(
         "| task | calls | design-space pick | unscheduled | separate | separate, parallel | one row loop | one row loop, parallel |"
     )

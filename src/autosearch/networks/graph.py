@@ -8,8 +8,7 @@ Pipeline (TVM 0.27):
    `cumsum`, `sort` or `topk` have), `FoldBatchnormToConv2D` (inference BatchNorm folded into the convolution's
    weights: one task fewer per convolution and one pass less over every activation), on a CPU
    convolutions in a blocked channel layout, NCHW16c with AVX-512 (`layouts`), `x ** 2`
-   and `x ** 3` as products (`power_as_products`), a softmax over rows no register divides as
-   one kernel on whole registers (`padded_softmaxes`), `--fast-math` (`fast_math_module`), matmul
+   and `x ** 3` as products (`power_as_products`), `--fast-math` (`fast_math_module`), matmul
    rows padded to a multiple of 8 where they have no factor of 4 and an activation's columns to
    whole registers (`padded_matmuls`: ViT's 197 tokens), one pad of an input the Q, K and V
    projections share (`EliminateCommonSubexpr`), then TVM's own zero pipeline (LegalizeOps, AnnotateTIROpPattern,
@@ -55,7 +54,6 @@ __all__ = [
     "padded_columns",
     "padded_matmuls",
     "padded_rows",
-    "padded_softmaxes",
     "power_as_products",
     "quiet_import",
     "tasks_of",
@@ -350,75 +348,6 @@ def padded_matmuls(mod: Any, lanes: int = 0) -> Any:
     return rewrite_calls(mod, "relax.matmul", padded)
 
 
-def padded_softmaxes(mod: Any, lanes: int, fast: bool) -> tuple[Any, int]:
-    """Every float32 `relax.nn.softmax` along a last axis that `padded_columns` pads to whole
-    registers of `lanes` as one kernel whose row maxima, exponentials and sums read the row's whole
-    registers in place and its last partial register copied out and padded with -inf (whose
-    exponential is 0: the maximum and the sum are the row's own); `topi.fast_exp` where `fast`.
-    Returns the module and how many it rewrote.
-
-    Why: a row that no register divides leaves every vector loop of the task with a predicate
-    that TVM cannot vectorize (`row_reductions`), so the softmax's exponential (a polynomial under
-    `--fast-math`) ran one lane at a time: ViT-base's 12 x 197 rows of 197 took 2.1x BERT-base's
-    time an element after 10 minutes of tuning (Intel `rocketlake`); its fastest row form ran 665
-    us a call cold, 349 so. Not a `pad` op before the softmax: Relax fuses no producer into a
-    softmax, and the pad as a task of its own took 1.67 ms of the 2.1 it saved in the network."""
-    from tvm import te, tirx, topi
-
-    count = 0
-
-    def padded(call: Any, builder: Any) -> Any:
-        nonlocal count
-        x = call.args[0]
-        dims = static_shape(x)
-        if dims is None or getattr(getattr(x, "ty", None), "dtype", None) != "float32":
-            return None
-        rank, n = len(dims), dims[-1]
-        up = padded_columns(n, lanes)
-        if int(call.attrs.axis) not in (-1, rank - 1) or up == n:
-            return None
-
-        def compute(t: Any) -> Any:
-            lead, main = tuple(t.shape[:-1]), n // lanes * lanes
-            low = tirx.const(-math.inf, "float32")
-
-            def row(*i: Any) -> tuple[Any, ...]:
-                return tuple(i[:-1])
-
-            # the whole registers read in place; the last partial one copied out, padded with -inf
-            tail = te.compute(
-                (*lead, up - main),
-                lambda *i: tirx.if_then_else(main + i[-1] < n, t[(*row(*i), tirx.min(main + i[-1], n - 1))], low),
-                name="T_row_tail",
-            )
-            k1, k2 = te.reduce_axis((0, main), name="k1"), te.reduce_axis((0, up - main), name="k2")
-            top1 = te.compute(lead, lambda *i: te.max(t[(*i, k1)], axis=k1), name="T_row_max")
-            top2 = te.compute(lead, lambda *i: te.max(tail[(*i, k2)], axis=k2), name="T_row_tail_max")
-            exp = topi.fast_exp if fast else topi.exp
-            e1 = exp(te.compute((*lead, main), lambda *i: t[i] - tirx.max(top1[row(*i)], top2[row(*i)]), name="T_d"))
-            e2 = exp(te.compute(tail.shape, lambda *i: tail[i] - tirx.max(top1[row(*i)], top2[row(*i)]), name="T_dt"))
-            k3, k4 = te.reduce_axis((0, main), name="k3"), te.reduce_axis((0, up - main), name="k4")
-            sum1 = te.compute(lead, lambda *i: te.sum(e1[(*i, k3)], axis=k3), name="T_row_sum")
-            sum2 = te.compute(lead, lambda *i: te.sum(e2[(*i, k4)], axis=k4), name="T_row_tail_sum")
-            return te.compute(
-                tuple(t.shape),
-                lambda *i: (
-                    tirx.if_then_else(
-                        i[-1] < main,
-                        e1[(*row(*i), tirx.min(i[-1], main - 1))],
-                        e2[(*row(*i), tirx.max(i[-1] - main, 0))],
-                    )
-                    / (sum1[row(*i)] + sum2[row(*i)])
-                ),
-                name="T_softmax_norm",
-            )
-
-        count += 1
-        return builder.call_te(compute, x, primfunc_name_hint="fast_softmax" if fast else "softmax")
-
-    return rewrite_calls(mod, "relax.nn.softmax", padded), count
-
-
 def power_as_products(mod: Any) -> Any:
     """Every `relax.power(x, c)` with a constant exponent 2 or 3 as `x * x` (`* x`), as PyTorch's
     CPU kernel computes it.
@@ -710,14 +639,12 @@ def _graph_passes(
         count = whole_register_count if precision == "int8" else padded_count
         mod = padded_channels(pads_into_convolutions(clips_as_bounds(mod)), register_bits, count)
         mod = blocked_convolutions(mod, register_bits)
-    # before fast math turns every softmax into a kernel: these become kernels of their own
-    mod, padded = padded_softmaxes(mod, register_bits // 32, fast_math) if register_bits > 0 else (mod, 0)
-    approximated = fast_math and padded > 0
+    approximated = False
     if fast_math:
         import tvm_ffi
 
         exact, mod = mod, fast_math_module(mod)
-        approximated = approximated or not tvm_ffi.structural_equal(exact, mod)
+        approximated = not tvm_ffi.structural_equal(exact, mod)
     mod = t.EliminateCommonSubexpr()(padded_matmuls(mod, register_bits // 32))  # one pad of a shared input
     if register_bits > 0:
         from autosearch.networks.lowp import int8_candidate
