@@ -326,8 +326,9 @@ def padded_matmuls(mod: Any, lanes: int = 0) -> Any:
             return None
         rank, m = len(dims), dims[-2]
         up = padded_rows(m)
-        n = wdims[-1] if wdims is not None and len(wdims) >= 2 else None
-        right = n if n is None or isinstance(w, tvm.ir.expr.Constant) else padded_columns(n, lanes)
+        wrank = len(wdims) if wdims is not None else 0
+        n = wdims[-1] if wdims is not None and wrank >= 2 else 0  # 0: no static column count
+        right = padded_columns(n, lanes) if n and not isinstance(w, tvm.ir.expr.Constant) else n
         if up == m and right == n:
             return None
         if up != m:
@@ -335,12 +336,11 @@ def padded_matmuls(mod: Any, lanes: int = 0) -> Any:
             width[2 * (rank - 2) + 1] = up - m
             x = builder.emit(relax.op.nn.pad(x, width))
         if right != n:
-            wrank = len(wdims)
             width = [0] * (2 * wrank)
             width[2 * (wrank - 1) + 1] = right - n
             w = builder.emit(relax.op.nn.pad(w, width))
         y = builder.emit(relax.op.matmul(x, w, out_dtype=call.attrs.out_dtype))
-        out = max(rank, len(wdims) if wdims is not None else 2)
+        out = max(rank, wrank, 2)
         cut = [(out - 2, m)] if up != m else []
         cut += [(out - 1, n)] if right != n else []
         return relax.op.strided_slice(y, axes=[a for a, _ in cut], begin=[0] * len(cut), end=[e for _, e in cut])
