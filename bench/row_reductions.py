@@ -30,19 +30,17 @@ def main() -> None:
     import zoo  # type: ignore[import-not-found]
     from tvm.s_tir import Schedule
 
-    from autosearch.backends.tvm.target import use_physical_cores
-
-    use_physical_cores()  # as tune-model runs its kernels: TVM's own default is half the logical CPUs
-
     from autosearch.backends.tvm.build import fast_build
     from autosearch.backends.tvm.space import replayed
-    from autosearch.backends.tvm.target import host_cpu, host_target, runtime_threads
+    from autosearch.backends.tvm.target import host_cpu, host_target, runtime_threads, use_physical_cores
     from autosearch.hostinfo import cpu_model_name as cpu_name
     from autosearch.networks.graph import import_network, quiet_import
     from autosearch.networks.inputs import example_arrays, parse_inputs
     from autosearch.networks.prior import PriorRanker, ranked_schedule
     from autosearch.networks.row_reductions import row_reduction_forms
     from autosearch.networks.spatial import built_args, cold_seconds
+
+    use_physical_cores()  # as tune-model runs its kernels: TVM's own default is half the logical CPUs
 
     def cold_us(mod: object) -> float:  # built and timed as `register_blocks.timed_pick` does
         lib = fast_build(mod, target, None)

@@ -393,29 +393,32 @@ class TuneRun:
         self.untuned_measured = True
         _baselines(self, True, False)
 
-    def measure_schedules(self, schedules: list[Any], source: str) -> None:
+    def measure_schedules(self, schedules: list[Any], source: str) -> list[tuple[str, float]]:
         """Measure schedules written outside the search (`source` names where from) as trials of
         this run: built, run, stored and counted for the best like a round's, not taught to the
         search or the model (they are not of its design space). Why: a network's layout moves and
         element-wise tasks have one design-space form, and the loop nest `networks.spatial` writes
         ran 5-10x faster than it on Swin-tiny's window partitions (bench/README.md); measured here
         by the rounds' own runner, the faster is built. One this run measured already (the prior's
-        pick among a task's loop nests) is not measured again."""
+        pick among a task's loop nests) is not measured again. Returns (trace, seconds) of each
+        that ran."""
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
         from autosearch.backends.tvm.space import trace_json
 
-        schedules = [s for s in schedules if trace_json(s) not in self.measured]  # e.g. the prior's pick
-        if not schedules or self.result.interrupted:
-            return
-        cands = [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)) for sch in schedules]
+        fresh = [(t, s) for s in schedules if (t := trace_json(s)) not in self.measured]  # e.g. the prior's pick
+        if not fresh or self.result.interrupted:
+            return []
+        cands = [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)) for _, sch in fresh]
+        start = len(self.result.history)
         try:
             _round(self, cands, [False] * len(cands), source=source)
         except BaseException as exc:
             if not interrupts.handled(exc):
                 raise
             self.result.interrupted = True
+        return [(t, h["latency"]) for (t, _), h in zip(fresh, self.result.history[start:]) if h["latency"] is not None]
 
     def start_from(self, traces: list[str], source: str) -> int:
         """Measure schedules found outside the search (stored traces; `source` names where from,
@@ -424,20 +427,13 @@ class TuneRun:
         round of 16 trials ran slower than the prior's pick on most of DenseNet-121's tasks
         (bench/README.md "The prior's picks first"); measured here by the rounds' own runner, the
         faster is built, and the search mutates from the prior's pick."""
-        from autosearch.backends.tvm.space import replayed, trace_json
+        from autosearch.backends.tvm.space import replayed
         from autosearch.store import MeasurementRecord
 
         mod = self.workload.mod()
-        replays = [s for t in traces if (s := replayed(mod, t)) is not None]
-        kept = [(t, s) for s in replays if (t := trace_json(s)) not in self.measured]
-        start = len(self.result.history)
-        self.measure_schedules([s for _, s in kept], source)
-        ran = [
-            MeasurementRecord(self.workload.key, self.result.target, "", t, "ok", [h["latency"]])
-            for (t, _), h in zip(kept, self.result.history[start:])
-            if h["latency"] is not None
-        ]
-        pairs = self.strategy.seed(ran) if ran else []
+        ran = self.measure_schedules([s for t in traces if (s := replayed(mod, t)) is not None], source)
+        records = [MeasurementRecord(self.workload.key, self.result.target, "", t, "ok", [lat]) for t, lat in ran]
+        pairs = self.strategy.seed(records) if records else []
         self.strategy.learn_seeds(self.group, pairs)
         return len(pairs)
 
