@@ -75,7 +75,9 @@ def _tune(m: int, k: int, n: int, precision: str, trials: int, work: Path) -> tu
     return sch.mod, best
 
 
-def _tvm_call(mod: Any, args: list[np.ndarray], out_shape: tuple[int, int], out_dtype: str) -> tuple[Any, Any]:
+def _tvm_call(
+    mod: Any, args: list[np.ndarray], out_shape: tuple[int, int], out_dtype: str, precision: str
+) -> tuple[Any, Any]:
     """(a call of the kernel as tuning timed it, the output of one full run on `args`).
 
     A schedule may rewrite its weight's layout (MetaSchedule's `RewriteLayout`): the full function
@@ -86,20 +88,27 @@ def _tvm_call(mod: Any, args: list[np.ndarray], out_shape: tuple[int, int], out_
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    from autosearch.backends.tvm.target import host_target
-
     dev = tvm.cpu()
+    target = _target(precision)
     timed = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     out = tvm.runtime.tensor(np.zeros(out_shape, out_dtype), dev)
-    tvm.compile(mod, target=host_target())["main"](*[tvm.runtime.tensor(a, dev) for a in args], out)
+    tvm.compile(mod, target=target)["main"](*[tvm.runtime.tensor(a, dev) for a in args], out)
     infos = ArgInfo.from_entry_func(timed, remove_preproc=False)  # removed already
     targs = []
     for a, info in zip([*args, np.zeros(out_shape, out_dtype)], infos):
         shape = tuple(int(x) for x in info.shape)
         # the weight in its rewritten layout: its values do not change the time (no value-dependent work)
         targs.append(tvm.runtime.tensor(a if a.shape == shape else np.resize(a, shape), dev))
-    fn = tvm.compile(timed, target=host_target())["main"]
+    fn = tvm.compile(timed, target=target)["main"]
     return (lambda: fn(*targs)), out
+
+
+def _target(precision: str) -> Any:
+    """This machine's target for `precision`, as `autosearch tune --precision` compiles for it."""
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
+    from autosearch.backends.tvm.target import host_target
+
+    return precision_target(get_precision(precision), host_target(), native=True)
 
 
 def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
@@ -137,7 +146,7 @@ def run_size(m: int, k: int, n: int, trials: int, threads: int, work: Path, roun
         name = f"ours {precision}"
         try:
             mod, best = _tune(m, k, n, precision, trials, work)
-            call, out = _tvm_call(mod, args, (m, n), shape_dtype)
+            call, out = _tvm_call(mod, args, (m, n), shape_dtype, precision)
             err = _rel_err(out.numpy(), want)
             info[name] = {"precision": precision, "error": err, "trials": best.get("trials_ok")}
             if err > (0.0 if precision == "int8" else 1e-4):
@@ -212,7 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from autosearch.backends.tvm.lowp import check_precision, get_precision
     from autosearch.backends.tvm.target import host_target, runtime_threads, use_physical_cores
     from autosearch.hostinfo import cpu_model_name
     from autosearch.networks.runtimes import set_threads
@@ -220,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     use_physical_cores()  # TVM's runtime would take half the logical CPUs, as tuning does not
     target = host_target()
     for p in ("bf16", "int8"):
-        check_precision(get_precision(p), target)
+        _target(p)  # refused here, in one line, where this CPU lacks it
     threads = args.threads or runtime_threads(target)
     set_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:

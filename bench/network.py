@@ -185,6 +185,7 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     from rich.console import Console
     from tvm.s_tir import meta_schedule as ms
 
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
     from autosearch.backends.tvm.target import host_target
     from autosearch.networks.graph import build_network, import_network, load_source
     from autosearch.networks.inputs import example_arrays, parse_inputs
@@ -195,7 +196,9 @@ def bench_model(name: str, spec: str, inputs: list[str], args: argparse.Namespac
     from autosearch.store import Store
 
     console = Console(stderr=True)
-    target = host_target()
+    # as tune-model compiles --precision without a --target: a VM whose CPU LLVM names an older
+    # model than its flags gets the instructions they list (bf16 on AMX tiles where it has them)
+    target = precision_target(get_precision(args.precision), host_target(), native=True)
     specs = parse_inputs(inputs)
     rows: dict[str, dict[str, Any]] = {}
     exes: dict[str, Any] = {}

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,19 +112,23 @@ def collected_db(tmp_path_factory, host) -> Path:
     return made_once(tmp_path_factory, "collected", make) / "tiny.db"
 
 
-def host_runs(precision: str) -> bool:
-    """Whether `--precision` builds and runs here on the default target: this CPU has the
-    instructions and LLVM's name for it has them too (a VM may list AVX512_BF16 in its flags yet
-    be named `rocketlake`, which lacks them, and is then refused)."""
-    from autosearch.backends.tvm.lowp import check_precision, get_precision
+def native_target(precision: str = "fp32") -> Any:
+    """This machine's target as `--precision` compiles for it without a `--target` (a VM whose CPU
+    LLVM names `rocketlake` but whose flags list AVX512_BF16 and AMX gets those features added);
+    None where this CPU cannot run it."""
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
     from autosearch.backends.tvm.target import host_target
     from autosearch.errors import TargetError
 
     try:
-        check_precision(get_precision(precision), host_target(), measured_here=True)
+        return precision_target(get_precision(precision), host_target(), measured_here=True, native=True)
     except TargetError:
-        return False
-    return True
+        return None
+
+
+def host_runs(precision: str) -> bool:
+    """Whether `--precision` builds and runs here on this machine's own target (`native_target`)."""
+    return native_target(precision) is not None
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

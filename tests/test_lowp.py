@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from autosearch.errors import InputError, TargetError, WorkloadError
-from conftest import host_runs
+from conftest import host_runs, native_target
 
 ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX512_BF16 and AVX512_VNNI
 ZNVER3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}  # AVX2 only
@@ -56,47 +57,61 @@ def test_a_dense_workload_gets_a_packed_low_precision_counterpart_and_others_are
 
 
 def test_a_precision_the_target_cpu_lacks_is_refused_in_one_line_naming_the_feature() -> None:
-    from autosearch.backends.tvm.lowp import check_precision, get_precision
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
 
     with pytest.raises(TargetError, match=r"needs avx512bf16, which the target CPU znver3 lacks") as exc:
-        check_precision(get_precision("bf16"), _target(ZNVER3), measured_here=False)
+        precision_target(get_precision("bf16"), _target(ZNVER3), measured_here=False)
     assert "\n" not in str(exc.value)
     with pytest.raises(TargetError, match="needs avx512vnni"):
-        check_precision(get_precision("int8"), _target(ZNVER3), measured_here=False)
-    check_precision(get_precision("bf16"), _target(ZNVER4), measured_here=False)  # compiles for it: fine
-    check_precision(get_precision("fp32"), _target(ZNVER3))
+        precision_target(get_precision("int8"), _target(ZNVER3), measured_here=False)
+    znver4 = _target(ZNVER4)
+    assert precision_target(get_precision("bf16"), znver4, measured_here=False) is znver4  # compiles for it
+    assert precision_target(get_precision("fp32"), _target(ZNVER3)) is not None
     with pytest.raises(TargetError, match="unknown precision 'fp16'"):
         get_precision("fp16")
     if "avx512_bf16" not in _host_flags():  # measured here: this CPU must run them too
         with pytest.raises(TargetError, match="this machine's CPU lacks"):
-            check_precision(get_precision("bf16"), _target(ZNVER4), measured_here=True)
+            precision_target(get_precision("bf16"), znver4, measured_here=True)
 
 
-def test_a_cpu_whose_flags_have_the_instructions_but_whose_llvm_name_lacks_them_is_told_the_target_to_give(
+def test_a_cpu_whose_flags_have_the_instructions_but_whose_llvm_name_lacks_them_gets_them_on_its_own_target(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A VM reporting an older CPU model than its flags (an Intel Xeon with AMX that LLVM names
-    rocketlake): the refusal names a target that has the instructions, in one line under
-    `one_line`'s 200 characters."""
+    rocketlake): its own target (no --target given) gets the instructions its flags list, AMX's
+    tiles included where listed; a target given by name is refused with the one to give, in one
+    line under `one_line`'s 200 characters."""
     from autosearch.backends.tvm import lowp
     from autosearch.errors import one_line
 
     monkeypatch.setattr(lowp, "cpu_flags", lambda: {"avx512f", "avx512_bf16", "avx512_vnni"})
+    bf16 = lowp.get_precision("bf16")
     with pytest.raises(TargetError, match="this CPU has it but LLVM names it znver3") as exc:
-        lowp.check_precision(lowp.get_precision("bf16"), _target(ZNVER3), measured_here=True)
+        lowp.precision_target(bf16, _target(ZNVER3), measured_here=True)
     assert one_line(exc.value) == str(exc.value) and '"mcpu":"sapphirerapids","num-cores":2' in str(exc.value)
+    own = lowp.precision_target(bf16, _target(ZNVER3), measured_here=True, native=True)
+    assert list(own.attrs["mattr"]) == ["+avx512bf16"] and not lowp.uses_tiles(own)
+    assert str(own.attrs["mcpu"]) == "znver3" and int(own.attrs["num-cores"]) == 2
+    monkeypatch.setattr(lowp, "cpu_flags", lambda: {"avx512f", "avx512_bf16", "amx_tile", "amx_bf16"})
+    own = lowp.precision_target(bf16, _target(ZNVER3), measured_here=True, native=True)
+    assert lowp.uses_tiles(own) and lowp.precision_target(bf16, own, measured_here=True) is own
     monkeypatch.setattr(lowp, "cpu_flags", lambda: {"avx512f"})  # neither has it: the plain refusal
     with pytest.raises(TargetError, match="use --precision fp32"):
-        lowp.check_precision(lowp.get_precision("bf16"), _target(ZNVER3), measured_here=True)
+        lowp.precision_target(bf16, _target(ZNVER3), measured_here=True, native=True)
+    sapphire = _target({**ZNVER4, "mcpu": "sapphirerapids"})
+    monkeypatch.setattr(lowp, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})  # a target with tiles, a CPU without
+    with pytest.raises(TargetError, match="needs amx_tile, amx_bf16, which this machine's CPU lacks"):
+        lowp.precision_target(bf16, sapphire, measured_here=True)
 
 
-def _sampled_schedules(name: str, target: object, n: int = 4) -> list:
+def _sampled_schedules(name: str | Any, target: object, n: int = 4) -> list:
+    """`n` schedules sampled from the design space of a registry workload (or of a module)."""
     from tvm.s_tir import meta_schedule as ms
 
     from autosearch.backends.tvm.lowp import space_generator
     from autosearch.workloads import get_workload
 
-    mod = get_workload(name).mod()
+    mod = get_workload(name).mod() if isinstance(name, str) else name
     ctx = ms.TuneContext(
         mod=mod, target=target, space_generator=space_generator(mod, target), search_strategy="replay-trace"
     )
@@ -138,6 +153,64 @@ def test_every_low_precision_design_space_is_tensorized_and_compiles_to_the_inst
     assert space_generator(plain, fp32) == "post-order-apply"
 
 
+SAPPHIRERAPIDS = {"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}
+needs_tiles = pytest.mark.skipif(
+    not {"amx_tile", "amx_bf16"} <= _host_flags() or not host_runs("bf16"), reason="this CPU has no AMX bf16 tiles"
+)
+
+
+def _packed_bf16_dense(m: int, k: int, n: int) -> Any:
+    import tvm
+
+    from autosearch.workloads.lowp import _build_packed_dense
+
+    return tvm.IRModule({"main": _build_packed_dense(m, k, n, "bf16")})
+
+
+@pytest.mark.parametrize(("size", "intrin"), [((128, 768, 768), "2x2x24"), ((48, 96, 80), "1x1x3")])
+def test_a_bf16_dense_layer_on_a_cpu_with_amx_tiles_around_the_tile_kernel_and_compiles_to_tdpbf16ps(
+    size: tuple[int, int, int], intrin: str
+) -> None:
+    """On a target with AMX every schedule of a packed bf16 dense layer is tiled around the tile
+    kernel (two tiles a side where the sizes are multiples of 32, the whole reduction a call where
+    it is one of the kernel's step counts) and compiles to the tile multiply."""
+    import tvm
+
+    from autosearch.backends.tvm.lowp import kernel_of, module_precision
+
+    target = _target(SAPPHIRERAPIDS)
+    mod = _packed_bf16_dense(*size)
+    assert kernel_of(mod, module_precision(mod), target).intrin == f"autosearch_amx_bf16_{intrin}"
+    assert kernel_of(mod, module_precision(mod), _target(ZNVER4)).intrin == "autosearch_dot_16x2_bf16"
+    for sch in _sampled_schedules(mod, target, n=2):
+        assert f"autosearch_amx_bf16_{intrin}" in str(sch.trace)
+        lib = tvm.compile(sch.mod, target=target).mod
+        asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+        assert "tdpbf16ps" in asm and "ldtilecfg" in asm
+
+
+@needs_tiles
+def test_the_amx_tile_kernels_compute_bf16_dense_layers_on_this_cpu() -> None:
+    """The tile kernel's sums, on whole tiles and on one tile a side, against float64 NumPy on the
+    same bf16 operands: each schedule's output within fp32 rounding of the exact sums."""
+    import ml_dtypes
+    import tvm
+
+    target = native_target("bf16")
+    rng = np.random.default_rng(1)
+    dev = tvm.cpu()
+    for m, k, n in ((64, 256, 96), (48, 96, 80)):
+        a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+        w = rng.standard_normal((n, k)).astype(ml_dtypes.bfloat16)
+        want = a.astype(np.float64) @ w.astype(np.float64).T
+        for sch in _sampled_schedules(_packed_bf16_dense(m, k, n), target, n=2):
+            out = tvm.runtime.tensor(np.zeros((m, n), "float32"), dev)
+            tvm.compile(sch.mod, target=target)["main"](
+                tvm.runtime.tensor(a, dev), tvm.runtime.tensor(_packed(w, 2), dev), out
+            )
+            assert np.max(np.abs(out.numpy() - want)) <= 1e-5 * np.max(np.abs(want)), (m, k, n)
+
+
 def _packed(w: np.ndarray, pairs: int) -> np.ndarray:
     n, k = w.shape
     return np.ascontiguousarray(w.reshape(n // 16, 16, k // pairs, pairs).transpose(0, 2, 1, 3))
@@ -149,9 +222,7 @@ def test_the_tensorized_kernels_compute_the_dense_layer_on_this_cpu() -> None:
     import ml_dtypes
     import tvm
 
-    from autosearch.backends.tvm.target import host_target
-
-    target = host_target()
+    target = native_target("bf16")
     rng = np.random.default_rng(0)
     m, k, n = 128, 768, 768
     a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
@@ -357,7 +428,7 @@ def test_tune_model_builds_a_convnet_in_bf16_with_tensorized_convolutions_and_wi
         "    return torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, stride=2), torch.nn.ReLU(),\n"
         "                               torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU(),\n"
         "                               torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU()).eval()\n",
-        "x:float32:1,16,14,14",
+        "x:float32:1,16,28,28",  # 14 x 14 maps after the strided one: 7 x 7 ones stay direct
     )
     assert s["precision"] == "bf16" and s["output_matches"], s
     names = [t["name"] for t in s["tasks"]]

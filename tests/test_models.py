@@ -238,6 +238,9 @@ def test_predict_rejects_wrong_width_and_nan(saved):
     # a candidate without rows ranks last rather than crashing
     s = m.predict(FeatureBatch.from_list([np.ones((2, W), np.float32), np.zeros((0, W), np.float32)]))
     assert s[1] == -np.inf and np.isfinite(s[0])
+    # every candidate without rows (a schedule that is one tile-kernel call stores nothing else)
+    none = m.predict(FeatureBatch.from_list([np.zeros((0, W), np.float32)] * 3))
+    assert none.shape == (3,) and (none == -np.inf).all()
 
 
 @pytest.mark.parametrize("kind", ["xgb", "mlp", "lgbm-rank"])

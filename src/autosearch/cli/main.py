@@ -165,7 +165,7 @@ def collect(
     (resumable: re-run to continue)."""
     import time
 
-    from autosearch.backends.tvm.lowp import check_precision, get_precision
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import canonical_target, parse_target
     from autosearch.collect import collect as run_collect
@@ -183,7 +183,7 @@ def collect(
     specs = _network_inputs(network, inputs, input_shape) if network is not None else []
     rpc = parse_rpc(rpc_tracker, rpc_key)
     tgt = apply_threads(threads, parse_target(target), rpc)
-    check_precision(lowp, tgt, measured_here=rpc is None)
+    tgt = precision_target(lowp, tgt, measured_here=rpc is None, native=target is None)
     repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
     base = EvaluatorSettings()
     if network is not None:

@@ -125,7 +125,7 @@ def tune_model(
     """Tune a whole model: every task starts from the prior's schedule, measured rounds improve the
     tasks that matter most until the budget is spent; then build, check against the original model,
     time against PyTorch and (with --out) export."""
-    from autosearch.backends.tvm.lowp import check_precision, get_precision
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
     from autosearch.backends.tvm.target import parse_target
     from autosearch.networks.inputs import parse_inputs
     from autosearch.networks.options import NetworkBudget, NetworkTuneOptions
@@ -158,7 +158,7 @@ def tune_model(
         check_input=tuple(check_input),
         calibration=tuple(calibration),
     )
-    check_precision(get_precision(precision), tgt, measured_here=rpc is None)
+    tgt = precision_target(get_precision(precision), tgt, measured_here=rpc is None, native=target is None)
     strategy, task_scorer = assemble_network(model, search, target=tgt, seed=seed)  # fails before the import
     strategy.check_settings(settings)
     with Store(db) as store:

@@ -128,7 +128,7 @@ def tune(
     rpc_key: Optional[str] = typer.Option(None, "--rpc-key", help="Device key at the tracker."),
 ) -> None:
     """Tune one operator with a cost model in the loop; save and report the best schedule."""
-    from autosearch.backends.tvm.lowp import check_precision, get_precision, module_precision
+    from autosearch.backends.tvm.lowp import get_precision, module_precision, precision_target
     from autosearch.backends.tvm.measure import EvaluatorSettings
     from autosearch.backends.tvm.target import parse_target
     from autosearch.search.assemble import assemble, check_search
@@ -149,7 +149,7 @@ def tune(
     rpc = parse_rpc(rpc_tracker, rpc_key)
     wl = with_precision(resolve_workload_spec(workload, module), get_precision(precision).name)
     tgt = apply_threads(threads, parse_target(target), rpc)
-    check_precision(module_precision(wl.mod()), tgt, measured_here=rpc is None)
+    tgt = precision_target(module_precision(wl.mod()), tgt, measured_here=rpc is None, native=target is None)
     model = model or default_model(tgt)
     repeats = deprecated_spelling(repeats, repeat_old, "--repeat", "--repeats")
     evaluator = EvaluatorSettings(number=1, repeat=repeats, min_repeat_ms=min_repeat_ms)

@@ -35,8 +35,12 @@ class FeatureBatch:
         if len(mats) == 0:
             return cls(np.zeros((0, n_features or 0), np.float32), np.zeros(1, np.int64))
         arrs = [np.asarray(m, dtype=np.float32) for m in mats]
-        width = n_features if n_features is not None else next((a.shape[1] for a in arrs if a.ndim == 2 and a.size), 0)
-        arrs = [a.reshape(-1, width) if a.size == 0 else a for a in arrs]
+        width = (
+            n_features if n_features is not None else next((a.shape[1] for a in arrs if a.ndim == 2 and a.size), None)
+        )
+        if width is None:  # every candidate without rows: their width, where they have one
+            width = next((a.shape[1] for a in arrs if a.ndim == 2), 0)
+        arrs = [a.reshape(0, width) if a.size == 0 else a for a in arrs]
         for i, a in enumerate(arrs):
             if a.ndim != 2:
                 raise InputError(f"candidate {i} features must be a 2-D matrix, got shape {a.shape}")

@@ -48,7 +48,7 @@ def register_tensor_intrinsics(target: Any) -> None:
     if own == "x86":
         from autosearch.backends.tvm.lowp import register_dot_kernels
 
-        register_dot_kernels()
+        register_dot_kernels(target)
     if _PKG in sys.modules:
         if own:
             importlib.import_module(f"{_PKG}.{own}")

@@ -27,10 +27,10 @@ __all__ = [
     "LAYOUT_REWRITE",
     "PRECISIONS",
     "Precision",
-    "check_precision",
     "get_precision",
     "kernel_of",
     "module_precision",
+    "precision_target",
     "register_dot_kernels",
     "script_precision",
     "space_generator",
@@ -77,6 +77,10 @@ class _DotKernel:
         return dataclasses.replace(
             self, intrin=f"{self.intrin}_x{steps}", symbol=f"{self.symbol}_x{steps}", steps=steps
         )
+
+    def intrinsic(self) -> tuple[Any, Any]:
+        """The tensor intrinsic's description and implementation."""
+        return _one_step(self) if self.steps == 1 else _steps(self)
 
     def ir(self) -> str:
         """The kernel in LLVM IR: `linkonce_odr` so that the copies linked from several schedules of
@@ -141,6 +145,183 @@ _KERNELS = {
 }
 
 
+#: AMX's tile shape for bf16: 16 rows of 64 bytes (32 bf16 of A; 16 pairs of B's columns; 16 fp32
+#: sums of C), and the products one `tdpbf16ps` sums into each output (32 a row).
+_TILE_ROWS = 16
+_TILE_DEPTH = 32
+#: Reduction steps (of 32) a tile kernel call may cover: the largest of these dividing a dense
+#: layer's K / 32 (a kernel's sums stay in its tiles for a whole call). A closed set, so that a
+#: trace naming any of them replays where `register_dot_kernels` ran.
+_TILE_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96)
+
+#: x86-64 Linux: `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, without which a process's
+#: first tile instruction faults.
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+@dataclass(frozen=True)
+class _TileKernel:
+    """An AMX bf16 micro-kernel: C (16 rows x 16 cols, `rows` x `cols` tiles, fp32) += A (16 rows x
+    32 x `steps`, bf16) times B (`cols` weight blocks of the dense packing, `steps` x 16 pairs of
+    rows), the sums kept in tile registers for the whole call.
+
+    Why tiles: one `tdpbf16ps` does 16 x 16 x 32 products, 8,192 a 16-cycle slot: ~3.7 TFLOP/s a
+    core on an Intel Xeon whose AVX-512 fp32 peak is ~0.2 (measured, bench/README "Dense layers on
+    AMX tiles"). The weight packing (N/16, K/2, 16, 2) is already the tile layout of B: 16 pairs of
+    rows of 16 columns x 2, 64 bytes a row. Each call loads its tile configuration (the thread may
+    have run another library's tiles) and, once a process, asks Linux for the tile state."""
+
+    rows: int
+    cols: int
+    steps: int
+
+    @property
+    def intrin(self) -> str:
+        return f"autosearch_amx_bf16_{self.rows}x{self.cols}x{self.steps}"
+
+    @property
+    def symbol(self) -> str:
+        return f"autosearch_tdpbf16ps_{self.rows}x{self.cols}"
+
+    def ir(self) -> str:
+        """The kernel in LLVM IR: the C tiles loaded, `steps` x (rows A tiles, cols B tiles,
+        rows x cols `tdpbf16ps`), the C tiles stored. Arguments: C, A, B and their byte strides
+        (C's rows, A's rows, B's weight blocks, B's pair rows), the steps."""
+        r, c = self.rows, self.cols
+        a_tile = [r * c + m for m in range(r)]
+        b_tile = [r * c + r + n for n in range(c)]
+        cfg = "\n".join(
+            f"  %cs{t} = getelementptr i8, ptr %cfg, i64 {16 + 2 * t}\n  store i16 64, ptr %cs{t}, align 2\n"
+            f"  %cr{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n  store i8 {_TILE_ROWS}, ptr %cr{t}, align 1"
+            for t in range(r * c + r + c)
+        )
+        c_ptrs = []
+        for m in range(r):
+            for n in range(c):
+                t = m * c + n
+                c_ptrs.append(
+                    f"  %crow{t} = mul i64 %ldc, {_TILE_ROWS * m}\n"
+                    f"  %cm{t} = getelementptr i8, ptr %c, i64 %crow{t}\n"
+                    f"  %cp{t} = getelementptr i8, ptr %cm{t}, i64 {64 * n}"
+                )
+        loads_c = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %cp{t}, i64 %ldc)" for t in range(r * c))
+        stores_c = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %cp{t}, i64 %ldc)" for t in range(r * c))
+        step = []
+        for m in range(r):
+            step.append(
+                f"  %arow{m} = mul i64 %lda, {_TILE_ROWS * m}\n"
+                f"  %am{m} = getelementptr i8, ptr %a, i64 %arow{m}\n"
+                f"  %ap{m} = getelementptr i8, ptr %am{m}, i64 %aoff\n"
+                f"  call void @llvm.x86.tileloadd64(i8 {a_tile[m]}, ptr %ap{m}, i64 %lda)"
+            )
+        for n in range(c):
+            step.append(
+                f"  %bcol{n} = mul i64 %ldbn, {n}\n"
+                f"  %bn{n} = getelementptr i8, ptr %b, i64 %bcol{n}\n"
+                f"  %bp{n} = getelementptr i8, ptr %bn{n}, i64 %boff\n"
+                f"  call void @llvm.x86.tileloadd64(i8 {b_tile[n]}, ptr %bp{n}, i64 %ldbk)"
+            )
+        for m in range(r):
+            for n in range(c):
+                step.append(f"  call void @llvm.x86.tdpbf16ps(i8 {m * c + n}, i8 {a_tile[m]}, i8 {b_tile[n]})")
+        body = "\n".join(step)
+        return f"""
+@autosearch_amx_permitted = linkonce_odr global i32 0
+
+define linkonce_odr i32 @{self.symbol}(ptr noalias %c, ptr noalias %a, ptr noalias %b, i64 %ldc, i64 %lda, i64 %ldbn, i64 %ldbk, i32 %steps) #1 {{
+entry:
+  %cfg = alloca [64 x i8], align 64
+  %permitted = load atomic i32, ptr @autosearch_amx_permitted monotonic, align 4
+  %ok = icmp ne i32 %permitted, 0
+  br i1 %ok, label %config, label %ask
+ask:
+  %granted = call i64 (i64, ...) @syscall(i64 {_SYS_ARCH_PRCTL}, i64 {_ARCH_REQ_XCOMP_PERM}, i64 {_XFEATURE_XTILEDATA})
+  store atomic i32 1, ptr @autosearch_amx_permitted monotonic, align 4
+  br label %config
+config:
+  call void @llvm.memset.p0.i64(ptr align 64 %cfg, i8 0, i64 64, i1 false)
+  store i8 1, ptr %cfg, align 64
+{cfg}
+  call void @llvm.x86.ldtilecfg(ptr %cfg)
+{chr(10).join(c_ptrs)}
+{loads_c}
+  %bstep = mul i64 %ldbk, {_TILE_ROWS}
+  br label %loop
+loop:
+  %s = phi i32 [ 0, %config ], [ %next, %loop ]
+  %s64 = zext i32 %s to i64
+  %aoff = mul i64 %s64, 64
+  %boff = mul i64 %s64, %bstep
+{body}
+  %next = add i32 %s, 1
+  %done = icmp eq i32 %next, %steps
+  br i1 %done, label %exit, label %loop
+exit:
+{stores_c}
+  ret i32 0
+}}
+declare i64 @syscall(i64, ...)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1 immarg)
+declare void @llvm.x86.ldtilecfg(ptr)
+declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
+attributes #1 = {{ noinline nounwind }}
+"""
+
+    def intrinsic(self) -> tuple[Any, Any]:
+        """The description and implementation: C (16 rows, 16 cols) += A (16 rows, 32 steps) x
+        B (cols, 16 steps, 16, 2), read as the packed dense layer reads its weight."""
+        from tvm.script import tirx as T
+
+        M, N, K = _TILE_ROWS * self.rows, _TILE_ROWS * self.cols, _TILE_DEPTH * self.steps
+        nb, symbol, steps = self.cols, self.symbol, self.steps
+
+        @T.prim_func(s_tir=True)
+        def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+            A = T.match_buffer(a, (M, K), "bfloat16", offset_factor=1)
+            B = T.match_buffer(b, (nb, K // 2, 16, 2), "bfloat16", offset_factor=1)
+            C = T.match_buffer(c, (M, N), "float32", offset_factor=1)
+            with T.sblock("root"):
+                T.reads(C[0:M, 0:N], A[0:M, 0:K], B[0:nb, 0 : K // 2, 0:16, 0:2])
+                T.writes(C[0:M, 0:N])
+                for i, j, k in T.grid(M, N, K):
+                    with T.sblock("update"):
+                        vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                        C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], "float32") * T.cast(
+                            B[vj // 16, vk // 2, vj % 16, vk % 2], "float32"
+                        )
+
+        @T.prim_func(s_tir=True)
+        def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+            sa = T.int32()
+            sb0 = T.int32()
+            sb1 = T.int32()
+            sc = T.int32()
+            A = T.match_buffer(a, (M, K), "bfloat16", offset_factor=1, strides=[sa, 1])
+            B = T.match_buffer(b, (nb, K // 2, 16, 2), "bfloat16", offset_factor=1, strides=[sb0, sb1, 2, 1])
+            C = T.match_buffer(c, (M, N), "float32", offset_factor=1, strides=[sc, 1])
+            with T.sblock("root"):
+                T.reads(C[0:M, 0:N], A[0:M, 0:K], B[0:nb, 0 : K // 2, 0:16, 0:2])
+                T.writes(C[0:M, 0:N])
+                T.evaluate(
+                    T.call_extern(
+                        "int32",
+                        symbol,
+                        C.access_ptr("rw"),
+                        T.tvm_access_ptr(T.type_annotation("uint16"), A.data, A.elem_offset, sa * M, 1),
+                        T.tvm_access_ptr(T.type_annotation("uint16"), B.data, B.elem_offset, sb0 * nb, 1),
+                        T.cast(sc, "int64") * 4,
+                        T.cast(sa, "int64") * 2,
+                        T.cast(sb0, "int64") * 2,
+                        T.cast(sb1, "int64") * 2,
+                        steps,
+                    )
+                )
+
+        return desc, impl
+
+
 @dataclass(frozen=True)
 class Precision:
     """What one `--precision` asks of the CPU and of the design space."""
@@ -169,14 +350,18 @@ def get_precision(name: str) -> Precision:
         raise TargetError(f"unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}") from None
 
 
-def check_precision(precision: Precision, target: Any, *, measured_here: bool = True) -> None:
-    """Refuse, in one line naming what is missing, a precision the target CPU cannot run.
+def precision_target(precision: Precision, target: Any, *, measured_here: bool = True, native: bool = False) -> Any:
+    """The target to compile `precision` for, or one line naming what is missing.
 
-    The target's `mcpu` must have the instructions (LLVM's feature list); when the schedules are
-    also measured on this machine, so must this CPU (its /proc/cpuinfo flags).
+    The target's CPU must have the instructions (LLVM's feature list); when the schedules are also
+    measured on this machine, so must this CPU (its /proc/cpuinfo flags). A VM may report an older
+    CPU model than its flags (an Intel Xeon with AVX512_BF16 and AMX that LLVM names `rocketlake`):
+    on this machine's own target (`native`, no `--target` given) the instructions its flags list
+    are added to the target (`mattr`), AMX's tiles included; a target given by name is refused with
+    the one to give.
     """
     if not precision.llvm_features:
-        return
+        return target
     from tvm.target import codegen
 
     if target.kind.name != "llvm":
@@ -187,9 +372,9 @@ def check_precision(precision: Precision, target: Any, *, measured_here: bool = 
     missing = [f for f in precision.llvm_features if not codegen.llvm_cpu_has_features([f], target)]
     flags = cpu_flags() if measured_here else None
     if missing:
-        # a VM may report an older CPU model than its flags (an Intel Xeon with AMX that LLVM names
-        # rocketlake): the instructions run here, only the target's name lacks them
         if flags is not None and all(f in flags for f in precision.cpu_flags):
+            if native:
+                return _with_host_features(target, precision, flags)
             cores = target.attrs.get("num-cores", 1)
             raise TargetError(
                 f"--precision {precision.name} needs {', '.join(missing)}: this CPU has it but LLVM names it {mcpu}; "
@@ -201,11 +386,27 @@ def check_precision(precision: Precision, target: Any, *, measured_here: bool = 
         )
     if flags is not None:
         lacking = [f for f in precision.cpu_flags if f not in flags]
+        if precision.name == "bf16" and uses_tiles(target):
+            lacking += [f for f in _TILE_FLAGS if f not in flags]
         if lacking:
             raise TargetError(
                 f"--precision {precision.name} needs {', '.join(lacking)}, which this machine's CPU lacks "
                 "(/proc/cpuinfo flags): its kernels cannot run here"
             )
+    return target
+
+
+def _with_host_features(target: Any, precision: Precision, flags: set[str]) -> Any:
+    """`target` with the precision's LLVM features added, and AMX's tiles for bf16 where this
+    CPU's flags list them."""
+    import tvm
+
+    features = list(precision.llvm_features)
+    if precision.name == "bf16" and all(f in flags for f in _TILE_FLAGS):
+        features += _TILE_FEATURES
+    config = dict(target.export())
+    config["mattr"] = [*config.get("mattr", []), *(f"+{f}" for f in features)]
+    return tvm.target.Target({k: v for k, v in config.items() if k in ("kind", "mcpu", "mattr", "num-cores")})
 
 
 #: A buffer of the dot-product packing in TVMScript: innermost (16, 2) bf16 or (16, 4) int8, the
@@ -241,12 +442,18 @@ _REGISTERED: set[str] = set()
 _CONV_STEPS = (2, 4, 8)
 
 
-def register_dot_kernels() -> None:
+def register_dot_kernels(target: Any = None) -> None:
     """Register every micro-kernel's tensor intrinsic (once a process): a trace that tensorizes
-    with one replays only where it is registered (a store's records, a saved best schedule)."""
+    with one replays only where it is registered (a store's records, a saved best schedule). The
+    tile kernels (~1 s for all) where `target` has AMX, or is not known."""
     for kernel in _KERNELS.values():
         for steps in (1, *_CONV_STEPS):
             _register(kernel.with_steps(steps))
+    if target is None or uses_tiles(target):
+        for rows in (1, 2):
+            for cols in (1, 2):
+                for steps in _TILE_STEPS:
+                    _register(_TileKernel(rows, cols, steps))
 
 
 #: A convolution's weight in the dot-product packing (`workloads.lowp.pack_conv_weight`): seven
@@ -257,23 +464,63 @@ _CONV_PACKED = re.compile(
 )
 
 
-def kernel_of(mod: Any, precision: Precision) -> _DotKernel:
+def kernel_of(mod: Any, precision: Precision, target: Any = None) -> _DotKernel | _TileKernel:
     """The micro-kernel `mod`'s schedules tensorize with: a packed convolution's sums a whole
-    channel block a call (`_DotKernel.steps`), a dense layer's one instruction a call."""
+    channel block a call (`_DotKernel.steps`); a bf16 dense layer's on AMX tiles where the target
+    has them and its sizes fill whole tiles (`_TileKernel`), else one instruction a call."""
     kernel = _KERNELS[precision.intrin]  # type: ignore[index]
     match = _CONV_PACKED.search(mod.script())
     if match and int(match.group(2)) == kernel.depth and int(match.group(1)) in _CONV_STEPS:
         return kernel.with_steps(int(match.group(1)))
+    if precision.name == "bf16" and target is not None and uses_tiles(target):
+        tiles = _tile_kernel(mod)
+        if tiles is not None:
+            return tiles
     return kernel
 
 
-def _register(kernel: _DotKernel) -> None:
+def uses_tiles(target: Any) -> bool:
+    """Whether `target`'s CPU has AMX's bf16 tiles (LLVM's feature list: `sapphirerapids` and
+    later), on which bf16 dense layers tensorize with `_TileKernel`."""
+    if target.kind.name != "llvm":
+        return False
+    from tvm.target import codegen
+
+    return bool(codegen.llvm_cpu_has_features(list(_TILE_FEATURES), target))
+
+
+#: LLVM's names of the AMX features a tile kernel uses, and /proc/cpuinfo's.
+_TILE_FEATURES = ("amx-tile", "amx-bf16")
+_TILE_FLAGS = ("amx_tile", "amx_bf16")
+
+
+def _tile_kernel(mod: Any) -> _TileKernel | None:
+    """The tile kernel of a packed bf16 dense layer (block `dense_packed`, rows i, columns j, sum
+    k, after any batch axes of a network's layer): two tiles a side where its rows / columns are a multiple of 32, else one; the reduction
+    steps the largest of `_TILE_STEPS` dividing K / 32. None where a size fills no whole tile."""
+    from tvm.s_tir import Schedule
+
+    sch = Schedule(mod)
+    try:
+        block = sch.get(sch.get_sblock("dense_packed"))
+    except Exception:  # not a packed dense layer
+        return None
+    if len(block.iter_vars) < 3:
+        return None
+    m, n, k = (int(v.dom.extent) for v in block.iter_vars[-3:])  # after a network's batch axes
+    if m % _TILE_ROWS or n % _TILE_ROWS or k % _TILE_DEPTH:
+        return None
+    steps = max(s for s in _TILE_STEPS if (k // _TILE_DEPTH) % s == 0)
+    return _TileKernel(2 if m % 32 == 0 else 1, 2 if n % 32 == 0 else 1, steps)
+
+
+def _register(kernel: _DotKernel | _TileKernel) -> None:
     """Register `kernel`'s tensor intrinsic once a process."""
     if kernel.intrin in _REGISTERED:
         return
     from tvm.s_tir import TensorIntrin
 
-    desc, impl = _one_step(kernel) if kernel.steps == 1 else _steps(kernel)
+    desc, impl = kernel.intrinsic()
     try:
         TensorIntrin.register(kernel.intrin, desc, impl)
     except Exception:  # an earlier copy of this module registered it in this process
@@ -420,7 +667,7 @@ def _padding_kept_postproc() -> Any:
 LAYOUT_REWRITE = "meta_schedule.layout_rewrite_preproc"
 
 
-def _import_kernel_postproc(kernel: _DotKernel) -> Any:
+def _import_kernel_postproc(kernel: _DotKernel | _TileKernel) -> Any:
     """The post-processor that attaches `kernel`'s IR to the outermost loop of the first block
     that is not a weight's layout rewrite.
 
@@ -453,6 +700,38 @@ def _import_kernel_postproc(kernel: _DotKernel) -> Any:
     return ImportKernel()
 
 
+def _tiled_around_tiles(kernel: _TileKernel, tiling: Any) -> Any:
+    """The schedule rule that tiles a packed dense layer around `kernel` and hands the loops
+    outside it to `tiling` (MetaSchedule's multi-level tiling, as `MultiLevelTilingWithIntrin`
+    does). Why not that rule: its gate (`CheckAutoTensorizeApplicable`) reads each buffer of the
+    intrinsic's description as indexed by plain loop variables, and a tile's weight operand is
+    read through the packing (`B[j // 16, k // 2, j % 16, k % 2]`); the tiling itself
+    (`tile_with_tensor_intrin`) matches it."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
+    from tvm.s_tir.schedule.transform import tile_with_tensor_intrin
+
+    @derived_object
+    class TiledAroundTiles(PyScheduleRule):
+        def _initialize_with_tune_context(self, context: Any) -> None:
+            tiling._initialize_with_tune_context(context)
+
+        def apply(self, sch: Any, block: Any) -> list[Any]:
+            if sch.get(block).name_hint != "dense_packed":
+                return [sch]
+            loop = tile_with_tensor_intrin(sch, block, kernel.intrin)
+            if loop is None:
+                return [sch]
+            outer = sch.blockize(loop)
+            sch.annotate(outer, "meta_schedule.auto_tensorize", kernel.intrin)
+            return list(tiling.apply(sch, outer))
+
+        def clone(self) -> Any:
+            return _tiled_around_tiles(kernel, tiling.clone())
+
+    return TiledAroundTiles()
+
+
 def space_generator(mod: Any, target: Any) -> Any:
     """MetaSchedule's space generator for `mod`: its default for fp32 programs; for bf16 and int8
     ones the CPU's default rules with multi-level tiling around the precision's intrinsic first.
@@ -465,10 +744,9 @@ def space_generator(mod: Any, target: Any) -> Any:
         return "post-order-apply"
     from tvm.s_tir import meta_schedule as ms
 
-    kernel = kernel_of(mod, precision)
+    kernel = kernel_of(mod, precision, target)
     _register(kernel)
-    tiled = ms.schedule_rule.MultiLevelTilingWithIntrin(
-        kernel.intrin,
+    tiling = dict(
         structure="SSRSRS",
         tile_binds=None,
         max_innermost_factor=64,
@@ -476,6 +754,10 @@ def space_generator(mod: Any, target: Any) -> Any:
         reuse_read=None,
         reuse_write=ms.schedule_rule.ReuseType(req="may", levels=[1, 2], scope="global"),
     )
+    if isinstance(kernel, _TileKernel):
+        tiled = _tiled_around_tiles(kernel, ms.schedule_rule.MultiLevelTiling(**tiling))
+    else:
+        tiled = ms.schedule_rule.MultiLevelTilingWithIntrin(kernel.intrin, **tiling)
     # The plain multi-level tiling is left out: after it, half the spaces compute bf16 in fp32
     # without the intrinsic, and the search measured those rather than the tensorized ones.
     rules = [tiled if type(r).__name__ == "MultiLevelTiling" else r for r in ms.ScheduleRule.create("llvm")]
