@@ -417,6 +417,62 @@ def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolera
     assert 0 < s["relative_err"] < 2e-2
 
 
+_ATTENTION = """    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(64, 192)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).reshape(1, 32, 3, 2, 32).permute(2, 0, 3, 1, 4)
+            scores = torch.softmax(q @ k.transpose(-1, -2) / 32 ** 0.5, dim=-1)
+            return (scores @ v).transpose(1, 2).reshape(1, 32, 64)
+
+    return Attention().eval()
+"""
+
+
+@needs_tiles
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_tune_model_on_amx_tiles_takes_an_attentions_matmuls_to_bf16_and_matches_pytorch(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On AMX tiles the scores (q by k transposed) and the weighted sum (scores by v), matmuls of
+    two activations, are packed bf16 products too; the output within bf16's tolerance."""
+    s, _ = _tune_model_bf16(capsys, tmp_path, _ATTENTION, "x:float32:1,32,64")
+    names = [t["name"] for t in s["tasks"]]
+    # the two products have one shape here (2 heads of 32 x 32 by 32 x 32): one task, called twice
+    assert sum(t["weight"] for t in s["tasks"] if "attention_packed_bf16" in t["name"]) == 2, names
+    assert sum("dense_packed_bf16" in n for n in names) == 1, names
+    assert s["output_matches"] and 0 < s["relative_err"] < 2e-2, s
+
+
+def test_an_attentions_matmuls_stay_float32_where_the_tiles_do_not_divide_them() -> None:
+    """Only products whose rows and columns are whole tiles (16) are taken, their sums padded to
+    whole tile steps (32) where that adds at most a quarter: 24 tokens are not; a matmul by a
+    constant is the dense layers'."""
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.lowp import bf16_attention_matmuls
+
+    def module(tokens: int) -> tvm.IRModule:
+        bb = relax.BlockBuilder()
+        q = relax.Var("q", relax.TensorType((2, tokens, 32), "float32"))
+        k = relax.Var("k", relax.TensorType((2, 32, tokens), "float32"))
+        with bb.function("main", [q, k]):
+            with bb.dataflow():
+                w = relax.const(np.ones((tokens, 16), "float32"))
+                s = bb.emit(relax.op.matmul(q, k))
+                out = bb.emit_output(relax.op.matmul(s, w))
+            bb.emit_func_output(out)
+        return bb.get()
+
+    taken, n = bf16_attention_matmuls(module(32))
+    assert n == 1 and "attention_packed_bf16" in taken.script()
+    kept, n = bf16_attention_matmuls(module(24))
+    assert n == 0 and "attention_packed_bf16" not in kept.script()
+
+
 @needs_bf16
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_builds_a_convnet_in_bf16_with_tensorized_convolutions_and_winograd_that_match_pytorch(

@@ -706,6 +706,7 @@ def test_a_prime_row_count_is_padded_for_the_tiles_and_the_output_still_matches(
     from autosearch.networks.graph import padded_rows
 
     assert [padded_rows(m) for m in (197, 131, 128, 37, 50, 100, 8)] == [200, 136, 128, 37, 50, 100, 8]
+    assert [padded_rows(m, 16) for m in (197, 131, 128, 100, 8)] == [208, 131, 128, 100, 8]  # AMX's 16-row tiles
     (tmp_path / "rows.py").write_text(
         "import torch\n"
         "def make_model():\n"

@@ -278,18 +278,21 @@ def fast_math_module(mod: Any) -> Any:
 
 #: Row counts padded to a multiple of this where the padding adds at most `_PAD_WASTE` of the work.
 _PAD_MULTIPLE, _PAD_WASTE = 8, 1 / 16
+#: Rows of an AMX tile.
+_TILE_ROWS = 16
 
 
-def padded_rows(m: int) -> int:
+def padded_rows(m: int, tile: int = 0) -> int:
     """The row count a matmul's left operand is padded to: `m` where it already has a factor of 4
-    (or is small), else the next multiple of 8 if that adds at most 1/16 of the work.
+    (or is small), else the next multiple of 8 if that adds at most 1/16 of the work. With `tile`
+    (AMX's 16 rows a tile, a bf16 build's), the next multiple of it under the same bound.
 
     Why 8: ViT-base's fc layers (197 rows, Zen 5, the register blocks with packed weights, cold, one
     process) ran 447-464 GFLOP/s of the 197 rows' work padded to 200 against 412-447 padded to 208
     (multiple of 16): 200 = 8 x 25 still tiles by 2, 4, 5, 8, 10, 20 and computes 1.5% more, not 5.6%."""
-    if m < 32 or m % 4 == 0:
+    if m < 32 or m % (tile or 4) == 0:
         return m
-    up = -(-m // _PAD_MULTIPLE) * _PAD_MULTIPLE
+    up = -(-m // (tile or _PAD_MULTIPLE)) * (tile or _PAD_MULTIPLE)
     return up if up - m <= _PAD_WASTE * m else m
 
 
@@ -303,8 +306,9 @@ def padded_columns(n: int, lanes: int) -> int:
     return up if up - n <= _PAD_WASTE * n else n
 
 
-def padded_matmuls(mod: Any, lanes: int = 0) -> Any:
-    """Every `relax.matmul` whose rows (the left operand's second-last axis) `padded_rows` pads,
+def padded_matmuls(mod: Any, lanes: int = 0, tile_rows: int = 0) -> Any:
+    """Every `relax.matmul` whose rows (the left operand's second-last axis) `padded_rows` pads (to
+    whole tiles of `tile_rows` where given),
     or whose columns (a right operand that is no constant: its last axis) `padded_columns` pads to
     whole registers of `lanes`, computes on zero-padded operands and is sliced back.
 
@@ -325,7 +329,7 @@ def padded_matmuls(mod: Any, lanes: int = 0) -> Any:
         if dims is None or len(dims) < 2:
             return None
         rank, m = len(dims), dims[-2]
-        up = padded_rows(m)
+        up = padded_rows(m, tile_rows)
         wrank = len(wdims) if wdims is not None else 0
         n = wdims[-1] if wdims is not None and wrank >= 2 else 0  # 0: no static column count
         right = padded_columns(n, lanes) if n and not isinstance(w, tvm.ir.expr.Constant) else n
@@ -610,6 +614,7 @@ def _graph_passes(
     import tvm
     from tvm import relax
 
+    from autosearch.backends.tvm.lowp import uses_tiles
     from autosearch.networks.channel_padding import padded_channels, padded_count, whole_register_count
     from autosearch.networks.folding import batch_norms_as_scale_shift, exporter_zeros_dropped, fold_in_numpy
     from autosearch.networks.layouts import (
@@ -645,7 +650,9 @@ def _graph_passes(
 
         exact, mod = mod, fast_math_module(mod)
         approximated = not tvm_ffi.structural_equal(exact, mod)
-    mod = t.EliminateCommonSubexpr()(padded_matmuls(mod, register_bits // 32))  # one pad of a shared input
+    # a bf16 build on AMX tiles: its products' rows in whole tiles (ViT-base's 197 tokens: 208)
+    tile_rows = _TILE_ROWS if precision == "bf16" and uses_tiles(tvm.target.Target.current()) else 0
+    mod = t.EliminateCommonSubexpr()(padded_matmuls(mod, register_bits // 32, tile_rows))  # one pad of a shared input
     if register_bits > 0:
         from autosearch.networks.lowp import int8_candidate
         from autosearch.networks.winograd import winograd_convolutions
@@ -658,10 +665,12 @@ def _graph_passes(
         # 96 -> 24 head convolutions, 5.5-6.8 ms direct against Winograd's ~4) keep Winograd
         mod = winograd_convolutions(mod, kept=int8_candidate if precision == "int8" else lambda call: False)
     if precision == "bf16":
-        from autosearch.networks.lowp import bf16_convolutions, bf16_dense_layers
+        from autosearch.networks.lowp import bf16_attention_matmuls, bf16_convolutions, bf16_dense_layers
 
         mod, _ = bf16_dense_layers(mod)
         mod, _ = bf16_convolutions(mod)
+        if uses_tiles(tvm.target.Target.current()):
+            mod, _ = bf16_attention_matmuls(mod)
     if precision == "int8":
         from autosearch.networks.calibration import input_ranges
         from autosearch.networks.lowp import int8_candidate, int8_layers

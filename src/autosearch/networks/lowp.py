@@ -5,15 +5,16 @@ sums, its weight packed once for the CPU's `vdpbf16ps`.
 Why these layers: in a transformer they are nearly all the arithmetic (BERT-base: 22 of its 22.5
 GFLOP), and they are what OpenVINO runs in bf16 by default on a CPU with AVX512_BF16. Everything
 else (softmax, layer norms, GELU, residual adds) stays fp32, as OpenVINO's bf16 mode also keeps
-its normalisations in fp32; the attention's matmuls of two activations stay fp32 too (no constant
-to pack, and 2% of BERT's arithmetic).
+its normalisations in fp32. The attention's matmuls of two activations stay fp32 (2% of BERT's
+arithmetic) except on AMX tiles (`bf16_attention_matmuls`), where fp32 would be a tenth of the
+tiles' rate.
 
 How: after the weights are bound and folded, `relax.matmul(x, W)` with `W` a constant (K, N)
-becomes a reshape of `x` to rows, a cast to bf16 (fused into the operator before it), the packed
-dense kernel (`workloads.lowp.packed_dense`, the registry's `...@bf16` workloads' computation,
-with the network's int64 extents), and a reshape back. A weight whose sizes the packing does not divide (N
-not a multiple of 16, K odd) stays fp32. The reshapes keep the bias add out of the dense task
-(FuseOps fuses elementwise operators, not a reshape, after it): one of the next steps.
+becomes a cast of `x` to bf16 (fused into the operator before it) and the packed dense kernel on
+`x`'s own shape (`workloads.lowp.packed_dense`, the registry's `...@bf16` workloads' computation,
+with the network's int64 extents), so that the bias, the activation and the next layer's cast fuse
+after it. A weight whose sizes the packing does not divide (N not a multiple of 16, K odd) stays
+fp32.
 
 Convolutions: after `layouts` has blocked them, a `conv2d` of NCHW{b}c data into NCHW16c by a
 constant weight (one group) becomes a cast of its input to bf16 and the packed convolution
@@ -52,6 +53,7 @@ from autosearch.workloads.lowp import pack_conv_weight, pack_weight, packed_conv
 
 __all__ = [
     "activation_quantization",
+    "bf16_attention_matmuls",
     "bf16_convolutions",
     "bf16_dense_layers",
     "int8_candidate",
@@ -62,6 +64,8 @@ __all__ = [
 #: Products each output lane of `vdpbf16ps` sums (the packing's inner width), and its lanes.
 _PAIRS = 2
 _LANES = 16
+#: Products an AMX tile step sums into each output.
+_TILE_DEPTH = 32
 
 
 def _packed_bf16(weight_kn: np.ndarray) -> np.ndarray:
@@ -121,6 +125,67 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
         return builder.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")
 
     out = rewrite_calls(mod, "relax.matmul", bf16_dense)
+    return out, count[0]
+
+
+def _te_packed_batch_dense(data: Any, weight: Any) -> Any:
+    """`packed_dense` with a weight of its own for each batch: data (..., M, K) by weight
+    (..., N/16, K/2, 16, 2) -> (..., M, N) float32, a block named as the dense layers' so that the
+    same tile kernel takes it."""
+    from tvm import te
+
+    k = data.shape[-1]
+    r = te.reduce_axis((0, k), name="k")
+    out = (*data.shape[:-1], weight.shape[-4] * 16)
+
+    def product(*idx: Any) -> Any:
+        *b, i, j = idx
+        w = weight[(*b, j // 16, r // _PAIRS, j % 16, r % _PAIRS)]
+        return te.sum(data[(*b, i, r)].astype("float32") * w.astype("float32"), axis=r)
+
+    return te.compute(out, product, name="dense_packed")
+
+
+def bf16_attention_matmuls(mod: Any) -> tuple[Any, int]:
+    """`mod` with every float32 matmul of two activations (an attention's scores and its weighted
+    sum) on bf16 operands, the right one packed as the dense layers' weights are, each call, where
+    the tiles divide it (rows and columns by 16; the sum is padded with zeros to a multiple of 32
+    where that adds at most a quarter); and how many. For a target with
+    AMX tiles only: with `vdpbf16ps` the packing would cost about what the halved arithmetic saves."""
+    import tvm
+    from tvm import relax
+
+    count = [0]
+
+    def packed(call: Any, builder: Any) -> Any:
+        x, y = call.args
+        if isinstance(x, tvm.ir.expr.Constant) or isinstance(y, tvm.ir.expr.Constant):
+            return None
+        xdims, ydims = static_shape(x), static_shape(y)
+        if xdims is None or ydims is None or len(xdims) < 3 or len(xdims) != len(ydims):
+            return None
+        if str(x.ty.dtype) != "float32" or str(y.ty.dtype) != "float32" or xdims[:-2] != ydims[:-2]:
+            return None
+        (m, k), (k2, n) = xdims[-2:], ydims[-2:]
+        depth = -(-k // _TILE_DEPTH) * _TILE_DEPTH  # the sum in whole tile steps, zeros after it
+        if k != k2 or m % _LANES or n % _LANES or depth - k > k // 4:
+            return None
+        batch = list(xdims[:-2])
+        if depth != k:  # ViT-base's weighted sum over 197 tokens: 224
+            rank = len(xdims)
+            x = builder.emit(relax.op.nn.pad(x, [0] * (2 * rank - 1) + [depth - k]))
+            y = builder.emit(relax.op.nn.pad(y, [0] * (2 * rank - 3) + [depth - k, 0, 0]))
+            k = depth
+        yb = builder.emit(relax.op.astype(y, "bfloat16"))
+        y5 = builder.emit(relax.op.reshape(yb, [*batch, k // _PAIRS, _PAIRS, n // _LANES, _LANES]))
+        nb = len(batch)
+        order = [*range(nb), nb + 2, nb, nb + 3, nb + 1]  # (..., N/16, K/2, 16, 2)
+        w = builder.emit(relax.op.permute_dims(y5, order))
+        xb = builder.emit(relax.op.astype(x, "bfloat16"))
+        count[0] += 1
+        return builder.emit_te(_te_packed_batch_dense, xb, w, primfunc_name_hint="attention_packed_bf16")
+
+    out = rewrite_calls(mod, "relax.matmul", packed)
     return out, count[0]
 
 
