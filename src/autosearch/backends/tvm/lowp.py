@@ -154,11 +154,6 @@ _TILE_DEPTH = 32
 #: trace naming any of them replays where `register_dot_kernels` ran.
 _TILE_STEPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96)
 
-#: Reduction steps ahead that a tile kernel prefetches its weight tiles' rows: the weights stream
-#: from memory (a network reads each layer's once a run), and a tile load that waits on memory
-#: stalls the tile multiplies. In C, the same 2 x 2 kernel over 48 BERT-base 768 x 768 weights in
-#: turn (one thread): 195 us a layer without, 183 / 178 / 187 us prefetching 2 / 4 / 8 steps ahead.
-_PREFETCH_STEPS = 4
 #: x86-64 Linux: `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, without which a process's
 #: first tile instruction faults.
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
@@ -174,8 +169,7 @@ class _TileKernel:
     core on an Intel Xeon whose AVX-512 fp32 peak is ~0.2 (measured, bench/README "Dense layers on
     AMX tiles"). The weight packing (N/16, K/2, 16, 2) is already the tile layout of B: 16 pairs of
     rows of 16 columns x 2, 64 bytes a row. Each call loads its tile configuration (the thread may
-    have run another library's tiles) and, once a process, asks Linux for the tile state; it
-    prefetches the weight tiles `_PREFETCH_STEPS` steps ahead."""
+    have run another library's tiles) and, once a process, asks Linux for the tile state."""
 
     rows: int
     cols: int
@@ -225,19 +219,12 @@ class _TileKernel:
                 f"  %bcol{n} = mul i64 %ldbn, {n}\n"
                 f"  %bn{n} = getelementptr i8, ptr %b, i64 %bcol{n}\n"
                 f"  %bp{n} = getelementptr i8, ptr %bn{n}, i64 %boff\n"
-                f"  call void @llvm.x86.tileloadd64(i8 {b_tile[n]}, ptr %bp{n}, i64 %ldbk)\n"
-                f"  %pf{n} = getelementptr i8, ptr %bp{n}, i64 %ahead"
+                f"  call void @llvm.x86.tileloadd64(i8 {b_tile[n]}, ptr %bp{n}, i64 %ldbk)"
             )
-            step += [
-                f"  %pf{n}r{row} = getelementptr i8, ptr %pf{n}, i64 %row{row}\n"
-                f"  call void @llvm.prefetch.p0(ptr %pf{n}r{row}, i32 0, i32 3, i32 1)"
-                for row in range(_TILE_ROWS)
-            ]
         for m in range(r):
             for n in range(c):
                 step.append(f"  call void @llvm.x86.tdpbf16ps(i8 {m * c + n}, i8 {a_tile[m]}, i8 {b_tile[n]})")
         body = "\n".join(step)
-        rows = "\n".join(f"  %row{row} = mul i64 %ldbk, {row}" for row in range(_TILE_ROWS))
         return f"""
 @autosearch_amx_permitted = linkonce_odr global i32 0
 
@@ -259,8 +246,6 @@ config:
 {chr(10).join(c_ptrs)}
 {loads_c}
   %bstep = mul i64 %ldbk, {_TILE_ROWS}
-  %ahead = mul i64 %bstep, {_PREFETCH_STEPS}
-{rows}
   br label %loop
 loop:
   %s = phi i32 [ 0, %config ], [ %next, %loop ]
@@ -281,7 +266,6 @@ declare void @llvm.x86.ldtilecfg(ptr)
 declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
-declare void @llvm.prefetch.p0(ptr, i32 immarg, i32 immarg, i32 immarg)
 attributes #1 = {{ noinline nounwind }}
 """
 
