@@ -165,8 +165,8 @@ class _TileKernel:
     32 x `steps`, bf16) times B (`cols` weight blocks of the dense packing, `steps` x 16 pairs of
     rows), the sums kept in tile registers for the whole call.
 
-    Why tiles: one `tdpbf16ps` does 16 x 16 x 32 products, 8,192 a 16-cycle slot: ~3.7 TFLOP/s a
-    core on an Intel Xeon whose AVX-512 fp32 peak is ~0.2 (measured, bench/README "Dense layers on
+    Why tiles: one `tdpbf16ps` does 16 x 16 x 32 products, 8,192 a 16-cycle slot: 3.6-3.7 TFLOP/s
+    a core on an Intel Xeon whose AVX-512 fp32 peak is ~0.2 (measured, bench/README "BERT-base on
     AMX tiles"). The weight packing (N/16, K/2, 16, 2) is already the tile layout of B: 16 pairs of
     rows of 16 columns x 2, 64 bytes a row. Each call loads its tile configuration (the thread may
     have run another library's tiles) and, once a process, asks Linux for the tile state."""
@@ -270,8 +270,8 @@ attributes #1 = {{ noinline nounwind }}
 """
 
     def intrinsic(self) -> tuple[Any, Any]:
-        """The description and implementation: C (16 rows, 16 cols) += A (16 rows, 32 steps) x
-        B (cols, 16 steps, 16, 2), read as the packed dense layer reads its weight."""
+        """The description and implementation: C (16 x rows, 16 x cols) += A (16 x rows, 32 x
+        steps) times B (cols, 16 x steps, 16, 2), read as the packed dense layer reads its weight."""
         from tvm.script import tirx as T
 
         M, N, K = _TILE_ROWS * self.rows, _TILE_ROWS * self.cols, _TILE_DEPTH * self.steps
@@ -496,8 +496,9 @@ _TILE_FLAGS = ("amx_tile", "amx_bf16")
 
 def _tile_kernel(mod: Any) -> _TileKernel | None:
     """The tile kernel of a packed bf16 dense layer (block `dense_packed`, rows i, columns j, sum
-    k, after any batch axes of a network's layer): two tiles a side where its rows / columns are a multiple of 32, else one; the reduction
-    steps the largest of `_TILE_STEPS` dividing K / 32. None where a size fills no whole tile."""
+    k, after any batch axes of a network's layer): two tiles a side where its rows / columns are a
+    multiple of 32, else one; the reduction steps the largest of `_TILE_STEPS` dividing K / 32.
+    None where a size fills no whole tile."""
     from tvm.s_tir import Schedule
 
     sch = Schedule(mod)
