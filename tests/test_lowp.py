@@ -108,8 +108,11 @@ def _sampled_schedules(name: str | Any, target: object, n: int = 4) -> list:
     """`n` schedules sampled from the design space of a registry workload (or of a module)."""
     from tvm.s_tir import meta_schedule as ms
 
+    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
     from autosearch.backends.tvm.lowp import space_generator
     from autosearch.workloads import get_workload
+
+    register_tensor_intrinsics(target)  # as tuning does: not every target's intrinsics (~30 s)
 
     mod = get_workload(name).mod() if isinstance(name, str) else name
     ctx = ms.TuneContext(
@@ -187,6 +190,32 @@ def test_a_bf16_dense_layer_on_a_cpu_with_amx_tiles_around_the_tile_kernel_and_c
         lib = tvm.compile(sch.mod, target=target).mod
         asm = (lib.imports[0] if lib.imports else lib).inspect_source("asm")
         assert "tdpbf16ps" in asm and "ldtilecfg" in asm
+
+
+def test_a_networks_bf16_dense_layers_keep_their_batch_axis_on_amx_tiles_and_go_to_rows_without() -> None:
+    """A transformer's linear layers on (batch, tokens, features): on AMX tiles no reshape to rows,
+    so the bias and GELU fuse into the dense task, whose schedules compile to `tdpbf16ps`; without
+    AMX they are reshaped to rows as before (`vdpbf16ps`)."""
+    import tvm
+
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 64)).astype("float32")
+    names = {}
+    for spec in (ZNVER4, SAPPHIRERAPIDS):
+        g = import_network("mlp", net, [InputSpec("x", "float32", x.shape)], [x], _target(spec), precision="bf16")
+        names[spec["mcpu"]] = [wl.name for wl in g.workloads if "dense_packed_bf16" in wl.name]
+        if spec is SAPPHIRERAPIDS:
+            mod = next(wl for wl in g.workloads if "gelu" in wl.name).mod()
+            sch = _sampled_schedules(mod, _target(spec), n=1)[0]
+            lib = tvm.compile(sch.mod, target=_target(spec)).mod
+            assert "tdpbf16ps" in (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+    assert len(names["sapphirerapids"]) == 2 and any("gelu" in n for n in names["sapphirerapids"]), names
+    assert len(names["znver4"]) == 2 and not any("gelu" in n for n in names["znver4"]), names
 
 
 @needs_tiles

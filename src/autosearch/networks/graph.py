@@ -667,9 +667,10 @@ def _graph_passes(
     if precision == "bf16":
         from autosearch.networks.lowp import bf16_attention_matmuls, bf16_convolutions, bf16_dense_layers
 
-        mod, _ = bf16_dense_layers(mod)
+        on_tiles = uses_tiles(tvm.target.Target.current())
+        mod, _ = bf16_dense_layers(mod, on_tiles)
         mod, _ = bf16_convolutions(mod)
-        if uses_tiles(tvm.target.Target.current()):
+        if on_tiles:
             mod, _ = bf16_attention_matmuls(mod)
     if precision == "int8":
         from autosearch.networks.calibration import input_ranges

@@ -10,11 +10,12 @@ arithmetic) except on AMX tiles (`bf16_attention_matmuls`), where fp32 would be 
 tiles' rate.
 
 How: after the weights are bound and folded, `relax.matmul(x, W)` with `W` a constant (K, N)
-becomes a cast of `x` to bf16 (fused into the operator before it) and the packed dense kernel on
-`x`'s own shape (`workloads.lowp.packed_dense`, the registry's `...@bf16` workloads' computation,
-with the network's int64 extents), so that the bias, the activation and the next layer's cast fuse
-after it. A weight whose sizes the packing does not divide (N not a multiple of 16, K odd) stays
-fp32.
+becomes a cast of `x` to bf16 (fused into the operator before it) and the packed dense kernel
+(`workloads.lowp.packed_dense`, the registry's `...@bf16` workloads' computation, with the
+network's int64 extents): on AMX tiles on `x`'s own shape, so that the bias, the activation and
+the next layer's cast fuse after it; with `vdpbf16ps` on `x` reshaped to rows and back (the
+reshapes keep the bias add out of the dense task). A weight whose sizes the packing does not
+divide (N not a multiple of 16, K odd) stays fp32.
 
 Convolutions: after `layouts` has blocked them, a `conv2d` of NCHW{b}c data into NCHW16c by a
 constant weight (one group) becomes a cast of its input to bf16 and the packed convolution
@@ -104,8 +105,10 @@ def _packable_matmul(call: Any, depth: int) -> tuple[tuple[int, ...], int, int] 
     return xdims, k, n
 
 
-def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
-    """`mod` with every float32 matmul by a constant weight computed in bf16; and how many."""
+def bf16_dense_layers(mod: Any, on_tiles: bool = False) -> tuple[Any, int]:
+    """`mod` with every float32 matmul by a constant weight computed in bf16; and how many. On AMX
+    tiles (`on_tiles`) on the input's own shape; else reshaped to rows and back, the form measured
+    with `vdpbf16ps` (on a Zen 4 and 5; the other form was not measured there)."""
     import tvm
     from tvm import relax
 
@@ -116,13 +119,19 @@ def bf16_dense_layers(mod: Any) -> tuple[Any, int]:
         if shape is None:
             return None
         x, w = call.args
+        xdims, k, n = shape
         packed = relax.const(tvm.runtime.tensor(_packed_bf16(w.value.numpy())))
-        xb = builder.emit(relax.op.astype(x, "bfloat16"))
         count[0] += 1
-        # on the input's own shape, not reshaped to rows: the bias, the activation and the next
-        # layer's cast fuse after it into its task (BERT-base's bias + GELU ran as a task of its
-        # own, 1.1 ms of 25 on AMX tiles, behind a reshape that ended the fusion)
-        return builder.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")
+        if on_tiles:
+            # on the input's own shape, not reshaped to rows: the bias, the activation and the next
+            # layer's cast fuse after it into its task (BERT-base's bias + GELU ran as a task of its
+            # own, 1.1 ms of 25 on AMX tiles, behind a reshape that ended the fusion)
+            xb = builder.emit(relax.op.astype(x, "bfloat16"))
+            return builder.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")
+        x2 = builder.emit(relax.op.reshape(x, [int(np.prod(xdims[:-1])), k]))
+        xb = builder.emit(relax.op.astype(x2, "bfloat16"))
+        y = builder.emit_te(_te_packed_dense, xb, packed, primfunc_name_hint="dense_packed_bf16")
+        return relax.op.reshape(y, [*xdims[:-1], n])
 
     out = rewrite_calls(mod, "relax.matmul", bf16_dense)
     return out, count[0]
