@@ -278,8 +278,6 @@ def fast_math_module(mod: Any) -> Any:
 
 #: Row counts padded to a multiple of this where the padding adds at most `_PAD_WASTE` of the work.
 _PAD_MULTIPLE, _PAD_WASTE = 8, 1 / 16
-#: Rows of an AMX tile.
-_TILE_ROWS = 16
 
 
 def padded_rows(m: int, tile: int = 0) -> int:
@@ -614,7 +612,7 @@ def _graph_passes(
     import tvm
     from tvm import relax
 
-    from autosearch.backends.tvm.lowp import uses_tiles
+    from autosearch.backends.tvm.lowp import TILE_ROWS, uses_tiles
     from autosearch.networks.channel_padding import padded_channels, padded_count, whole_register_count
     from autosearch.networks.folding import batch_norms_as_scale_shift, exporter_zeros_dropped, fold_in_numpy
     from autosearch.networks.layouts import (
@@ -651,8 +649,10 @@ def _graph_passes(
         exact, mod = mod, fast_math_module(mod)
         approximated = not tvm_ffi.structural_equal(exact, mod)
     # a bf16 build on AMX tiles: its products' rows in whole tiles (ViT-base's 197 tokens: 208)
-    tile_rows = _TILE_ROWS if precision == "bf16" and uses_tiles(tvm.target.Target.current()) else 0
-    mod = t.EliminateCommonSubexpr()(padded_matmuls(mod, register_bits // 32, tile_rows))  # one pad of a shared input
+    on_tiles = precision == "bf16" and uses_tiles(tvm.target.Target.current())
+    mod = t.EliminateCommonSubexpr()(
+        padded_matmuls(mod, register_bits // 32, TILE_ROWS if on_tiles else 0)
+    )  # one pad of a shared input
     if register_bits > 0:
         from autosearch.networks.lowp import int8_candidate
         from autosearch.networks.winograd import winograd_convolutions
@@ -667,7 +667,6 @@ def _graph_passes(
     if precision == "bf16":
         from autosearch.networks.lowp import bf16_attention_matmuls, bf16_convolutions, bf16_dense_layers
 
-        on_tiles = uses_tiles(tvm.target.Target.current())
         mod, _ = bf16_dense_layers(mod, on_tiles)
         mod, _ = bf16_convolutions(mod)
         if on_tiles:

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from autosearch.backends.tvm.lowp import TILE_DEPTH, TILE_ROWS
 from autosearch.networks.layouts import (
     blocked_float_conv,
     blocked_float_grouped_conv,
@@ -65,8 +66,6 @@ __all__ = [
 #: Products each output lane of `vdpbf16ps` sums (the packing's inner width), and its lanes.
 _PAIRS = 2
 _LANES = 16
-#: Products an AMX tile step sums into each output.
-_TILE_DEPTH = 32
 
 
 def _packed_bf16(weight_kn: np.ndarray) -> np.ndarray:
@@ -176,8 +175,8 @@ def bf16_attention_matmuls(mod: Any) -> tuple[Any, int]:
         if str(x.ty.dtype) != "float32" or str(y.ty.dtype) != "float32" or xdims[:-2] != ydims[:-2]:
             return None
         (m, k), (k2, n) = xdims[-2:], ydims[-2:]
-        depth = -(-k // _TILE_DEPTH) * _TILE_DEPTH  # the sum in whole tile steps, zeros after it
-        if k != k2 or m % _LANES or n % _LANES or depth - k > k // 4:
+        depth = -(-k // TILE_DEPTH) * TILE_DEPTH  # the sum in whole tile steps, zeros after it
+        if k != k2 or m % TILE_ROWS or n % _LANES or depth - k > k // 4:
             return None
         batch = list(xdims[:-2])
         if depth != k:  # ViT-base's weighted sum over 197 tokens: 224

@@ -26,6 +26,8 @@ __all__ = [
     "INT8_INTRIN",
     "LAYOUT_REWRITE",
     "PRECISIONS",
+    "TILE_DEPTH",
+    "TILE_ROWS",
     "Precision",
     "get_precision",
     "kernel_of",
@@ -147,8 +149,8 @@ _KERNELS = {
 
 #: AMX's tile shape for bf16: 16 rows of 64 bytes (32 bf16 of A; 16 pairs of B's columns; 16 fp32
 #: sums of C), and the products one `tdpbf16ps` sums into each output (32 a row).
-_TILE_ROWS = 16
-_TILE_DEPTH = 32
+TILE_ROWS = 16
+TILE_DEPTH = 32
 #: Reduction steps (of 32) a tile kernel call may cover: the largest of these dividing a dense
 #: layer's K / 32 (a kernel's sums stay in its tiles for a whole call). A closed set, so that a
 #: trace naming any of them replays where `register_dot_kernels` ran.
@@ -192,7 +194,7 @@ class _TileKernel:
         b_tile = [r * c + r + n for n in range(c)]
         cfg = "\n".join(
             f"  %cs{t} = getelementptr i8, ptr %cfg, i64 {16 + 2 * t}\n  store i16 64, ptr %cs{t}, align 2\n"
-            f"  %cr{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n  store i8 {_TILE_ROWS}, ptr %cr{t}, align 1"
+            f"  %cr{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n  store i8 {TILE_ROWS}, ptr %cr{t}, align 1"
             for t in range(r * c + r + c)
         )
         c_ptrs = []
@@ -200,7 +202,7 @@ class _TileKernel:
             for n in range(c):
                 t = m * c + n
                 c_ptrs.append(
-                    f"  %crow{t} = mul i64 %ldc, {_TILE_ROWS * m}\n"
+                    f"  %crow{t} = mul i64 %ldc, {TILE_ROWS * m}\n"
                     f"  %cm{t} = getelementptr i8, ptr %c, i64 %crow{t}\n"
                     f"  %cp{t} = getelementptr i8, ptr %cm{t}, i64 {64 * n}"
                 )
@@ -209,7 +211,7 @@ class _TileKernel:
         step = []
         for m in range(r):
             step.append(
-                f"  %arow{m} = mul i64 %lda, {_TILE_ROWS * m}\n"
+                f"  %arow{m} = mul i64 %lda, {TILE_ROWS * m}\n"
                 f"  %am{m} = getelementptr i8, ptr %a, i64 %arow{m}\n"
                 f"  %ap{m} = getelementptr i8, ptr %am{m}, i64 %aoff\n"
                 f"  call void @llvm.x86.tileloadd64(i8 {a_tile[m]}, ptr %ap{m}, i64 %lda)"
@@ -245,7 +247,7 @@ config:
   call void @llvm.x86.ldtilecfg(ptr %cfg)
 {chr(10).join(c_ptrs)}
 {loads_c}
-  %bstep = mul i64 %ldbk, {_TILE_ROWS}
+  %bstep = mul i64 %ldbk, {TILE_ROWS}
   br label %loop
 loop:
   %s = phi i32 [ 0, %config ], [ %next, %loop ]
@@ -274,7 +276,7 @@ attributes #1 = {{ noinline nounwind }}
         steps) times B (cols, 16 x steps, 16, 2), read as the packed dense layer reads its weight."""
         from tvm.script import tirx as T
 
-        M, N, K = _TILE_ROWS * self.rows, _TILE_ROWS * self.cols, _TILE_DEPTH * self.steps
+        M, N, K = TILE_ROWS * self.rows, TILE_ROWS * self.cols, TILE_DEPTH * self.steps
         nb, symbol, steps = self.cols, self.symbol, self.steps
 
         @T.prim_func(s_tir=True)
@@ -509,9 +511,9 @@ def _tile_kernel(mod: Any) -> _TileKernel | None:
     if len(block.iter_vars) < 3:
         return None
     m, n, k = (int(v.dom.extent) for v in block.iter_vars[-3:])  # after a network's batch axes
-    if m % _TILE_ROWS or n % _TILE_ROWS or k % _TILE_DEPTH:
+    if m % TILE_ROWS or n % TILE_ROWS or k % TILE_DEPTH:
         return None
-    steps = max(s for s in _TILE_STEPS if (k // _TILE_DEPTH) % s == 0)
+    steps = max(s for s in _TILE_STEPS if (k // TILE_DEPTH) % s == 0)
     return _TileKernel(2 if m % 32 == 0 else 1, 2 if n % 32 == 0 else 1, steps)
 
 
