@@ -170,7 +170,7 @@ def _packed_bf16_dense(m: int, k: int, n: int) -> Any:
     return tvm.IRModule({"main": _build_packed_dense(m, k, n, "bf16")})
 
 
-@pytest.mark.parametrize(("size", "intrin"), [((128, 768, 768), "2x2x24"), ((48, 96, 80), "1x1x3")])
+@pytest.mark.parametrize(("size", "intrin"), [((128, 768, 768), "2x2x24_whole"), ((48, 96, 80), "1x1x3_whole")])
 def test_a_bf16_dense_layer_on_a_cpu_with_amx_tiles_around_the_tile_kernel_and_compiles_to_tdpbf16ps(
     size: tuple[int, int, int], intrin: str
 ) -> None:
@@ -220,20 +220,23 @@ def test_a_networks_bf16_dense_layers_keep_their_batch_axis_on_amx_tiles_and_go_
 
 @needs_tiles
 def test_the_amx_tile_kernels_compute_bf16_dense_layers_on_this_cpu() -> None:
-    """The tile kernel's sums, on whole tiles and on one tile a side, against float64 NumPy on the
-    same bf16 operands: each schedule's output within fp32 rounding of the exact sums."""
+    """The tile kernel's sums, on whole tiles and on one tile a side, a call over the whole sum
+    (its sums start at zero in the tiles, no init pass) and over a fifth of it (5 calls, the sums
+    zeroed in memory first), against float64 NumPy on the same bf16 operands: each schedule's
+    output within fp32 rounding of the exact sums, the output's memory NaN before the call."""
     import ml_dtypes
     import tvm
 
     target = native_target("bf16")
     rng = np.random.default_rng(1)
     dev = tvm.cpu()
-    for m, k, n in ((64, 256, 96), (48, 96, 80)):
+    for m, k, n in ((64, 256, 96), (48, 96, 80), (32, 160, 32)):
         a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
         w = rng.standard_normal((n, k)).astype(ml_dtypes.bfloat16)
         want = a.astype(np.float64) @ w.astype(np.float64).T
         for sch in _sampled_schedules(_packed_bf16_dense(m, k, n), target, n=2):
-            out = tvm.runtime.tensor(np.zeros((m, n), "float32"), dev)
+            assert ("_whole" in str(sch.trace)) == (k != 160)
+            out = tvm.runtime.tensor(np.full((m, n), np.nan, "float32"), dev)
             tvm.compile(sch.mod, target=target)["main"](
                 tvm.runtime.tensor(a, dev), tvm.runtime.tensor(_packed(w, 2), dev), out
             )

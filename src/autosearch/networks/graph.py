@@ -677,6 +677,10 @@ def _graph_passes(
 
         ranges = input_ranges(mod, int8_candidate, calibration, untuned_build(tvm.target.Target.current()))
         mod, _ = int8_layers(mod, ranges)
+    if precision != "fp32":
+        # one cast of an input its layers share: BERT's query, key and value each cast the same
+        # normalized rows to bf16 (three tasks where one does)
+        mod = t.EliminateCommonSubexpr()(mod)
     return lowered(mod), approximated
 
 

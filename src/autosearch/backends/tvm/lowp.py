@@ -171,19 +171,30 @@ class _TileKernel:
     a core on an Intel Xeon whose AVX-512 fp32 peak is ~0.2 (measured, bench/README "BERT-base on
     AMX tiles"). The weight packing (N/16, K/2, 16, 2) is already the tile layout of B: 16 pairs of
     rows of 16 columns x 2, 64 bytes a row. Each call loads its tile configuration (the thread may
-    have run another library's tiles) and, once a process, asks Linux for the tile state."""
+    have run another library's tiles) and, once a process, asks Linux for the tile state.
+
+    `whole`: a call covers the layer's whole sum, so its sums start at zero in the tiles
+    (`tilezero`) and the layer's init pass, which wrote zeros to C for the kernel to load again,
+    becomes `init_intrin`, which does nothing (BERT-base's 768 x 768 layer: 119 -> 106 us in C,
+    bench/README "BERT-base on AMX tiles")."""
 
     rows: int
     cols: int
     steps: int
+    whole: bool = False
 
     @property
     def intrin(self) -> str:
-        return f"autosearch_amx_bf16_{self.rows}x{self.cols}x{self.steps}"
+        return f"autosearch_amx_bf16_{self.rows}x{self.cols}x{self.steps}" + ("_whole" if self.whole else "")
+
+    @property
+    def init_intrin(self) -> str | None:
+        """The intrinsic the init pass of a `whole` kernel's layer becomes (None otherwise)."""
+        return f"autosearch_amx_bf16_{self.rows}x{self.cols}_init_in_tiles" if self.whole else None
 
     @property
     def symbol(self) -> str:
-        return f"autosearch_tdpbf16ps_{self.rows}x{self.cols}"
+        return f"autosearch_tdpbf16ps_{self.rows}x{self.cols}" + ("_from_zero" if self.whole else "")
 
     def ir(self) -> str:
         """The kernel in LLVM IR: the C tiles loaded, `steps` x (rows A tiles, cols B tiles,
@@ -206,7 +217,12 @@ class _TileKernel:
                     f"  %cm{t} = getelementptr i8, ptr %c, i64 %crow{t}\n"
                     f"  %cp{t} = getelementptr i8, ptr %cm{t}, i64 {64 * n}"
                 )
-        loads_c = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %cp{t}, i64 %ldc)" for t in range(r * c))
+        if self.whole:
+            loads_c = "\n".join(f"  call void @llvm.x86.tilezero(i8 {t})" for t in range(r * c))
+        else:
+            loads_c = "\n".join(
+                f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %cp{t}, i64 %ldc)" for t in range(r * c)
+            )
         stores_c = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %cp{t}, i64 %ldc)" for t in range(r * c))
         step = []
         for m in range(r):
@@ -268,6 +284,7 @@ declare void @llvm.x86.ldtilecfg(ptr)
 declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
+declare void @llvm.x86.tilezero(i8 immarg)
 attributes #1 = {{ noinline nounwind }}
 """
 
@@ -320,6 +337,35 @@ attributes #1 = {{ noinline nounwind }}
                         steps,
                     )
                 )
+
+        return desc, impl
+
+    def init_intrinsic(self) -> tuple[Any, Any]:
+        """The description and implementation of `init_intrin`: C (16 x rows, 16 x cols) = 0,
+        done by the kernel call that follows (`whole`), so nothing here."""
+        from tvm.script import tirx as T
+
+        M, N = TILE_ROWS * self.rows, TILE_ROWS * self.cols
+
+        @T.prim_func(s_tir=True)
+        def desc(c: T.handle) -> None:
+            C = T.match_buffer(c, (M, N), "float32", offset_factor=1)
+            with T.sblock("root"):
+                T.reads()
+                T.writes(C[0:M, 0:N])
+                for i, j in T.grid(M, N):
+                    with T.sblock("init"):
+                        vi, vj = T.axis.remap("SS", [i, j])
+                        C[vi, vj] = T.float32(0)
+
+        @T.prim_func(s_tir=True)
+        def impl(c: T.handle) -> None:
+            sc = T.int32()
+            C = T.match_buffer(c, (M, N), "float32", offset_factor=1, strides=[sc, 1])
+            with T.sblock("root"):
+                T.reads()
+                T.writes(C[0:M, 0:N])
+                T.evaluate(0)
 
         return desc, impl
 
@@ -455,7 +501,8 @@ def register_dot_kernels(target: Any = None) -> None:
         for rows in (1, 2):
             for cols in (1, 2):
                 for steps in _TILE_STEPS:
-                    _register(_TileKernel(rows, cols, steps))
+                    for whole in (False, True):
+                        _register(_TileKernel(rows, cols, steps, whole))
 
 
 #: A convolution's weight in the dot-product packing (`workloads.lowp.pack_conv_weight`): seven
@@ -499,8 +546,8 @@ _TILE_FLAGS = ("amx_tile", "amx_bf16")
 def _tile_kernel(mod: Any) -> _TileKernel | None:
     """The tile kernel of a packed bf16 dense layer (block `dense_packed`, rows i, columns j, sum
     k, after any batch axes of a network's layer): two tiles a side where its rows / columns are a
-    multiple of 32, else one; the reduction steps the largest of `_TILE_STEPS` dividing K / 32.
-    None where a size fills no whole tile."""
+    multiple of 32, else one; the reduction steps the largest of `_TILE_STEPS` dividing K / 32,
+    `whole` where that is all of K. None where a size fills no whole tile."""
     from tvm.s_tir import Schedule
 
     sch = Schedule(mod)
@@ -514,7 +561,7 @@ def _tile_kernel(mod: Any) -> _TileKernel | None:
     if m % TILE_ROWS or n % TILE_ROWS or k % TILE_DEPTH:
         return None
     steps = max(s for s in _TILE_STEPS if (k // TILE_DEPTH) % s == 0)
-    return _TileKernel(2 if m % 32 == 0 else 1, 2 if n % 32 == 0 else 1, steps)
+    return _TileKernel(2 if m % 32 == 0 else 1, 2 if n % 32 == 0 else 1, steps, steps * TILE_DEPTH == k)
 
 
 def _register(kernel: _DotKernel | _TileKernel) -> None:
@@ -523,11 +570,14 @@ def _register(kernel: _DotKernel | _TileKernel) -> None:
         return
     from tvm.s_tir import TensorIntrin
 
-    desc, impl = kernel.intrinsic()
-    try:
-        TensorIntrin.register(kernel.intrin, desc, impl)
-    except Exception:  # an earlier copy of this module registered it in this process
-        TensorIntrin.get(kernel.intrin)
+    pairs = [(kernel.intrin, kernel.intrinsic())]
+    if isinstance(kernel, _TileKernel) and kernel.init_intrin is not None:
+        pairs.append((kernel.init_intrin, kernel.init_intrinsic()))
+    for name, (desc, impl) in pairs:
+        try:
+            TensorIntrin.register(name, desc, impl)
+        except Exception:  # an earlier copy of this module (or another steps count) registered it
+            TensorIntrin.get(name)
     _REGISTERED.add(kernel.intrin)
 
 
@@ -727,6 +777,8 @@ def _tiled_around_tiles(kernel: _TileKernel, tiling: Any) -> Any:
                 return [sch]
             outer = sch.blockize(loop)
             sch.annotate(outer, "meta_schedule.auto_tensorize", kernel.intrin)
+            if kernel.init_intrin is not None:  # MetaSchedule's reduction rewrite hands it to the init
+                sch.annotate(outer, "meta_schedule.auto_tensorize_init", kernel.init_intrin)
             return list(tiling.apply(sch, outer))
 
         def clone(self) -> Any:
