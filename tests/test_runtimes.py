@@ -210,3 +210,28 @@ def test_compare_runtimes_runs_and_checks_every_arm_on_the_arrays_given(tmp_path
     with torch.no_grad():
         scale = float(torch.nn.Linear(16, 8)(torch.from_numpy(given[0])).abs().max())
     assert f"scale {scale:.2e}" in eager.check, eager.check
+
+
+def test_a_build_given_to_the_benchmark_is_checked_at_the_precision_its_manifest_records(tmp_path) -> None:
+    """`bench/network.py --build LABEL=DIR`: a bf16 build is held to bf16's tolerance (read from
+    its `model.json`), not fp32's (it showed as wrong at 5e-3); ours tuned in the run at the run's
+    precision; TVM's own builds (of the fp32 graph) at fp32; a folder without a manifest at the
+    run's precision."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "network.py"
+    spec = importlib.util.spec_from_file_location("bench_network", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    built, bare = tmp_path / "bf16", tmp_path / "bare"
+    built.mkdir()
+    bare.mkdir()
+    (built / "model.json").write_text(json.dumps({"summary": {"precision": "bf16"}}))
+    elsewhere = {"built_elsewhere": True}
+    assert bench.build_precision("before", str(built / "model.so"), elsewhere, "fp32") == "bf16"
+    assert bench.build_precision("before", str(bare / "model.so"), elsewhere, "int8") == "int8"
+    assert bench.build_precision("ours 10 min", "x.so", {}, "bf16") == "bf16"
+    assert bench.build_precision("tvm tune_relax", "x.so", {}, "bf16") == "fp32"
