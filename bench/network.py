@@ -107,7 +107,9 @@ def time_every_arm(
             int8_runtime=args.precision == "int8",
             rounds=max(1, args.timing_rounds),
             min_round_s=args.min_round_s,
-            tvm_precisions={label: build_precision(label, lib, rows[label], args.precision) for label, lib in libs.items()},
+            tvm_precisions={
+                label: build_precision(label, lib, rows[label], args.precision) for label, lib in libs.items()
+            },
             inputs=args.check_input,
             calibration=args.calibration,
         )

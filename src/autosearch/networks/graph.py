@@ -668,9 +668,13 @@ def _graph_passes(
         from autosearch.networks.lowp import bf16_attention_matmuls, bf16_convolutions, bf16_dense_layers
 
         mod, _ = bf16_dense_layers(mod, on_tiles)
-        mod, _ = bf16_convolutions(mod)
         if on_tiles:
+            # on AMX's Intel CPUs `vdpbf16ps` does no more products a cycle than fp32's FMAs:
+            # ResNet-50's bf16 convolutions ran 35 ms of a 40.7 ms network where its fp32 build
+            # runs ~30 (bench/README "Convnets in bf16 after 10 minutes"); they stay fp32 there
             mod, _ = bf16_attention_matmuls(mod)
+        else:
+            mod, _ = bf16_convolutions(mod)
     if precision == "int8":
         from autosearch.networks.calibration import input_ranges
         from autosearch.networks.lowp import int8_candidate, int8_layers
