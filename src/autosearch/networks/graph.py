@@ -668,10 +668,10 @@ def _graph_passes(
         from autosearch.networks.lowp import bf16_attention_matmuls, bf16_convolutions, bf16_dense_layers
 
         mod, _ = bf16_dense_layers(mod, on_tiles)
+        # convolutions by `vdpbf16ps` only without AMX: on AMX's Intel CPUs it does no more
+        # products a cycle than fp32's FMAs (ResNet-50 with them in bf16 40.7 ms, float32 29.7;
+        # bench/README "Convnets in bf16 after 10 minutes"); an attention's matmuls only with it
         if on_tiles:
-            # on AMX's Intel CPUs `vdpbf16ps` does no more products a cycle than fp32's FMAs:
-            # ResNet-50's bf16 convolutions ran 35 ms of a 40.7 ms network where its fp32 build
-            # runs ~30 (bench/README "Convnets in bf16 after 10 minutes"); they stay fp32 there
             mod, _ = bf16_attention_matmuls(mod)
         else:
             mod, _ = bf16_convolutions(mod)
