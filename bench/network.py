@@ -263,7 +263,9 @@ def build_precision(label: str, library: str, row: dict, precision: str) -> str:
         return precision
     if not row.get("built_elsewhere"):
         return "fp32"
-    manifest = Path(library).with_name("model.json")
+    from autosearch.networks.artifact import MANIFEST
+
+    manifest = Path(library).with_name(MANIFEST)
     try:
         return str(json.loads(manifest.read_text())["summary"].get("precision", "fp32"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

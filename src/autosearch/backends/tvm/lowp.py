@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,10 @@ class _DotKernel:
     def intrinsic(self) -> tuple[Any, Any]:
         """The tensor intrinsic's description and implementation."""
         return _one_step(self) if self.steps == 1 else _steps(self)
+
+    def tensor_intrinsics(self) -> dict[str, Callable[[], tuple[Any, Any]]]:
+        """{name: its description and implementation, made on demand}: the one intrinsic."""
+        return {self.intrin: self.intrinsic}
 
     def ir(self) -> str:
         """The kernel in LLVM IR: `linkonce_odr` so that the copies linked from several schedules of
@@ -340,6 +345,14 @@ attributes #1 = {{ noinline nounwind }}
 
         return desc, impl
 
+    def tensor_intrinsics(self) -> dict[str, Callable[[], tuple[Any, Any]]]:
+        """{name: its description and implementation, made on demand}: the kernel's, and for a
+        `whole` kernel the no-op init's (one for every steps count of its tile shape)."""
+        out = {self.intrin: self.intrinsic}
+        if self.init_intrin is not None:
+            out[self.init_intrin] = self.init_intrinsic
+        return out
+
     def init_intrinsic(self) -> tuple[Any, Any]:
         """The description and implementation of `init_intrin`: C (16 x rows, 16 x cols) = 0,
         done by the kernel call that follows (`whole`), so nothing here."""
@@ -565,20 +578,18 @@ def _tile_kernel(mod: Any) -> _TileKernel | None:
 
 
 def _register(kernel: _DotKernel | _TileKernel) -> None:
-    """Register `kernel`'s tensor intrinsic once a process."""
-    if kernel.intrin in _REGISTERED:
-        return
+    """Register `kernel`'s tensor intrinsics once a process (each made only then)."""
     from tvm.s_tir import TensorIntrin
 
-    pairs = [(kernel.intrin, kernel.intrinsic())]
-    if isinstance(kernel, _TileKernel) and kernel.init_intrin is not None:
-        pairs.append((kernel.init_intrin, kernel.init_intrinsic()))
-    for name, (desc, impl) in pairs:
+    for name, make in kernel.tensor_intrinsics().items():
+        if name in _REGISTERED:
+            continue
+        desc, impl = make()
         try:
             TensorIntrin.register(name, desc, impl)
-        except Exception:  # an earlier copy of this module (or another steps count) registered it
+        except Exception:  # an earlier copy of this module registered it in this process
             TensorIntrin.get(name)
-    _REGISTERED.add(kernel.intrin)
+        _REGISTERED.add(name)
 
 
 def _one_step(kernel: _DotKernel) -> tuple[Any, Any]:
