@@ -2,11 +2,13 @@
 `token_artifact` a real `tune-model` artifact of a token-embedding model, each made once per run
 (`made_once`: once, not once per pytest-xdist worker).
 `run_cli` runs the command in this process, `fresh_process` in its own; `error_line` is the one
-`error:` line a command that failed on bad input must print."""
+`error:` line a command that failed on bad input must print; `load_script` imports one of the
+repository's scripts (`bench/`, `examples/`: not a package) by its path."""
 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -19,6 +21,19 @@ import pytest
 
 TINY_WORKLOADS = "batch_matmul/1x128x128x128,softmax/256x256"
 DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str, name: str) -> Any:
+    """The repository's script at `relative` (e.g. "bench/network.py") as a module named `name`,
+    registered in `sys.modules` (its dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 #: The token-embedding models of `token_net` (an embedding read by a linear layer; an embedding of
 #: computed indices) and a factory that returns no module.

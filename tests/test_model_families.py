@@ -11,8 +11,6 @@ and run beside PyTorch. One per family runs by default; the rest of the kin are 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,23 +21,14 @@ import pytest
 from autosearch.errors import AutosearchError
 from autosearch.networks.check import OutputCheck, compare_outputs, flatten_outputs
 from autosearch.networks.inputs import InputSpec
+from conftest import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 VOCAB, TOKENS, IMAGE = 128, 16, 32
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def zoo() -> Any:
-    return _load(ROOT / "examples" / "zoo.py", "zoo_for_tests")
+    return load_script("examples/zoo.py", "zoo_for_tests")
 
 
 def _target() -> Any:
@@ -347,7 +336,7 @@ FAMILY_OF = {
 def test_the_zoo_covers_every_family_and_bench_has_each_models_input(zoo: Any) -> None:
     """examples/zoo.py: at least 10 models, every family, each with its input in bench/network.py's
     ZOO (the benchmark's `--models` reads it)."""
-    bench = _load(ROOT / "bench" / "network.py", "bench_network_for_tests")
+    bench = load_script("bench/network.py", "bench_network_for_tests")
     models = set(zoo.__all__)
     assert len(models) >= 10
     assert models == set().union(*FAMILY_OF.values()), models ^ set().union(*FAMILY_OF.values())

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import load_script
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime", reason="the [bench] extra (onnxruntime) is not installed")
 pytest.importorskip("openvino", reason="the [bench] extra (openvino) is not installed")
@@ -217,15 +219,9 @@ def test_a_build_given_to_the_benchmark_is_checked_at_the_precision_its_manifest
     its `model.json`), not fp32's (it showed as wrong at 5e-3); ours tuned in the run at the run's
     precision; TVM's own builds (of the fp32 graph) at fp32; a folder without a manifest at the
     run's precision."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "network.py"
-    spec = importlib.util.spec_from_file_location("bench_network", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench/network.py", "bench_network")
     built, bare = tmp_path / "bf16", tmp_path / "bare"
     built.mkdir()
     bare.mkdir()

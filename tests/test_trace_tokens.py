@@ -15,6 +15,7 @@ from autosearch.features import trace_tokens as tt
 from autosearch.features.trace_tokens.ir import parse_ir_blocks
 from autosearch.features.trace_tokens.postproc import _Limits, _Post
 from autosearch.store.db import Store
+from conftest import load_script
 
 TINY = Path(__file__).parent / "data" / "tiny_tvm.db"
 COL = {n: i for i, n in enumerate(tt.FEATURE_NAMES)}
@@ -200,18 +201,11 @@ def test_emulated_post_processing_matches_the_tir_tvm_makes(tiny: Path) -> None:
     """On stored schedules replayed through TVM (their post-processing included), the tiled
     block's parallel loop and innermost vector loop have the extents the prefix tokens say
     (read from the TIR as `bench/post_emulation.py` reads it)."""
-    import importlib.util
-
     import tvm
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
-    spec = importlib.util.spec_from_file_location(
-        "post_emulation", Path(__file__).parents[1] / "bench" / "post_emulation.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench/post_emulation.py", "post_emulation")
     col = tt.PREFIX_FEATURE_NAMES.index("post_par_extent")
     reorder = tt.PREFIX_FEATURE_NAMES.index("kind=Reorder")
     tok, checked = tt.TraceTokenizer(postproc=False), 0
