@@ -154,6 +154,36 @@ def _te_packed_batch_dense(data: Any, weight: Any) -> Any:
     return te.compute(out, product, name="dense_packed")
 
 
+def _te_bf16_pairs(y: Any) -> Any:
+    """y (..., K, N) float32 -> (..., N/16, K/2, 16) uint32, each word the bf16 of y[..., 2k, n]
+    (low half) and of y[..., 2k + 1, n] (high half), rounded to nearest even as TVM's own cast
+    rounds (NaNs aside): the packed layout (..., N/16, K/2, 16, 2) as whole 32-bit lanes, viewed as
+    bf16 after it.
+
+    Why words: written as bf16 pairs the innermost loop interleaves two rows lane by lane, and
+    the vectorized loop gathered every lane; as words each lane reads one element of each row, 16
+    contiguous lanes a row. BERT-base's value packing ran 79 us a call in the network before, 20
+    after (Intel `rocketlake`, bench/README.md "BERT-base on AMX tiles"); the keys' packing, a
+    transpose either way, 45 -> 41."""
+    from tvm import te, tirx
+
+    *batch, _, n = y.shape
+
+    def rounded(x: Any) -> Any:
+        """x's bits with half a bf16 step added, ties to even: its bf16 in the high half."""
+        bits = tirx.reinterpret("uint32", x)
+        one = tirx.const(1, "uint32")
+        return bits + ((bits >> tirx.const(16, "uint32")) & one) + tirx.const(0x7FFF, "uint32")
+
+    def word(*idx: Any) -> Any:
+        *b, col, k2, lane = idx
+        j = col * _LANES + lane
+        low = rounded(y[(*b, k2 * _PAIRS, j)]) >> tirx.const(16, "uint32")
+        return low | (rounded(y[(*b, k2 * _PAIRS + 1, j)]) & tirx.const(0xFFFF0000, "uint32"))
+
+    return te.compute((*batch, n // _LANES, y.shape[-2] // _PAIRS, _LANES), word, name="bf16_pairs")
+
+
 def bf16_attention_matmuls(mod: Any) -> tuple[Any, int]:
     """`mod` with every float32 matmul of two activations (an attention's scores and its weighted
     sum) on bf16 operands, the right one packed as the dense layers' weights are, each call, where
@@ -184,11 +214,8 @@ def bf16_attention_matmuls(mod: Any) -> tuple[Any, int]:
             x = builder.emit(relax.op.nn.pad(x, [0] * (2 * rank - 1) + [depth - k]))
             y = builder.emit(relax.op.nn.pad(y, [0] * (2 * rank - 3) + [depth - k, 0, 0]))
             k = depth
-        yb = builder.emit(relax.op.astype(y, "bfloat16"))
-        y5 = builder.emit(relax.op.reshape(yb, [*batch, k // _PAIRS, _PAIRS, n // _LANES, _LANES]))
-        nb = len(batch)
-        order = [*range(nb), nb + 2, nb, nb + 3, nb + 1]  # (..., N/16, K/2, 16, 2)
-        w = builder.emit(relax.op.permute_dims(y5, order))
+        pairs = builder.emit_te(_te_bf16_pairs, y, primfunc_name_hint="bf16_pairs")
+        w = builder.emit(relax.op.memory.view(pairs, [*batch, n // _LANES, k // _PAIRS, _LANES, _PAIRS], "bfloat16"))
         xb = builder.emit(relax.op.astype(x, "bfloat16"))
         count[0] += 1
         return builder.emit_te(_te_packed_batch_dense, xb, w, primfunc_name_hint="attention_packed_bf16")
