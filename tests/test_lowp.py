@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from autosearch.errors import InputError, TargetError, WorkloadError
-from conftest import host_runs, native_target
+from conftest import fresh_process, host_runs, native_target
 
 ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX512_BF16 and AVX512_VNNI
 ZNVER3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}  # AVX2 only
@@ -449,6 +449,33 @@ def test_tune_model_builds_a_bf16_network_that_matches_pytorch_within_its_tolera
     assert 0 < s["relative_err"] < 2e-2
 
 
+@needs_bf16
+@pytest.mark.integration
+@pytest.mark.usefixtures("no_pytorch_timing")
+def test_a_rebuild_from_the_store_in_a_fresh_process_takes_the_stored_tensorized_schedules(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`tune-model --trials 0 --db STORE` after a tuned bf16 run builds each packed dense task with
+    the store's best, not the prior's, in a process where nothing was tuned (the tensorized traces
+    replay only once the tile or dot-product intrinsics are registered)."""
+    import json
+
+    body = (
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 32)).eval()\n"
+    )
+    first, _ = _tune_model_bf16(capsys, tmp_path, body, "x:float32:16,64", extra=["--trials", "16"])
+    tuned = {t["name"] for t in first["tasks"] if "dense_packed_bf16" in t["name"] and t["trials"]}
+    assert tuned, first["tasks"]
+    proc = fresh_process(
+        *("tune-model", f"{tmp_path / 'net.py'}:make_model", "--input", "x:float32:16,64", "--trials", "0"),
+        *("--precision", "bf16", "--db", str(tmp_path / "n.db"), "--json"),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = json.loads(proc.stdout[proc.stdout.index("{") :])
+    built = {t["name"]: t["built_with"] for t in again["tasks"] if t["name"] in tuned}
+    assert set(built) == tuned and set(built.values()) == {"tuned (earlier run)"}, built
+
+
 _ATTENTION = """    class Attention(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -503,6 +530,30 @@ def test_an_attentions_matmuls_stay_float32_where_the_tiles_do_not_divide_them()
     assert n == 1 and "attention_packed_bf16" in taken.script()
     kept, n = bf16_attention_matmuls(module(24))
     assert n == 0 and "attention_packed_bf16" not in kept.script()
+
+
+def test_an_activation_packed_as_bf16_words_is_the_dense_layers_weight_layout() -> None:
+    """The right operand of an attention's product, packed as 32-bit words (two rows' bf16 a word)
+    and viewed as bf16, is bit for bit the (..., N/16, K/2, 16, 2) layout of the operand's bf16
+    values (round to nearest even, as `astype` rounds), the layout the tile kernel reads."""
+    import ml_dtypes
+    import tvm
+    from tvm import relax
+
+    from autosearch.networks.lowp import _te_bf16_pairs
+
+    y = np.random.default_rng(0).standard_normal((2, 64, 32)).astype("float32")
+    bb = relax.BlockBuilder()
+    arg = relax.Var("y", relax.TensorType(y.shape, "float32"))
+    with bb.function("main", [arg]):
+        with bb.dataflow():
+            words = bb.emit_te(_te_bf16_pairs, arg)
+            out = bb.emit_output(relax.op.memory.view(words, [2, 2, 32, 16, 2], "bfloat16"))
+        bb.emit_func_output(out)
+    vm = relax.VirtualMachine(relax.build(bb.get(), target="llvm"), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(y)).numpy().view("uint16")
+    want = y.astype(ml_dtypes.bfloat16).reshape(2, 32, 2, 2, 16).transpose(0, 3, 1, 4, 2).view("uint16")
+    np.testing.assert_array_equal(got, want)
 
 
 _CONVNET = (
