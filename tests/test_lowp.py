@@ -491,6 +491,7 @@ _ATTENTION = """    class Attention(torch.nn.Module):
 
 
 @needs_tiles
+@pytest.mark.integration  # a whole tune-model run on tiles: 35-47 s on 2 cores, `make test-integration`
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_on_amx_tiles_takes_an_attentions_matmuls_to_bf16_and_matches_pytorch(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
