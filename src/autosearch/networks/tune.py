@@ -208,14 +208,9 @@ def _stored_bests(
 ) -> dict[int, tuple[str, float]]:
     """The store's fastest schedule that computes what the task computes (up to `VERIFY_RANKS`
     tried, as `_choose` does) of each task this run did not tune: a rerun that stops before
-    reaching a task still builds it with what an earlier run measured. The precision's tensor
-    intrinsics are registered first: a tensorized trace replays only with them, and a `--trials 0`
-    rebuild from the store (nothing tuned in this process) had built every tensorized task (BERT-base's
-    bf16 dense layers) with the prior's schedule instead of its stored best."""
-    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
+    reaching a task still builds it with what an earlier run measured."""
     from autosearch.networks.verify import schedule_matches
 
-    register_tensor_intrinsics(target)
     out: dict[int, tuple[str, float]] = {}
     for i, wl in enumerate(workloads):
         if i not in finished:

@@ -157,12 +157,18 @@ def built_matches(workload: Any, target: Any, seed: int, run: Run, reference: Ru
 def schedule_matches(workload: Any, trace: str, target: Any, seed: int = 0) -> bool:
     """Whether the task scheduled by `trace` computes what the unscheduled task computes (every
     buffer after one call on seeded random inputs, within `RTOL` of its scale). True on a GPU
-    target, which this machine may not be able to run (the network's own output check remains)."""
+    target, which this machine may not be able to run (the network's own output check remains).
+
+    The target's tensor intrinsics are registered first: a tensorized trace replays only with
+    them, and a `--trials 0` rebuild from a store (nothing tuned in its process) had built every
+    bf16 / int8 task with the prior's schedule instead of its stored best."""
+    from autosearch.backends.tvm.intrinsics import register_tensor_intrinsics
     from autosearch.backends.tvm.space import replayed
     from autosearch.backends.tvm.target import is_gpu
 
     if is_gpu(target):
         return True
+    register_tensor_intrinsics(target)
     sch = replayed(workload.mod(), trace)
     if sch is None:  # a trace that does not apply is no schedule to build with
         return False
