@@ -372,3 +372,53 @@ def test_a_packing_read_from_a_schedule_moves_every_weight_element_where_tvms_ow
         want = index_map.map_tensor(tvm.runtime.tensor(weight)).numpy()
         np.testing.assert_array_equal(moved(weight, index_map), want)
     assert all(packed_layouts(sch) == {} for sch, _ in candidates(mod, target, None))
+
+
+@pytest.mark.parametrize(("precision", "rows"), [("bf16", 7), ("int8", 7)])
+def test_a_packed_convolution_gets_two_channel_blocks_times_a_row_of_pixels_that_computes_the_task(
+    precision: str, rows: int
+) -> None:
+    """A network's 1x1 convolution in bf16 (int8) on 14x14 maps, 64 output channels: its register
+    block is 2 output-channel blocks x 7 pixels of a row (14's largest divisor within 32 registers
+    less 2 x 8 (2 x 4) weight registers and 2 for the broadcasts: 7 for bf16, 14 / 2 = 7 of 11 for
+    int8), the whole reduction inside, unrolled 16; each sketch's block compiles to the instruction,
+    and where this CPU runs it, computes what the task computes. The fp32 network's convolution is no
+    packed one (its blocks stay `blocked_decisions`')."""
+    import torch
+    import tvm
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    from autosearch.backends.tvm.lowp import get_precision, precision_target
+    from autosearch.backends.tvm.space import trace_json
+    from autosearch.networks.graph import import_network
+    from autosearch.networks.inputs import InputSpec
+    from autosearch.networks.register_blocks import packed_conv_steps, register_blocks
+    from autosearch.networks.verify import schedule_matches
+    from conftest import host_runs
+
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).random((1, 32, 14, 14), dtype=np.float32)
+    graph = import_network("c1", net, [InputSpec("x", "float32", x.shape)], [x], target, precision=precision)
+    (task,) = [w for w in graph.workloads if f"conv2d_NCHWc_{precision}" in w.name]
+    mod = task.mod()
+    steps = packed_conv_steps(mod)
+    assert steps == (8 if precision == "bf16" else 4)  # a 16-channel input block a call
+    scheds = register_blocks(mod, target, 16, 32)
+    assert scheds
+    for s in scheds:
+        batch, channels, height, width, lanes, *reduction = _tiles(s)
+        assert channels == [2, 1, 1, 2] and width == [2, 1, 1, rows] and height == [14, 1, 1, 1]
+        assert batch == lanes == [1, 1, 1, 1] and all(t[0] == 1 for t in reduction)
+        insts, decisions = json.loads(trace_json(s))
+        unrolls = [insts[i][2][0][d] for i, d in decisions if insts[i][0] == "SampleCategorical"]
+        assert unrolls and set(unrolls) == {16}
+    instruction = "vdpbf16ps" if precision == "bf16" else "vpdpbusd"
+    built = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(scheds[0].mod)
+    lib = tvm.compile(built, target=precision_target(get_precision(precision), target)).mod
+    assert instruction in (lib.imports[0] if lib.imports else lib).inspect_source("asm")
+    if host_runs(precision):
+        assert all(schedule_matches(task, trace_json(s), target) for s in scheds)
+    fp32 = [w for w in import_network("c1", net, [InputSpec("x", "float32", x.shape)], [x], target).workloads]
+    assert all(packed_conv_steps(w.mod()) == 0 for w in fp32)

@@ -22,6 +22,14 @@ block reads the whole weight again; BERT-base's FFN matmuls (128 x 768 x 3072, a
 ran 144 GFLOP/s so on an Intel `rocketlake` (2 cores, timed cold), 282 with each 768 x 32 panel
 read once and reused by the 16 row blocks (the 10-minute run's best: 304); BERT-base from the prior
 alone went from 0.65x to 0.91x OpenVINO f32 (bench/README.md "Register blocks in panels").
+
+A bf16 or int8 convolution tensorized with its channel-block kernel (`backends.tvm.lowp`: one call
+sums a 16-channel output block of one pixel over an input block) has no vector axis left to block:
+its register block is `CHANNEL_BLOCK_WIDTH` output blocks times a row of pixels (`channel_block_decisions`),
+the whole reduction around it, the weights of a step in registers. Why: ResNet-50's bf16
+convolutions after 10 minutes of rounds ran 262-330 GFLOP/s on 9 of 22 tasks (Zen 4) with inner
+tiles of up to 56 sums; 2 blocks x 7 pixels ran 383-457 on the same tasks, timed side by side
+(bench/README.md "bf16 convolutions in register blocks").
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from autosearch.networks.built import ArgShape, Built, export_library
 __all__ = [
     "built_candidates",
     "candidates",
+    "channel_block_decisions",
+    "packed_conv_steps",
     "register_blocks",
     "simd_registers",
     "timed_built",
@@ -50,6 +60,14 @@ __all__ = [
 STRUCTURE = "SSRSRS"
 #: Registers kept free of accumulators: the vector operand, the broadcast, the addresses' spill.
 SPARE_REGISTERS = 4
+#: A packed convolution's register block: output-channel blocks (a register of sums each) side by
+#: side; every instruction's weight register is read by a row of pixels. Its explicit unroll step:
+#: the block's calls unrolled, not the reduction around them (512 ran 5-14% slower on 6 of 7
+#: ResNet-50 tasks, Zen 4).
+CHANNEL_BLOCK_WIDTH = 2
+CHANNEL_BLOCK_UNROLL = 16
+#: Registers a packed convolution's block keeps free of sums and weights: the broadcast operands.
+CHANNEL_BLOCK_SPARE = 2
 
 
 def simd_registers(target: Any) -> int:
@@ -77,12 +95,20 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int, space: An
     if space is None:
         return []
     postprocs = space.context.space_generator.postprocs
+    steps = packed_conv_steps(mod)
     out: list[Any] = []
     seen: set[str] = set()
     for sketch in space.spaces:
         insts, decisions = json.loads(trace_json(sketch))
-        for width, panels in itertools.product((2, 4) if not out else (2,), (False, True)):
-            chosen = blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS, panels)
+        if steps:
+            sums = registers - CHANNEL_BLOCK_WIDTH * steps - CHANNEL_BLOCK_SPARE
+            forms = [channel_block_decisions(insts, decisions, CHANNEL_BLOCK_WIDTH, sums)]
+        else:
+            forms = [
+                blocked_decisions(insts, decisions, lanes, width, registers - SPARE_REGISTERS, panels)
+                for width, panels in itertools.product((2, 4) if not out else (2,), (False, True))
+            ]
+        for chosen in forms:
             key = json.dumps(chosen)
             if chosen is None or key in seen:
                 continue
@@ -93,6 +119,19 @@ def register_blocks(mod: Any, target: Any, lanes: int, registers: int, space: An
             if sch is not None:
                 out.append(sch)
     return out
+
+
+def packed_conv_steps(mod: Any) -> int:
+    """Instructions a call of `mod`'s channel-block kernel runs (`backends.tvm.lowp.kernel_of`: a
+    bf16 or int8 convolution's input block over the instruction's depth); 0 where `mod` is no packed
+    convolution."""
+    from autosearch.backends.tvm.lowp import kernel_of, module_precision
+
+    precision = module_precision(mod)
+    if precision.intrin is None:
+        return 0
+    steps = int(kernel_of(mod, precision).steps)
+    return steps if steps > 1 else 0
 
 
 def _task_space(mod: Any, target: Any) -> Any:
@@ -333,6 +372,60 @@ def blocked_decisions(
     column panel (the rows' outer tile one level in) rather than around all of them, so that a
     panel of the weight (the whole reduction x `width` registers) is read once from memory and
     reused by every row block, as a BLAS loops; None where there is one panel or one row block."""
+    block = _tiled_block(insts, decisions)
+    if block is None:
+        return None
+    by_inst, spatial, reduction, extent = block
+    vector = spatial[-1]
+    v = width * lanes
+    if extent[vector] % v:
+        return None
+    rows = next((i for i in reversed(spatial[:-1]) if extent[i] > 1), None)
+    if rows is None:
+        return None
+    r = max((d for d in range(1, accumulators // width + 1) if extent[rows] % d == 0), default=1)
+    if r < 2:
+        return None
+    if rows_in_panels and (extent[rows] == r or extent[vector] == v):
+        return None  # one row block or one panel: the same loops as the other order
+    unroll = {i: len(insts[i][2][0]) - 1 for i in _unroll_steps(insts, by_inst)}  # the most the sketch offers
+    return _micro_kernel(
+        by_inst, spatial, reduction, extent, {vector: v, rows: r}, unroll, rows if rows_in_panels else None
+    )
+
+
+def channel_block_decisions(insts: list[Any], decisions: list[Any], width: int, accumulators: int) -> list[Any] | None:
+    """A packed convolution's sketch decisions with its `SSRSRS` block tiled as a register block:
+    `width` output-channel blocks (the kernel's 16 sums each) times the most pixels of a row that
+    `accumulators` sums allow, the whole reduction around it, unrolled `CHANNEL_BLOCK_UNROLL`; None
+    where the sketch is not a packed convolution's (spatial axes batch, channel blocks, rows,
+    columns, the kernel's lanes), its channel blocks take no such width or a row gives no 2 pixels."""
+    block = _tiled_block(insts, decisions)
+    if block is None:
+        return None
+    by_inst, spatial, reduction, extent = block
+    if len(spatial) != 5 or extent[spatial[4]] != 1:
+        return None
+    channels, pixels = spatial[1], spatial[3]
+    if extent[channels] % width:
+        return None
+    r = max((d for d in range(1, accumulators // width + 1) if extent[pixels] % d == 0), default=1)
+    if r < 2:
+        return None
+    unroll = {}
+    for i in _unroll_steps(insts, by_inst):
+        values = [int(v) for v in insts[i][2][0]]
+        if CHANNEL_BLOCK_UNROLL in values:
+            unroll[i] = values.index(CHANNEL_BLOCK_UNROLL)
+    return _micro_kernel(by_inst, spatial, reduction, extent, {channels: width, pixels: r}, unroll, None)
+
+
+def _tiled_block(
+    insts: list[Any], decisions: list[Any]
+) -> tuple[dict[int, Any], list[int], list[int], dict[int, int]] | None:
+    """The first `SSRSRS` block of a sketch: its decisions by instruction, its spatial and its
+    reduction tile instructions, and each one's extent; None where the sketch has none with at
+    least two spatial axes and a reduction."""
     start = next((i for i, ins in enumerate(insts) if _tiling(ins) == STRUCTURE), None)
     if start is None:
         return None
@@ -347,31 +440,41 @@ def blocked_decisions(
             (spatial if n == 4 else reduction if n == 2 else []).append(i)
     if len(spatial) < 2 or not reduction:
         return None
-    extent = {i: _product(by_inst[i]) for i in spatial + reduction}
-    vector = spatial[-1]
-    v = width * lanes
-    if extent[vector] % v:
-        return None
-    rows = next((i for i in reversed(spatial[:-1]) if extent[i] > 1), None)
-    if rows is None:
-        return None
-    r = max((d for d in range(1, accumulators // width + 1) if extent[rows] % d == 0), default=1)
-    if r < 2:
-        return None
+    return by_inst, spatial, reduction, {i: _product(by_inst[i]) for i in spatial + reduction}
+
+
+def _micro_kernel(
+    by_inst: dict[int, Any],
+    spatial: list[int],
+    reduction: list[int],
+    extent: dict[int, int],
+    inner: dict[int, int],
+    unroll: dict[int, int],
+    in_panels: int | None,
+) -> list[Any]:
+    """The decisions with each spatial axis's `inner` extent (1 where not given) innermost and the
+    rest outermost, the reduction whole inside, the `unroll` steps ({instruction: choice});
+    `in_panels`: that axis's outer tile one level in."""
     chosen = dict(by_inst)
     for i in spatial:
-        inner = v if i == vector else r if i == rows else 1
-        chosen[i] = [extent[i] // inner, 1, 1, inner]
-    if rows_in_panels:
-        if extent[rows] == r or extent[vector] == v:
-            return None  # one row block or one panel: the same loops as the other order
-        chosen[rows] = [1, extent[rows] // r, 1, r]
+        k = inner.get(i, 1)
+        chosen[i] = [extent[i] // k, 1, 1, k]
+    if in_panels is not None:
+        k = inner[in_panels]
+        chosen[in_panels] = [1, extent[in_panels] // k, 1, k]
     for i in reduction:
         chosen[i] = [1, extent[i]]
-    for i in range(len(insts)):  # the most unrolling the sketch offers
-        if insts[i][0] == "SampleCategorical" and i in by_inst and _annotates_unroll(insts, i):
-            chosen[i] = len(insts[i][2][0]) - 1
+    chosen.update(unroll)
     return [[i, chosen[i]] for i in sorted(chosen)]
+
+
+def _unroll_steps(insts: list[Any], by_inst: dict[int, Any]) -> list[int]:
+    """The instructions sampling the explicit-unroll step."""
+    return [
+        i
+        for i in range(len(insts))
+        if insts[i][0] == "SampleCategorical" and i in by_inst and _annotates_unroll(insts, i)
+    ]
 
 
 def _tiling(ins: list[Any]) -> str | None:
