@@ -890,43 +890,6 @@ def test_an_rgb_stem_becomes_an_int8_convolution_of_four_channels_within_its_qua
     assert np.abs(got - conv(s, w)).max() > 1e-3  # quantized: not the float32 convolution
 
 
-def test_an_rgb_stem_becomes_a_bf16_convolution_of_two_channel_pairs_that_matches_its_rounded_operands() -> None:
-    """In bf16 the 3-channel stem reads its channels as one block of two pairs (the fourth channel
-    zero, and its weights zero), in a real untuned build: it matches the bf16-rounded input and
-    weight convolved in float64 (the packed weight is (O/16, 1, KH, KW, 2, 16, 2)), not the float32
-    convolution itself."""
-    import ml_dtypes
-    import torch
-    import tvm
-
-    from autosearch.networks.graph import untuned_build
-    from autosearch.networks.lowp import bf16_convolutions
-
-    rng = np.random.default_rng(6)
-    w = rng.standard_normal((2, 3, 7, 7, 16)).astype("float32")  # 32 outputs, OIHW16o
-    x = rng.random((1, 3, 12, 12), dtype=np.float32)
-    target = tvm.target.Target("llvm")
-    mod, count = bf16_convolutions(_stem_module(w))
-    assert count == 1
-    task = mod["conv2d_NCHWc_bf16"].script()
-    packed = ", ".join(f"T.int64({v})" for v in (2, 1, 7, 7, 2, 16, 2))
-    assert f'T.Buffer(({packed}), "bfloat16")' in task, task
-    with target:
-        got = tvm.relax.VirtualMachine(untuned_build(target)(mod), tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
-
-    def conv(data: np.ndarray, weight_oihwo: np.ndarray) -> np.ndarray:
-        oihw = torch.from_numpy(weight_oihwo.transpose(0, 4, 1, 2, 3).reshape(32, 3, 7, 7).astype(np.float64))
-        y = torch.nn.functional.conv2d(torch.from_numpy(data.astype(np.float64)), oihw, stride=2, padding=3).numpy()
-        return y.reshape(1, 2, 16, 6, 6).transpose(0, 1, 3, 4, 2)  # NCHW16c
-
-    def rounded(a: np.ndarray) -> np.ndarray:
-        return a.astype(ml_dtypes.bfloat16).astype(np.float64)
-
-    emulated = conv(rounded(x - 0.25), rounded(w))  # float32 sums of exact bf16 products
-    np.testing.assert_allclose(got, emulated, atol=1e-5 * np.abs(emulated).max())
-    assert np.abs(got - conv(x - 0.25, w)).max() > 1e-3  # bf16 operands: not the float32 convolution
-
-
 def test_a_depthwise_convolution_in_int8_reads_the_uint8_copy_padded_with_its_zero_point() -> None:
     """The depthwise convolution reads its input's uint8 copy (a quarter of the bytes) and sums in
     float32: in a real untuned build it matches the input rounded to its uint8 steps convolved in

@@ -240,9 +240,7 @@ def _te_packed_conv(data: Any, weight: Any, strides: list[int], padding: list[in
 
 def bf16_convolutions(mod: Any) -> tuple[Any, int]:
     """`mod` with every blocked float32 `conv2d` (one group, NCHW{b}c in, NCHW16c out, a constant
-    OIHW16o weight) and an RGB stem (`_stem_block`: its channels one block of whole pairs) computed
-    in bf16 by the packed convolution; and how many. Why the stem: float32 left it ResNet-50's
-    costliest convolution in bf16 (1.20 ms of ~22, Zen 4, at fp32's FMA rate)."""
+    OIHW16o weight) computed in bf16 by the packed convolution; and how many."""
     import ml_dtypes
     import tvm
     from tvm import relax
@@ -252,21 +250,15 @@ def bf16_convolutions(mod: Any) -> tuple[Any, int]:
     def bf16_conv(call: Any, builder: Any) -> Any:
         x, w = call.args
         a = call.attrs
-        weight = w.value.numpy()
-        xb = builder.emit(relax.op.astype(x, "bfloat16"))
         blocks = blocked_float_conv(call)
-        if blocks is None:  # an RGB stem: its channels one block, padded with zeros to whole pairs
-            in_block = _stem_block(call, _PAIRS)
-            if in_block is None:
-                return None
-            weight = np.pad(weight, [(0, 0), (0, in_block - weight.shape[1]), (0, 0), (0, 0), (0, 0)])
-            xb = builder.emit_te(_te_channel_block, xb, in_block, primfunc_name_hint="nchw_to_nchwc_bf16")
-        elif blocks[0] % _PAIRS or blocks[1] != _LANES or weight.shape[1] % blocks[0]:
+        if blocks is None or blocks[0] % _PAIRS or blocks[1] != _LANES:
             return None
-        else:
-            in_block = blocks[0]
+        in_block = blocks[0]
+        weight = w.value.numpy()
+        if weight.shape[1] % in_block:
+            return None
         packed = pack_conv_weight(weight.astype(ml_dtypes.bfloat16), in_block, _PAIRS)
-        xb = _channel_steps(builder, xb, in_block, _PAIRS)
+        xb = _channel_steps(builder, builder.emit(relax.op.astype(x, "bfloat16")), in_block, _PAIRS)
         geometry = conv_geometry(a)
         count[0] += 1
         return builder.emit_te(
@@ -320,12 +312,11 @@ def _blocked_depthwise(call: Any) -> bool:
     return per_group == 1 and int(call.attrs.groups) == chunks * blocks[0]
 
 
-def _stem_block(call: Any, depth: int = _QUADS) -> int | None:
-    """The channel block an RGB stem reads in int8 (bf16): its channels padded to whole quadruples
-    (pairs, `depth`), where the call is a one-group float32 `conv2d` of NCHW data with under 16
-    channels (no register block divides them, so `layouts` left its input NCHW) into NCHW16c by a
-    constant weight; else None. The stem is the costliest layer fp32 leaves in an int8 ResNet-18
-    (1.18 of 5.68 ms)."""
+def _stem_block(call: Any) -> int | None:
+    """The channel block an RGB stem reads in int8: its channels padded to whole quadruples, where
+    the call is a one-group float32 `conv2d` of NCHW data with under 16 channels (no register block
+    divides them, so `layouts` left its input NCHW) into NCHW16c by a constant weight; else None.
+    The stem is the costliest layer fp32 leaves in an int8 ResNet-18 (1.18 of 5.68 ms)."""
     a = call.attrs
     if int(a.groups) != 1 or str(a.data_layout) != "NCHW" or not float_conv_by_constant(call):
         return None
@@ -335,7 +326,7 @@ def _stem_block(call: Any, depth: int = _QUADS) -> int | None:
     ):
         return None
     channels = int(call.args[1].ty.shape.values[1])
-    return -(-channels // depth) * depth if channels < _LANES else None
+    return -(-channels // _QUADS) * _QUADS if channels < _LANES else None
 
 
 def _te_channel_block(data: Any, block: int) -> Any:
