@@ -25,10 +25,11 @@ alone went from 0.65x to 0.91x OpenVINO f32 (bench/README.md "Register blocks in
 
 A bf16 or int8 convolution tensorized with its channel-block kernel (`backends.tvm.lowp`: one call
 sums a 16-channel output block of one pixel over an input block) has no vector axis left to block:
-its register block is `CHANNEL_BLOCK_WIDTH` output blocks times a row of pixels (`channel_block_decisions`),
-the whole reduction around it, the weights of a step in registers. Why: ResNet-50's bf16
-convolutions after 10 minutes of rounds ran 262-330 GFLOP/s on 9 of 22 tasks (Zen 4) with inner
-tiles of up to 56 sums; 2 blocks x 7 pixels ran 383-457 on the same tasks, timed side by side
+its register block is `CHANNEL_BLOCK_WIDTH` output blocks times a row of pixels
+(`channel_block_decisions`), the whole reduction around it, the weights of a step in registers.
+Why: on ResNet-50's 23 bf16 convolutions after 10 minutes of rounds (Zen 4; the run's inner tiles
+held up to 56 sums) the blocks ran faster on 21, the network's sum of their calls 18.66 -> 15.30
+ms, timed side by side
 (bench/README.md "bf16 convolutions in register blocks").
 """
 
