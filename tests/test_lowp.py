@@ -587,6 +587,8 @@ def test_a_networks_convolutions_go_to_bf16_with_vdpbf16ps_and_stay_float32_on_a
     assert counts == {"znver4": 2, "sapphirerapids": 0}, counts
 
 
+# integration: a whole tune-model run in bf16 from the prior (~21 s on 2 cores)
+@pytest.mark.integration
 @needs_bf16
 @pytest.mark.skipif(
     {"amx_tile", "amx_bf16"} <= _host_flags(), reason="on AMX tiles a network's convolutions stay float32"
@@ -1138,6 +1140,8 @@ def test_tune_model_builds_a_convnet_in_int8_with_vnni_convolutions_that_match_p
     assert "Tensorize failed" not in err
 
 
+# integration: a whole tune-model run in int8, calibrated and tuned (~13 s on 2 cores)
+@pytest.mark.integration
 @needs_vnni
 @pytest.mark.usefixtures("no_pytorch_timing")
 def test_tune_model_builds_an_rgb_stem_in_int8_as_a_tuned_vnni_convolution_that_matches_pytorch(
