@@ -63,8 +63,8 @@ STRUCTURE = "SSRSRS"
 SPARE_REGISTERS = 4
 #: A packed convolution's register block: output-channel blocks (a register of sums each) side by
 #: side; every instruction's weight register is read by a row of pixels. Its explicit unroll step:
-#: the block's calls unrolled, not the reduction around them (512 ran 5-14% slower on 6 of 7
-#: ResNet-50 tasks, Zen 4).
+#: the block's calls unrolled, not the reduction around them (512 ran 3-10% slower on 5 of 7
+#: of ResNet-50's bf16 convolutions, level on two; Zen 4).
 CHANNEL_BLOCK_WIDTH = 2
 CHANNEL_BLOCK_UNROLL = 16
 #: Registers a packed convolution's block keeps free of sums and weights: the broadcast operands.
