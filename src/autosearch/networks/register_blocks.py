@@ -162,9 +162,8 @@ def unroll_variants(mod: Any, postprocs: Any, trace: str) -> list[Any]:
     end = next((i for i, ins in enumerate(insts) if ins[0] == "EnterPostproc"), len(insts))
     insts = insts[:end]
     by_inst = {int(i): d for i, d in decisions if int(i) < end}
-    unrolls = [i for i in by_inst if insts[i][0] == "SampleCategorical" and _annotates_unroll(insts, i)]
     out: list[Any] = []
-    for i in unrolls:
+    for i in _unroll_steps(insts, by_inst):
         for value in range(len(insts[i][2][0])):
             if value == by_inst[i]:
                 continue
@@ -384,7 +383,7 @@ def blocked_decisions(
     rows = next((i for i in reversed(spatial[:-1]) if extent[i] > 1), None)
     if rows is None:
         return None
-    r = max((d for d in range(1, accumulators // width + 1) if extent[rows] % d == 0), default=1)
+    r = _largest_divisor(extent[rows], accumulators // width)
     if r < 2:
         return None
     if rows_in_panels and (extent[rows] == r or extent[vector] == v):
@@ -410,7 +409,7 @@ def channel_block_decisions(insts: list[Any], decisions: list[Any], width: int, 
     channels, pixels = spatial[1], spatial[3]
     if extent[channels] % width:
         return None
-    r = max((d for d in range(1, accumulators // width + 1) if extent[pixels] % d == 0), default=1)
+    r = _largest_divisor(extent[pixels], accumulators // width)
     if r < 2:
         return None
     unroll = {}
@@ -467,6 +466,11 @@ def _micro_kernel(
         chosen[i] = [1, extent[i]]
     chosen.update(unroll)
     return [[i, chosen[i]] for i in sorted(chosen)]
+
+
+def _largest_divisor(n: int, most: int) -> int:
+    """The largest divisor of `n` that is at most `most` (1 where none is larger)."""
+    return max((d for d in range(1, most + 1) if n % d == 0), default=1)
 
 
 def _unroll_steps(insts: list[Any], by_inst: dict[int, Any]) -> list[int]:
