@@ -374,16 +374,20 @@ def test_a_packing_read_from_a_schedule_moves_every_weight_element_where_tvms_ow
     assert all(packed_layouts(sch) == {} for sch, _ in candidates(mod, target, None))
 
 
-@pytest.mark.parametrize(("precision", "rows"), [("bf16", 7), ("int8", 7)])
+@pytest.mark.parametrize(
+    ("precision", "size", "rows"), [("bf16", 14, 7), ("int8", 14, 7), ("int8", 56, 7), ("bf16", 16, 4)]
+)
 def test_a_packed_convolution_gets_two_channel_blocks_times_a_row_of_pixels_that_computes_the_task(
-    precision: str, rows: int
+    precision: str, size: int, rows: int
 ) -> None:
-    """A network's 1x1 convolution in bf16 (int8) on 14x14 maps, 64 output channels: its register
-    block is 2 output-channel blocks x 7 pixels of a row (14's largest divisor within 32 registers
-    less 2 x 8 (2 x 4) weight registers and 2 for the broadcasts: 7 for bf16, 14 / 2 = 7 of 11 for
-    int8), the whole reduction inside, unrolled 16; each sketch's block compiles to the instruction,
-    and where this CPU runs it, computes what the task computes. The fp32 network's convolution is no
-    packed one (its blocks stay `blocked_decisions`')."""
+    """A network's 1x1 convolution in bf16 (int8) on `size` x `size` maps, 64 output channels: its
+    register block is 2 output-channel blocks x `rows` pixels of a row, the largest odd divisor of
+    the row within 32 registers less 2 x 8 (2 x 4) weight registers and 2 for the broadcasts (7 for
+    bf16, 11 / 2 -> 7 for int8: on 56-wide maps 7, not 8, whose epilogue LLVM vectorized across
+    pixels, 2-5x slower), else its largest divisor (16 in bf16: 4); the whole reduction inside,
+    unrolled 16; each sketch's block compiles to the instruction, and where this CPU runs it,
+    computes what the task computes. The fp32 network's convolution is no packed one (its blocks
+    stay `blocked_decisions`')."""
     import torch
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
@@ -399,7 +403,7 @@ def test_a_packed_convolution_gets_two_channel_blocks_times_a_row_of_pixels_that
     target = tvm.target.Target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2})
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU()).eval()
-    x = np.random.default_rng(0).random((1, 32, 14, 14), dtype=np.float32)
+    x = np.random.default_rng(0).random((1, 32, size, size), dtype=np.float32)
     graph = import_network("c1", net, [InputSpec("x", "float32", x.shape)], [x], target, precision=precision)
     (task,) = [w for w in graph.workloads if f"conv2d_NCHWc_{precision}" in w.name]
     mod = task.mod()
@@ -409,7 +413,7 @@ def test_a_packed_convolution_gets_two_channel_blocks_times_a_row_of_pixels_that
     assert scheds
     for s in scheds:
         batch, channels, height, width, lanes, *reduction = _tiles(s)
-        assert channels == [2, 1, 1, 2] and width == [2, 1, 1, rows] and height == [14, 1, 1, 1]
+        assert channels == [2, 1, 1, 2] and width == [size // rows, 1, 1, rows] and height == [size, 1, 1, 1]
         assert batch == lanes == [1, 1, 1, 1] and all(t[0] == 1 for t in reduction)
         insts, decisions = json.loads(trace_json(s))
         unrolls = [insts[i][2][0][d] for i, d in decisions if insts[i][0] == "SampleCategorical"]

@@ -396,9 +396,9 @@ def blocked_decisions(
 
 def channel_block_decisions(insts: list[Any], decisions: list[Any], width: int, accumulators: int) -> list[Any] | None:
     """A packed convolution's sketch decisions with its `SSRSRS` block tiled as a register block:
-    `width` output-channel blocks (the kernel's 16 sums each) times the most pixels of a row that
-    `accumulators` sums allow, the whole reduction around it, unrolled `CHANNEL_BLOCK_UNROLL`; None
-    where the sketch is not a packed convolution's (spatial axes batch, channel blocks, rows,
+    `width` output-channel blocks (the kernel's 16 sums each) times a row's pixels that
+    `accumulators` sums allow (`_block_pixels`: an odd count where the row has one), the whole
+    reduction around it, unrolled `CHANNEL_BLOCK_UNROLL`; None where the sketch is not a packed convolution's (spatial axes batch, channel blocks, rows,
     columns, the kernel's lanes), its channel blocks take no such width or a row gives no 2 pixels."""
     block = _tiled_block(insts, decisions)
     if block is None:
@@ -409,7 +409,7 @@ def channel_block_decisions(insts: list[Any], decisions: list[Any], width: int, 
     channels, pixels = spatial[1], spatial[3]
     if extent[channels] % width:
         return None
-    r = _largest_divisor(extent[pixels], accumulators // width)
+    r = _block_pixels(extent[pixels], accumulators // width)
     if r < 2:
         return None
     unroll = {}
@@ -466,6 +466,17 @@ def _micro_kernel(
         chosen[i] = [1, extent[i]]
     chosen.update(unroll)
     return [[i, chosen[i]] for i in sorted(chosen)]
+
+
+def _block_pixels(width: int, most: int) -> int:
+    """Pixels of a row in a packed convolution's register block: the largest odd divisor (from 3)
+    of the row's `width` within `most`, else its largest divisor. Why odd: with 8 or 4 pixels LLVM
+    vectorizes the fused epilogue across the block's pixels (a gather of each lane's sums) instead
+    of along the 16 lanes; ResNet-50's five int8 convolutions on 56x56 maps ran 2.1-5.3x slower with
+    8 pixels than with 7, 4 no better than 8 (Zen 4; bench/README.md "bf16 convolutions in register
+    blocks")."""
+    odd = max((d for d in range(3, most + 1, 2) if width % d == 0), default=0)
+    return odd or _largest_divisor(width, most)
 
 
 def _largest_divisor(n: int, most: int) -> int:
