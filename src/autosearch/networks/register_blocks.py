@@ -398,8 +398,9 @@ def channel_block_decisions(insts: list[Any], decisions: list[Any], width: int, 
     """A packed convolution's sketch decisions with its `SSRSRS` block tiled as a register block:
     `width` output-channel blocks (the kernel's 16 sums each) times a row's pixels that
     `accumulators` sums allow (`_block_pixels`: an odd count where the row has one), the whole
-    reduction around it, unrolled `CHANNEL_BLOCK_UNROLL`; None where the sketch is not a packed convolution's (spatial axes batch, channel blocks, rows,
-    columns, the kernel's lanes), its channel blocks take no such width or a row gives no 2 pixels."""
+    reduction around it, unrolled `CHANNEL_BLOCK_UNROLL`; None where the sketch is not a packed
+    convolution's (spatial axes batch, channel blocks, rows, columns, the kernel's lanes), its
+    channel blocks take no such width or a row gives no 2 pixels."""
     block = _tiled_block(insts, decisions)
     if block is None:
         return None
@@ -470,11 +471,11 @@ def _micro_kernel(
 
 def _block_pixels(width: int, most: int) -> int:
     """Pixels of a row in a packed convolution's register block: the largest odd divisor (from 3)
-    of the row's `width` within `most`, else its largest divisor. Why odd: with 8 or 4 pixels LLVM
+    of the row's `width` within `most`, else its largest divisor. Why odd: with 8 pixels LLVM
     vectorizes the fused epilogue across the block's pixels (a gather of each lane's sums) instead
-    of along the 16 lanes; ResNet-50's five int8 convolutions on 56x56 maps ran 2.1-5.3x slower with
-    8 pixels than with 7, 4 no better than 8 (Zen 4; bench/README.md "bf16 convolutions in register
-    blocks")."""
+    of along the 16 lanes, and 4 ran slow too; ResNet-50's five int8 convolutions on 56x56 maps ran 2.1-5.3x slower with
+    8 pixels than with 7, and 1.5-5.5x slower with 4 (Zen 4; bench/README.md "bf16 convolutions in
+    register blocks")."""
     odd = max((d for d in range(3, most + 1, 2) if width % d == 0), default=0)
     return odd or _largest_divisor(width, most)
 
