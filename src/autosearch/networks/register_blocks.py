@@ -473,9 +473,9 @@ def _block_pixels(width: int, most: int) -> int:
     """Pixels of a row in a packed convolution's register block: the largest odd divisor (from 3)
     of the row's `width` within `most`, else its largest divisor. Why odd: with 8 pixels LLVM
     vectorizes the fused epilogue across the block's pixels (a gather of each lane's sums) instead
-    of along the 16 lanes, and 4 ran slow too; ResNet-50's five int8 convolutions on 56x56 maps ran 2.1-5.3x slower with
-    8 pixels than with 7, and 1.5-5.5x slower with 4 (Zen 4; bench/README.md "bf16 convolutions in
-    register blocks")."""
+    of along the 16 lanes, and 4 ran slow too; ResNet-50's five int8 convolutions on 56x56 maps
+    ran 2.1-5.3x slower with 8 pixels than with 7, and 1.5-5.5x slower with 4 (Zen 4;
+    bench/README.md "bf16 convolutions in register blocks")."""
     odd = max((d for d in range(3, most + 1, 2) if width % d == 0), default=0)
     return odd or _largest_divisor(width, most)
 
